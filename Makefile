@@ -1,0 +1,61 @@
+# The two commands that matter: `make demo` and `make test`.
+# Everything bootstraps a local .venv with nothing but python3 and make.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: help demo test lint typecheck arch unit bench bench-scale chaos services clean format
+
+help:
+	@echo "make demo         run the demo: a simulated vendor API polled into ./watukuy-demo.db"
+	@echo "make test         lint, strict type check, architecture contract and the whole test suite"
+	@echo "make bench        benchmarks (figures, not pass/fail)"
+	@echo "make chaos        long chaos sweep (SEEDS=200 STEPS=150)"
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/watukuy demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+arch: $(STAMP)
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit -q
+
+test: lint typecheck arch
+	$(BIN)/pytest -q
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests bench scripts
+	$(BIN)/ruff check --fix src tests bench scripts
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+bench-scale: $(STAMP)
+	$(BIN)/python -m bench.scale
+
+SEEDS ?= 200
+STEPS ?= 150
+chaos: $(STAMP)
+	$(BIN)/python -m watukuy.testing.chaos --seeds $(SEEDS) --steps $(STEPS)
+
+services:
+	scripts/ensure-services
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

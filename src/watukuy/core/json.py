@@ -1,0 +1,113 @@
+"""JSON in and out: fast where it can be, exact where it must be.
+
+watukuy stores payloads (events, items, cursors) as JSON text. :func:`dumps` uses orjson
+and falls back to the standard library for the few values orjson refuses (integers beyond
+64 bits), so big integers survive a round trip unchanged. :func:`to_jsonable` turns the
+typed items users work with (pydantic models, msgspec structs, dataclasses, datetimes,
+enums, UUIDs, decimals) into plain JSON data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import json as _stdjson
+import math
+import uuid
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+__all__ = ["JsonValue", "dumps", "loads", "to_jsonable"]
+
+JsonValue = None | bool | int | float | str | list[Any] | dict[str, Any]
+
+
+def _stdlib_dumps(value: Any) -> str:
+    def reject(obj: object) -> Any:
+        raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+    return _stdjson.dumps(
+        value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=reject
+    )
+
+
+def dumps(value: Any) -> str:
+    """Serialise JSON data (already plain) to compact text; NaN and Infinity are rejected."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError as error:
+        if "Integer exceeds 64-bit range" in str(error):
+            return _stdlib_dumps(value)
+        raise TypeError(str(error)) from error
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse JSON text; integers beyond 64 bits are read exactly."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        # orjson refuses integers it cannot hold; the standard library reads them exactly.
+        return _stdjson.loads(text)
+
+
+def _iso(value: dt.datetime | dt.date | dt.time) -> str:
+    text = value.isoformat()
+    if isinstance(value, dt.datetime | dt.time) and text.endswith("+00:00"):
+        text = text[:-6] + "Z"
+    return text
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert a typed value into plain JSON data (dicts, lists, str, int, float, bool, None).
+
+    Pydantic models are dumped in JSON mode, msgspec structs with ``msgspec.to_builtins``,
+    dataclasses field by field, datetimes as ISO 8601 (``Z`` for UTC, as pydantic writes
+    them), UUIDs and decimals as strings, enums as their values, sets and tuples as lists.
+
+    Raises:
+        TypeError: A value that has no JSON form, or a float that is NaN or infinite.
+    """
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TypeError(f"{value!r} has no JSON form")
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, enum.Enum):
+                key = key.value
+            if not isinstance(key, str):
+                if isinstance(key, int) and not isinstance(key, bool):
+                    key = str(key)
+                else:
+                    raise TypeError(f"object keys must be strings, got {key!r}")
+            out[key] = to_jsonable(item)
+        return out
+    if isinstance(value, list | tuple):
+        return [to_jsonable(item) for item in value]
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump) and hasattr(type(value), "model_fields"):
+        return to_jsonable(model_dump(mode="json"))
+    if hasattr(type(value), "__struct_fields__"):
+        import msgspec  # only present when the user's items are msgspec structs
+
+        return to_jsonable(msgspec.to_builtins(value))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return to_jsonable(value.value)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return _iso(value)
+    if isinstance(value, uuid.UUID | Decimal):
+        return str(value)
+    if isinstance(value, set | frozenset):
+        # Sets have no order; sort so the same set always hashes the same.
+        items = [to_jsonable(item) for item in value]
+        return sorted(items, key=dumps)
+    raise TypeError(f"{type(value).__name__} has no JSON form")

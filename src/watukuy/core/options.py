@@ -1,0 +1,299 @@
+"""Small value objects for poller and engine options.
+
+Each one validates itself when built (a :class:`~watukuy.ConfigError` names the field and
+the value), keeps what the user wrote for ``repr``, and exposes the parsed milliseconds as
+``*_ms`` attributes for the engine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .durations import Duration, parse_duration
+from .errors import ConfigError
+
+__all__ = [
+    "AckMode",
+    "Backoff",
+    "Budget",
+    "Circuit",
+    "Delivery",
+    "EventLog",
+    "Fairness",
+    "Poison",
+    "PoisonAction",
+    "Reconcile",
+    "Retry",
+    "Schedule",
+]
+
+PoisonAction = Literal["park", "halt"]
+AckMode = Literal["auto", "manual"]
+Fairness = Literal["round-robin", "weighted"]
+
+
+def _set(obj: object, name: str, value: Any) -> None:
+    object.__setattr__(obj, name, value)
+
+
+def _positive_int(value: object, field_name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"expected an integer >= {minimum}, got {value!r}", field=field_name)
+    return value
+
+
+def _number(value: object, field_name: str, *, low: float, high: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"expected a number, got {value!r}", field=field_name)
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ConfigError(f"expected a number {bound}, got {value!r}", field=field_name)
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Exponential backoff with full jitter: the wait before retry *n* is uniform in
+    ``[0, min(max, base * factor ** (n - 1))]``.
+
+    Args:
+        base: First ceiling.
+        factor: Growth per attempt (``>= 1``).
+        max: Largest ceiling.
+    """
+
+    base: Duration = "1s"
+    factor: float = 2
+    max: Duration = "10m"
+    base_ms: int = field(init=False, repr=False, compare=False)
+    max_ms: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _set(self, "base_ms", parse_duration(self.base, "backoff.base"))
+        _set(self, "max_ms", parse_duration(self.max, "backoff.max"))
+        _number(self.factor, "backoff.factor", low=1)
+        if self.max_ms < self.base_ms:
+            raise ConfigError(
+                f"must be at least backoff.base ({self.base!r}), got {self.max!r}",
+                field="backoff.max",
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """How often the live lane polls.
+
+    Args:
+        min: Shortest interval, and the starting one.
+        max: Longest interval (idle cycles grow toward it).
+        adaptive: AIMD on (events halve the interval, idle cycles multiply it by 1.5);
+            ``False`` pins the interval at ``min``.
+        jitter: Symmetric jitter applied to every wait, as a fraction (``0.1`` = ±10%).
+        backoff: Backoff after fetch failures.
+    """
+
+    min: Duration = "30s"
+    max: Duration = "5m"
+    adaptive: bool = True
+    jitter: float = 0.1
+    backoff: Backoff = field(default_factory=Backoff)
+    min_ms: int = field(init=False, repr=False, compare=False)
+    max_ms: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _set(self, "min_ms", parse_duration(self.min, "schedule.min"))
+        _set(self, "max_ms", parse_duration(self.max, "schedule.max"))
+        if self.min_ms <= 0:
+            raise ConfigError(f"must be greater than zero, got {self.min!r}", field="schedule.min")
+        if self.max_ms < self.min_ms:
+            raise ConfigError(
+                f"must be at least schedule.min ({self.min!r}), got {self.max!r}",
+                field="schedule.max",
+            )
+        if not isinstance(self.adaptive, bool):
+            raise ConfigError(f"expected a bool, got {self.adaptive!r}", field="schedule.adaptive")
+        _number(self.jitter, "schedule.jitter", low=0, high=1)
+        if not isinstance(self.backoff, Backoff):
+            raise ConfigError(f"expected a Backoff, got {self.backoff!r}", field="schedule.backoff")
+
+
+@dataclass(frozen=True, slots=True)
+class Circuit:
+    """When to stop hammering a failing API.
+
+    Args:
+        failures: Consecutive fetch failures that open the circuit.
+        probe_every: How long an open circuit waits before a half-open probe
+            (default: ``schedule.max``).
+    """
+
+    failures: int = 5
+    probe_every: Duration | None = None
+    probe_every_ms: int | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _positive_int(self.failures, "circuit.failures")
+        _set(
+            self,
+            "probe_every_ms",
+            None
+            if self.probe_every is None
+            else parse_duration(self.probe_every, "circuit.probe_every"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Handler retries.
+
+    Args:
+        attempts: Total delivery attempts before an event is poison (``1`` = no retry).
+        backoff: Wait between attempts (full jitter).
+    """
+
+    attempts: int = 5
+    backoff: Backoff = field(default_factory=lambda: Backoff(base="1s", factor=2, max="2m"))
+
+    def __post_init__(self) -> None:
+        _positive_int(self.attempts, "delivery.retry.attempts")
+        if not isinstance(self.backoff, Backoff):
+            raise ConfigError(
+                f"expected a Backoff, got {self.backoff!r}", field="delivery.retry.backoff"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Poison:
+    """What happens to an event that used up its attempts.
+
+    Args:
+        action: ``"park"`` moves it to the parked table; ``"halt"`` also opens the circuit.
+        hold_key: Keep later events of the same ordering key pending while it is parked.
+    """
+
+    action: PoisonAction = "park"
+    hold_key: bool = True
+
+    def __post_init__(self) -> None:
+        if self.action not in ("park", "halt"):
+            raise ConfigError(
+                f"expected 'park' or 'halt', got {self.action!r}", field="delivery.poison.action"
+            )
+        if not isinstance(self.hold_key, bool):
+            raise ConfigError(
+                f"expected a bool, got {self.hold_key!r}", field="delivery.poison.hold_key"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """How committed events reach the handler.
+
+    Args:
+        ordering_key: ``(event) -> str``; events with equal keys are delivered strictly in
+            sequence order. Default: the event's subject (the item identity).
+        concurrency: Ordering keys in flight at once.
+        retry: Retries of a failing handler.
+        poison: What to do after the last attempt.
+        ack_mode: ``"auto"`` acks when the handler returns; ``"manual"`` requires
+            ``ctx.ack()`` before it returns.
+    """
+
+    ordering_key: Callable[[Any], str] | None = None
+    concurrency: int = 1
+    retry: Retry = field(default_factory=Retry)
+    poison: Poison = field(default_factory=Poison)
+    ack_mode: AckMode = "auto"
+
+    def __post_init__(self) -> None:
+        if self.ordering_key is not None and not callable(self.ordering_key):
+            raise ConfigError(
+                f"expected a callable, got {self.ordering_key!r}", field="delivery.ordering_key"
+            )
+        _positive_int(self.concurrency, "delivery.concurrency")
+        if not isinstance(self.retry, Retry):
+            raise ConfigError(f"expected a Retry, got {self.retry!r}", field="delivery.retry")
+        if not isinstance(self.poison, Poison):
+            raise ConfigError(f"expected a Poison, got {self.poison!r}", field="delivery.poison")
+        if self.ack_mode not in ("auto", "manual"):
+            raise ConfigError(
+                f"expected 'auto' or 'manual', got {self.ack_mode!r}", field="delivery.ack_mode"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Reconcile:
+    """A slow full listing that finds deletes for incremental strategies.
+
+    Args:
+        every: Time between complete reconcile listings (the first runs on the first cycle).
+        fetch: Lists everything, paged by ``ctx.page``; same shapes as the poller's fetch.
+    """
+
+    every: Duration
+    fetch: Callable[..., Any]
+    every_ms: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _set(self, "every_ms", parse_duration(self.every, "reconcile.every"))
+        if self.every_ms <= 0:
+            raise ConfigError(
+                f"must be greater than zero, got {self.every!r}", field="reconcile.every"
+            )
+        if not callable(self.fetch):
+            raise ConfigError(f"expected a callable, got {self.fetch!r}", field="reconcile.fetch")
+
+
+@dataclass(frozen=True, slots=True)
+class EventLog:
+    """Keep committed events in a replay log (enables ``engine.replay()``).
+
+    Args:
+        retention: How long logged events are kept.
+    """
+
+    retention: Duration = "7d"
+    retention_ms: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _set(self, "retention_ms", parse_duration(self.retention, "log.retention"))
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A shared rate budget: at most ``requests`` per ``per``, across every poller using it.
+
+    Args:
+        requests: Tokens per window (also the burst size).
+        per: Window length; tokens refill continuously.
+        fairness: ``"round-robin"`` across waiting requesters, or ``"weighted"`` by each
+            poller's ``budget_weight``.
+        max_wait: Longest a request waits for tokens before the cycle is deferred with
+            ``BudgetTimeoutError`` (default: the poller's ``schedule.max``).
+    """
+
+    requests: int
+    per: Duration
+    fairness: Fairness = "round-robin"
+    max_wait: Duration | None = None
+    per_ms: int = field(init=False, repr=False, compare=False)
+    max_wait_ms: int | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _positive_int(self.requests, "budget.requests")
+        _set(self, "per_ms", parse_duration(self.per, "budget.per"))
+        if self.per_ms <= 0:
+            raise ConfigError(f"must be greater than zero, got {self.per!r}", field="budget.per")
+        if self.fairness not in ("round-robin", "weighted"):
+            raise ConfigError(
+                f"expected 'round-robin' or 'weighted', got {self.fairness!r}",
+                field="budget.fairness",
+            )
+        _set(
+            self,
+            "max_wait_ms",
+            None if self.max_wait is None else parse_duration(self.max_wait, "budget.max_wait"),
+        )

@@ -1,0 +1,252 @@
+"""The ports: what the core needs from the outside world, and nothing more.
+
+The engine talks to time through :class:`Clock`, to chance through :class:`Random`, to
+durable state through :class:`StateStore` and to shared rate budgets through
+:class:`BudgetStore`. Adapters implement them (``watukuy.stores``, ``watukuy.SystemClock``);
+tests inject doubles (``watukuy.testing.VirtualClock``, ``SeededRandom``, ``MemoryStore``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from .errors import SerializedError
+from .rows import (
+    CommitBatch,
+    ItemRow,
+    Lease,
+    LoggedEvent,
+    OutboxRow,
+    ParkedKind,
+    ParkedRow,
+    PKey,
+    PollerState,
+    StatePatch,
+    StoreCapabilities,
+    Validator,
+)
+
+__all__ = ["BudgetPolicy", "BudgetStore", "Clock", "Random", "StateStore"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Time, as the engine sees it. Every time is integer epoch milliseconds."""
+
+    def now(self) -> int:
+        """The current time in epoch milliseconds."""
+        ...
+
+    async def sleep(self, ms: int) -> None:
+        """Wait ``ms`` milliseconds (cancellable, like :func:`asyncio.sleep`)."""
+        ...
+
+
+@runtime_checkable
+class Random(Protocol):
+    """Randomness for jitter and ids; inject ``SeededRandom`` to make runs reproducible."""
+
+    def random(self) -> float:
+        """A float uniformly distributed in ``[0, 1)``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetPolicy:
+    """A token bucket: ``requests`` tokens, refilled continuously over ``per_ms``."""
+
+    requests: int
+    per_ms: int
+
+
+@runtime_checkable
+class BudgetStore(Protocol):
+    """Where token buckets live. In-process by default; ``RedisBudgetStore`` shares them."""
+
+    async def try_take(self, budget: str, policy: BudgetPolicy, cost: float, now: int) -> int:
+        """Take ``cost`` tokens at ``now``.
+
+        Returns:
+            ``0`` when the tokens were taken; otherwise the milliseconds until they would
+            be available, having taken nothing.
+        """
+        ...
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """The durability port: leases, state, snapshot, outbox, parked rows, validators, log.
+
+    Rules every implementation follows (the contract suite in
+    ``watukuy.testing.store_contract`` checks each one):
+
+    1. **Fencing.** Every method that takes a :class:`Lease` compares its owner and epoch
+       with the stored lease and raises ``LeaseLostError`` on a mismatch or when the lease
+       is gone. ``acquire_lease`` succeeds only when the key is unowned or its lease has
+       expired (``expires_at <= now``), and increments the epoch on every acquisition.
+    2. **Atomicity.** ``commit_poll`` writes the state patch, upserts, deletes, events, log
+       entries and parked rows in one transaction, or nothing.
+    3. **Ordering.** ``load_pending`` returns rows in sequence order and never filters by
+       ``next_attempt_at``; the dispatcher decides what is eligible.
+    4. **Unfenced administrative writes** (``save_state_unfenced``, ``retry_parked``,
+       ``discard_parked``, ``delete_key``, ``clear_items``) never touch the lease.
+    5. **Copies, not references.** Nothing a caller receives aliases the store's state.
+    6. **No I/O in the constructor.** ``migrate()`` creates what is missing, idempotently,
+       and is safe to run from several processes at once.
+    7. **Driver failures** surface as ``StoreError`` with the driver error as its cause.
+    """
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        """What this store supports."""
+        ...
+
+    async def migrate(self) -> None:
+        """Create tables/keys that are missing. Idempotent."""
+        ...
+
+    async def close(self) -> None:
+        """Release resources this store opened itself."""
+        ...
+
+    # leases
+    async def acquire_lease(self, key: PKey, owner: str, ttl_ms: int, now: int) -> Lease | None:
+        """Take the key's lease if it is free or expired; ``None`` when someone holds it."""
+        ...
+
+    async def renew_lease(self, key: PKey, lease: Lease, ttl_ms: int, now: int) -> bool:
+        """Extend a held lease to ``now + ttl_ms``; ``False`` when it is no longer ours."""
+        ...
+
+    async def release_lease(self, key: PKey, lease: Lease) -> None:
+        """Give the lease up (a no-op when it is no longer ours)."""
+        ...
+
+    async def get_lease(self, key: PKey) -> Lease | None:
+        """The current lease of the key, expired or not; ``None`` when never leased."""
+        ...
+
+    # state
+    async def load_state(self, key: PKey) -> PollerState | None:
+        """The key's state, or ``None`` when the key has never been seen."""
+        ...
+
+    async def save_state(self, key: PKey, lease: Lease, patch: StatePatch) -> None:
+        """Fenced partial update of the key's state."""
+        ...
+
+    async def save_state_unfenced(self, key: PKey, patch: StatePatch, now: int) -> None:
+        """Administrative partial update (pause, resume, trigger, reset); creates the key
+        with an empty state when it does not exist yet."""
+        ...
+
+    async def list_keys(self, poller: str | None = None) -> list[PKey]:
+        """Every key with state, optionally of one poller, sorted."""
+        ...
+
+    async def delete_key(self, key: PKey) -> None:
+        """Remove every row of the key: state, lease, items, outbox, parked, validators, log."""
+        ...
+
+    async def clear_items(self, key: PKey) -> None:
+        """Drop the key's snapshot (item rows) only."""
+        ...
+
+    # items
+    async def load_versions(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemRow]:
+        """The stored rows of those identities that exist."""
+        ...
+
+    def stream_identities(self, key: PKey, batch_size: int = 1000) -> AsyncIterator[list[str]]:
+        """Every stored identity of the key, in batches of at most ``batch_size``."""
+        ...
+
+    async def count_items(self, key: PKey) -> int:
+        """Size of the key's snapshot."""
+        ...
+
+    # atomic commit and outbox
+    async def commit_poll(self, key: PKey, lease: Lease, batch: CommitBatch) -> None:
+        """Write the whole batch in one transaction, fenced by ``lease``."""
+        ...
+
+    async def load_pending(self, key: PKey, limit: int) -> list[OutboxRow]:
+        """Up to ``limit`` pending rows in sequence order, regardless of ``next_attempt_at``."""
+        ...
+
+    async def count_pending(self, key: PKey) -> int:
+        """Number of pending outbox rows."""
+        ...
+
+    async def ack_events(self, key: PKey, lease: Lease, event_ids: Sequence[str]) -> None:
+        """Remove delivered rows from the outbox (fenced)."""
+        ...
+
+    async def record_attempt(
+        self,
+        key: PKey,
+        lease: Lease,
+        event_id: str,
+        error: SerializedError,
+        next_attempt_at: int | None,
+    ) -> None:
+        """Count a failed attempt: increment ``attempts``, store the error and retry time."""
+        ...
+
+    async def park_event(self, key: PKey, lease: Lease, row: ParkedRow) -> None:
+        """Move an outbox row to the parked table in one step (fenced)."""
+        ...
+
+    async def list_parked(
+        self, key: PKey, kind: ParkedKind | None = None, limit: int | None = None
+    ) -> list[ParkedRow]:
+        """Parked rows, oldest first, optionally of one kind."""
+        ...
+
+    async def count_parked(self, key: PKey) -> int:
+        """Number of parked rows of either kind."""
+        ...
+
+    async def retry_parked(self, key: PKey, ids: Sequence[str]) -> int:
+        """Put parked poison events back in the outbox as pending, at their original
+        sequence, with attempts reset; returns how many moved. Invalid items are left."""
+        ...
+
+    async def discard_parked(self, key: PKey, ids: Sequence[str]) -> int:
+        """Delete parked rows; returns how many were deleted."""
+        ...
+
+    async def held_keys(self, key: PKey) -> set[str]:
+        """Ordering keys held back by parked rows."""
+        ...
+
+    # HTTP validators
+    async def get_validator(self, key: PKey, url_hash: str) -> Validator | None:
+        """The stored ETag / Last-Modified for a URL hash."""
+        ...
+
+    async def set_validator(
+        self, key: PKey, lease: Lease, url_hash: str, validator: Validator
+    ) -> None:
+        """Store validators for a URL hash (fenced)."""
+        ...
+
+    # event log
+    async def read_log(
+        self,
+        key: PKey,
+        *,
+        after_sequence: int | None = None,
+        from_time: int | None = None,
+        to_time: int | None = None,
+        limit: int = 1000,
+    ) -> list[LoggedEvent]:
+        """Logged events in sequence order, filtered by sequence and/or time
+        (``from_time <= created_at <= to_time``)."""
+        ...
+
+    async def prune_log(self, key: PKey, older_than: int) -> int:
+        """Delete log entries created before ``older_than``; returns how many."""
+        ...

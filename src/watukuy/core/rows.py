@@ -1,0 +1,520 @@
+"""The records the engine and the stores exchange.
+
+Everything here is plain data: frozen dataclasses whose times are integer epoch
+milliseconds and whose payloads (events, items, cursors) are JSON text, so that a store can
+persist them without knowing anything about the user's item types. The codec at the bottom
+turns a :class:`PollerState` into JSON-ready fields and back, one field per top-level
+attribute (the Redis store keeps exactly these fields; the SQL stores keep them as one JSON
+document).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, TypedDict, cast
+
+from .errors import SerializedError
+
+__all__ = [
+    "BackfillState",
+    "CircuitState",
+    "CommitBatch",
+    "EventCounts",
+    "ItemRow",
+    "Lane",
+    "Lease",
+    "LoggedEvent",
+    "OutboxRow",
+    "PKey",
+    "ParkedKind",
+    "ParkedRow",
+    "PollSummary",
+    "PollerState",
+    "RateLimitInfo",
+    "RateLimitSource",
+    "ScheduleState",
+    "StatePatch",
+    "StoreCapabilities",
+    "Validator",
+    "apply_patch",
+    "empty_poller_state",
+    "patch_to_fields",
+    "state_from_fields",
+    "state_to_fields",
+]
+
+Lane = Literal["live", "reconcile", "backfill", "replay"]
+"""Where an event came from: the poller's own cursor, a full reconcile listing, a backfill
+from an older cursor, or a replay of the event log."""
+
+LANES: tuple[Lane, ...] = ("live", "reconcile", "backfill", "replay")
+
+ParkedKind = Literal["poison", "invalid"]
+RateLimitSource = Literal["ietf", "legacy", "vendor"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class PKey:
+    """The unit of polling, leasing and ordering: one poller and one of its partitions."""
+
+    poller: str
+    partition: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.poller}/{self.partition}" if self.partition else self.poller
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Proof that one instance may write a key's state until ``expires_at``.
+
+    ``epoch`` grows on every acquisition; stores reject writes that carry an older one.
+    """
+
+    owner: str
+    epoch: int
+    expires_at: int
+
+
+class CircuitState(StrEnum):
+    """The circuit breaker of one key."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half-open"
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitInfo:
+    """What the API said about its rate limit in the last response.
+
+    Attributes:
+        limit: Requests allowed per window.
+        remaining: Requests left in the current window.
+        reset_at: When the window resets (epoch ms).
+        policy: The raw policy string (IETF ``RateLimit-Policy``), when sent.
+        source: Which header family it came from.
+    """
+
+    limit: int | None = None
+    remaining: int | None = None
+    reset_at: int | None = None
+    policy: str | None = None
+    source: RateLimitSource = "vendor"
+
+
+@dataclass(frozen=True, slots=True)
+class EventCounts:
+    """Events emitted by one lane cycle, by type."""
+
+    created: int = 0
+    updated: int = 0
+    deleted: int = 0
+
+    @property
+    def total(self) -> int:
+        """All events of the cycle."""
+        return self.created + self.updated + self.deleted
+
+
+@dataclass(frozen=True, slots=True)
+class PollSummary:
+    """What one lane cycle did."""
+
+    lane: Lane
+    started_at: int
+    duration_ms: int = 0
+    pages: int = 0
+    items: int = 0
+    events: EventCounts = field(default_factory=EventCounts)
+    not_modified: bool = False
+    truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleState:
+    """The persisted scheduling state of one key (see :mod:`watukuy.scheduler`).
+
+    Attributes:
+        next_due_at: When the live lane is next due (epoch ms); ``None`` means now.
+        interval_ms: The current AIMD interval.
+        consecutive_failures: Fetch failures since the last success.
+        circuit: Closed, open, or half-open.
+        circuit_opened_at: When the circuit last opened.
+        throttled_until: End of the last ``Retry-After`` window.
+        rate_limit: Rate-limit headers of the last response.
+        last_poll_at: Start of the last live cycle.
+        last_poll: Summary of the last live cycle.
+        last_error: The last cycle's error, serialised; ``None`` after a success.
+        next_retry_at: Earliest time a failed delivery may be retried.
+    """
+
+    next_due_at: int | None = None
+    interval_ms: int | None = None
+    consecutive_failures: int = 0
+    circuit: CircuitState = CircuitState.CLOSED
+    circuit_opened_at: int | None = None
+    throttled_until: int | None = None
+    rate_limit: RateLimitInfo | None = None
+    last_poll_at: int | None = None
+    last_poll: PollSummary | None = None
+    last_error: SerializedError | None = None
+    next_retry_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillState:
+    """An active backfill: from a raw cursor up to a target cursor (both serialised)."""
+
+    from_cursor: str
+    to_cursor: str | None
+    force: bool = False
+    started_at: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PollerState:
+    """Everything persisted about one key besides its items, outbox and lease.
+
+    Attributes:
+        cursors: Serialised cursor (JSON text) per lane; a missing lane means "initial".
+        schedule: Scheduling state.
+        paused: True while the key is paused (by ``pause()`` or partition removal).
+        schema_version: The poller's ``schema_version`` at the last commit.
+        sequence: The last outbox sequence number handed out.
+        last_reconcile_at: When the last complete reconcile listing finished.
+        backfill: The active backfill, if any.
+        created_at: When the key was first seen.
+        updated_at: Last time anything here changed.
+    """
+
+    cursors: Mapping[str, str | None] = field(default_factory=dict)
+    schedule: ScheduleState = field(default_factory=ScheduleState)
+    paused: bool = False
+    schema_version: int | None = None
+    sequence: int = 0
+    last_reconcile_at: int | None = None
+    backfill: BackfillState | None = None
+    created_at: int = 0
+    updated_at: int = 0
+
+
+class StatePatch(TypedDict, total=False):
+    """A partial :class:`PollerState`: only the fields present are replaced."""
+
+    cursors: Mapping[str, str | None]
+    schedule: ScheduleState
+    paused: bool
+    schema_version: int | None
+    sequence: int
+    last_reconcile_at: int | None
+    backfill: BackfillState | None
+    updated_at: int
+
+
+def empty_poller_state(now: int) -> PollerState:
+    """The state of a key that has never been polled: everything initial, due now."""
+    return PollerState(created_at=now, updated_at=now)
+
+
+def apply_patch(state: PollerState, patch: StatePatch) -> PollerState:
+    """Return ``state`` with the fields of ``patch`` replaced."""
+    if not patch:
+        return state
+    changes: dict[str, Any] = dict(patch)
+    if "cursors" in changes:
+        changes["cursors"] = dict(changes["cursors"])
+    return dataclasses.replace(state, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemRow:
+    """One identity in the snapshot of a key.
+
+    Attributes:
+        identity: The item's identity string.
+        version: The user's version, written as text; ``None`` when the poller has none.
+        hash: SHA-256 hex of the canonical fingerprint.
+        schema_version: The poller's ``schema_version`` when the row was written.
+        payload: The item as JSON text, only with ``retain="payload"``.
+        seen_at: When the row was last written (epoch ms).
+    """
+
+    identity: str
+    version: str | None
+    hash: str
+    schema_version: int
+    payload: str | None = None
+    seen_at: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """A committed event waiting for its handler.
+
+    Attributes:
+        event_id: The event id (primary key within the key).
+        sequence: Position in the key's stream; delivery order within an ordering key.
+        event: The event envelope as JSON text.
+        attempts: Failed delivery attempts so far.
+        next_attempt_at: Earliest time of the next attempt after a failure (epoch ms).
+        last_error: The last handler failure, serialised.
+        created_at: When the event was committed.
+    """
+
+    event_id: str
+    sequence: int
+    event: str
+    attempts: int = 0
+    next_attempt_at: int | None = None
+    last_error: SerializedError | None = None
+    created_at: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedRow:
+    """An event that exhausted its retries (``poison``) or an item that failed the schema
+    (``invalid``).
+
+    Attributes:
+        id: The event id (poison) or a deterministic id of the invalid item.
+        kind: ``"poison"`` or ``"invalid"``.
+        event: The event envelope as JSON text (poison only).
+        item: The raw item as JSON text (invalid only).
+        error: The last error, with ``history`` of attempts or the schema ``issues``.
+        attempts: Delivery attempts made.
+        parked_at: When it was parked (epoch ms).
+        hold_key: The ordering key held back while this row is parked, if any.
+        sequence: The event's sequence (poison only), kept so a retry restores its place.
+    """
+
+    id: str
+    kind: ParkedKind
+    event: str | None
+    item: str | None
+    error: SerializedError
+    attempts: int
+    parked_at: int
+    hold_key: str | None = None
+    sequence: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Validator:
+    """HTTP validators stored for one URL: ``ETag`` and ``Last-Modified``."""
+
+    etag: str | None
+    last_modified: str | None
+    stored_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    """An event kept in the replay log."""
+
+    sequence: int
+    event: str
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitBatch:
+    """Everything one page commits, in one store transaction.
+
+    Attributes:
+        state_patch: The next lane cursor, last sequence, schema version, updated_at.
+        upserts: Item rows to insert or replace.
+        deletes: Identities to remove from the snapshot (full-scan lanes only).
+        events: Outbox rows to insert as pending.
+        log: Also append ``events`` to the replay log.
+        parked: Quarantined invalid items.
+        now: The commit time (epoch ms), used for log and outbox timestamps.
+    """
+
+    state_patch: StatePatch = field(default_factory=lambda: StatePatch())
+    upserts: Sequence[ItemRow] = ()
+    deletes: Sequence[str] = ()
+    events: Sequence[OutboxRow] = ()
+    log: bool = False
+    parked: Sequence[ParkedRow] = ()
+    now: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCapabilities:
+    """What a store can do; the contract suite adapts to it instead of skipping silently."""
+
+    transactions: bool = True
+    log: bool = True
+    streaming: bool = True
+
+
+# --- codec: PollerState <-> JSON-ready fields ------------------------------------------
+
+
+def _rate_limit_to_json(info: RateLimitInfo | None) -> dict[str, Any] | None:
+    if info is None:
+        return None
+    return {
+        "limit": info.limit,
+        "remaining": info.remaining,
+        "reset_at": info.reset_at,
+        "policy": info.policy,
+        "source": info.source,
+    }
+
+
+def _rate_limit_from_json(data: Mapping[str, Any] | None) -> RateLimitInfo | None:
+    if data is None:
+        return None
+    return RateLimitInfo(
+        limit=data.get("limit"),
+        remaining=data.get("remaining"),
+        reset_at=data.get("reset_at"),
+        policy=data.get("policy"),
+        source=data.get("source", "vendor"),
+    )
+
+
+def _summary_to_json(summary: PollSummary | None) -> dict[str, Any] | None:
+    if summary is None:
+        return None
+    return {
+        "lane": summary.lane,
+        "started_at": summary.started_at,
+        "duration_ms": summary.duration_ms,
+        "pages": summary.pages,
+        "items": summary.items,
+        "events": {
+            "created": summary.events.created,
+            "updated": summary.events.updated,
+            "deleted": summary.events.deleted,
+        },
+        "not_modified": summary.not_modified,
+        "truncated": summary.truncated,
+    }
+
+
+def _summary_from_json(data: Mapping[str, Any] | None) -> PollSummary | None:
+    if data is None:
+        return None
+    events = data.get("events") or {}
+    return PollSummary(
+        lane=data.get("lane", "live"),
+        started_at=data.get("started_at", 0),
+        duration_ms=data.get("duration_ms", 0),
+        pages=data.get("pages", 0),
+        items=data.get("items", 0),
+        events=EventCounts(
+            created=events.get("created", 0),
+            updated=events.get("updated", 0),
+            deleted=events.get("deleted", 0),
+        ),
+        not_modified=bool(data.get("not_modified", False)),
+        truncated=bool(data.get("truncated", False)),
+    )
+
+
+def schedule_to_json(schedule: ScheduleState) -> dict[str, Any]:
+    """JSON-ready form of a :class:`ScheduleState` (also what ``inspect()`` shows)."""
+    return {
+        "next_due_at": schedule.next_due_at,
+        "interval_ms": schedule.interval_ms,
+        "consecutive_failures": schedule.consecutive_failures,
+        "circuit": schedule.circuit.value,
+        "circuit_opened_at": schedule.circuit_opened_at,
+        "throttled_until": schedule.throttled_until,
+        "rate_limit": _rate_limit_to_json(schedule.rate_limit),
+        "last_poll_at": schedule.last_poll_at,
+        "last_poll": _summary_to_json(schedule.last_poll),
+        "last_error": dict(schedule.last_error) if schedule.last_error is not None else None,
+        "next_retry_at": schedule.next_retry_at,
+    }
+
+
+def schedule_from_json(data: Mapping[str, Any] | None) -> ScheduleState:
+    """Inverse of :func:`schedule_to_json`; missing fields take their defaults."""
+    if not data:
+        return ScheduleState()
+    last_error = data.get("last_error")
+    return ScheduleState(
+        next_due_at=data.get("next_due_at"),
+        interval_ms=data.get("interval_ms"),
+        consecutive_failures=data.get("consecutive_failures", 0),
+        circuit=CircuitState(data.get("circuit", "closed")),
+        circuit_opened_at=data.get("circuit_opened_at"),
+        throttled_until=data.get("throttled_until"),
+        rate_limit=_rate_limit_from_json(data.get("rate_limit")),
+        last_poll_at=data.get("last_poll_at"),
+        last_poll=_summary_from_json(data.get("last_poll")),
+        last_error=cast(SerializedError, dict(last_error)) if last_error is not None else None,
+        next_retry_at=data.get("next_retry_at"),
+    )
+
+
+def _backfill_to_json(backfill: BackfillState | None) -> dict[str, Any] | None:
+    if backfill is None:
+        return None
+    return {
+        "from_cursor": backfill.from_cursor,
+        "to_cursor": backfill.to_cursor,
+        "force": backfill.force,
+        "started_at": backfill.started_at,
+    }
+
+
+def _backfill_from_json(data: Mapping[str, Any] | None) -> BackfillState | None:
+    if data is None:
+        return None
+    return BackfillState(
+        from_cursor=data["from_cursor"],
+        to_cursor=data.get("to_cursor"),
+        force=bool(data.get("force", False)),
+        started_at=data.get("started_at", 0),
+    )
+
+
+_FIELD_ENCODERS: dict[str, Any] = {
+    "cursors": lambda v: dict(v),
+    "schedule": schedule_to_json,
+    "paused": bool,
+    "schema_version": lambda v: v,
+    "sequence": int,
+    "last_reconcile_at": lambda v: v,
+    "backfill": _backfill_to_json,
+    "created_at": int,
+    "updated_at": int,
+}
+
+_FIELD_DECODERS: dict[str, Any] = {
+    "cursors": lambda v: dict(v or {}),
+    "schedule": schedule_from_json,
+    "paused": bool,
+    "schema_version": lambda v: v,
+    "sequence": lambda v: int(v or 0),
+    "last_reconcile_at": lambda v: v,
+    "backfill": _backfill_from_json,
+    "created_at": lambda v: int(v or 0),
+    "updated_at": lambda v: int(v or 0),
+}
+
+STATE_FIELDS: tuple[str, ...] = tuple(_FIELD_ENCODERS)
+
+
+def patch_to_fields(patch: StatePatch) -> dict[str, Any]:
+    """JSON-ready values for the fields present in ``patch``."""
+    return {name: _FIELD_ENCODERS[name](value) for name, value in patch.items()}
+
+
+def state_to_fields(state: PollerState) -> dict[str, Any]:
+    """JSON-ready values for every field of ``state``."""
+    return {name: _FIELD_ENCODERS[name](getattr(state, name)) for name in STATE_FIELDS}
+
+
+def state_from_fields(fields: Mapping[str, Any]) -> PollerState:
+    """Rebuild a :class:`PollerState` from JSON-ready fields; unknown fields are ignored."""
+    values = {name: _FIELD_DECODERS[name](fields.get(name)) for name in STATE_FIELDS}
+    return PollerState(**values)
