@@ -1,1 +1,51 @@
-"""(in progress)"""
+"""When each key polls next: AIMD intervals, jitter, pacing, throttling, backoff, circuit.
+
+Every function here is pure and synchronous. It takes the persisted
+:class:`~watukuy.core.rows.ScheduleState` of one (poller, partition) key, the poller's
+:class:`~watukuy.core.options.Schedule` and :class:`~watukuy.core.options.Circuit`, the
+time ``now`` in epoch milliseconds and, where a wait is randomised, the injected
+:class:`~watukuy.core.ports.Random`; it returns a new state to persist. The runner calls:
+
+- :func:`initial_schedule` for a key seen for the first time;
+- :func:`is_due` and :func:`begin_cycle` before a live cycle (an open circuit whose probe
+  time has come turns half-open: the run is a probe);
+- :func:`on_success`, :func:`on_failure` or :func:`on_poison_halt` after it, and reports the
+  returned :class:`Transition` (``reason``, ``circuit_opened``, ``circuit_closed``) to hooks;
+- :func:`trigger` for ``engine.trigger()``.
+
+:func:`phase_of` names the state-machine phase of a key for ``inspect()`` and the CLI.
+"""
+
+from __future__ import annotations
+
+from ._machine import (
+    Reason,
+    Transition,
+    begin_cycle,
+    initial_schedule,
+    is_due,
+    on_failure,
+    on_poison_halt,
+    on_success,
+    trigger,
+)
+from ._phase import PollerPhase, phase_of
+from ._timing import apply_jitter, backoff_ceiling, backoff_delay, pacing_delay
+
+__all__ = [
+    "PollerPhase",
+    "Reason",
+    "Transition",
+    "apply_jitter",
+    "backoff_ceiling",
+    "backoff_delay",
+    "begin_cycle",
+    "initial_schedule",
+    "is_due",
+    "on_failure",
+    "on_poison_halt",
+    "on_success",
+    "pacing_delay",
+    "phase_of",
+    "trigger",
+]

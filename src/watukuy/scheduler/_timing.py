@@ -1,0 +1,131 @@
+"""Waits: jitter, exponential backoff and rate-limit pacing.
+
+Each helper turns configuration (and, where randomness is involved, the injected
+:class:`~watukuy.core.ports.Random`) into a whole number of milliseconds. Halves round up
+(``2.5 -> 3``), unlike Python's :func:`round`, so that a scripted random source gives the
+same answer on every platform and in every language that reads these rules.
+"""
+
+from __future__ import annotations
+
+import math
+
+from watukuy.core.errors import ConfigError
+from watukuy.core.options import Backoff
+from watukuy.core.ports import Random
+from watukuy.core.rows import RateLimitInfo
+
+__all__ = ["apply_jitter", "backoff_ceiling", "backoff_delay", "pacing_delay"]
+
+
+def _round_half_up(value: float) -> int:
+    return math.floor(value + 0.5)
+
+
+def apply_jitter(ms: int, fraction: float, random: Random) -> int:
+    """Spread a wait symmetrically around its nominal value.
+
+    The result is uniform in ``[ms * (1 - fraction), ms * (1 + fraction)]``, rounded to a
+    whole millisecond. Jitter keeps many keys that started together from polling in lockstep.
+
+    Args:
+        ms: The nominal wait, in milliseconds (``>= 0``).
+        fraction: Relative spread, from ``0`` (none) to ``1`` (anywhere in ``[0, 2 * ms]``).
+        random: Source of the uniform draw; not consulted when ``fraction`` is ``0``.
+
+    Returns:
+        The jittered wait in milliseconds, never negative.
+
+    Raises:
+        ConfigError: ``ms`` is negative or ``fraction`` is outside ``[0, 1]``.
+
+    Example:
+        >>> class Lowest:
+        ...     def random(self) -> float:
+        ...         return 0.0
+        >>> apply_jitter(10_000, 0.1, Lowest())
+        9000
+    """
+    if ms < 0:
+        raise ConfigError(f"expected a wait >= 0, got {ms!r}", field="ms")
+    if not 0 <= fraction <= 1:
+        raise ConfigError(f"expected a fraction between 0 and 1, got {fraction!r}", field="jitter")
+    if fraction == 0 or ms == 0:
+        return ms
+    # Map [0, 1) onto [-1, 1) so the spread is centred on the nominal wait.
+    offset = random.random() * 2 - 1
+    return max(0, _round_half_up(ms * (1 + offset * fraction)))
+
+
+def backoff_ceiling(attempt: int, backoff: Backoff) -> int:
+    """The largest wait allowed before retry number ``attempt``.
+
+    ``min(backoff.max, backoff.base * backoff.factor ** (attempt - 1))``, rounded to a whole
+    millisecond. Used directly where a wait must be deterministic (a throttle without
+    ``Retry-After``) and as the range of :func:`backoff_delay`.
+
+    Args:
+        attempt: The 1-based attempt number (the first retry is ``1``).
+        backoff: Base, growth factor and cap.
+
+    Returns:
+        The ceiling in milliseconds.
+
+    Raises:
+        ConfigError: ``attempt`` is smaller than 1.
+    """
+    if isinstance(attempt, bool) or attempt < 1:
+        raise ConfigError(f"expected an attempt number >= 1, got {attempt!r}", field="attempt")
+    if backoff.base_ms == 0:
+        return 0
+    try:
+        raw = backoff.base_ms * float(backoff.factor) ** (attempt - 1)
+    except OverflowError:
+        # A long outage makes the exponent huge; the cap applies long before that.
+        return backoff.max_ms
+    return min(backoff.max_ms, _round_half_up(raw))
+
+
+def backoff_delay(attempt: int, backoff: Backoff, random: Random) -> int:
+    """Exponential backoff with full jitter.
+
+    The wait is uniform in ``[0, backoff_ceiling(attempt, backoff)]``. Full jitter spreads
+    the retries of many failing keys over the whole window, so a recovering API is not hit
+    by all of them at once. The dispatcher uses the same rule for handler retries.
+
+    Args:
+        attempt: The 1-based attempt number.
+        backoff: Base, growth factor and cap.
+        random: Source of the uniform draw.
+
+    Returns:
+        The wait in milliseconds.
+
+    Raises:
+        ConfigError: ``attempt`` is smaller than 1.
+    """
+    ceiling = backoff_ceiling(attempt, backoff)
+    return min(ceiling, _round_half_up(random.random() * ceiling))
+
+
+def pacing_delay(rate_limit: RateLimitInfo | None, now: int) -> int | None:
+    """The spacing that makes the remaining requests last until the rate-limit window resets.
+
+    ``(reset_at - now) / max(remaining, 1)``, rounded up so the pace never overshoots: with
+    nothing remaining the wait is the whole rest of the window.
+
+    Args:
+        rate_limit: What the API said in its last response, if anything.
+        now: Current time (epoch ms).
+
+    Returns:
+        The spacing in milliseconds, or ``None`` when ``remaining`` or ``reset_at`` is
+        unknown or the window has already reset.
+    """
+    if rate_limit is None or rate_limit.remaining is None or rate_limit.reset_at is None:
+        return None
+    window = rate_limit.reset_at - now
+    if window <= 0:
+        return None
+    share = max(rate_limit.remaining, 1)
+    return -(-window // share)
