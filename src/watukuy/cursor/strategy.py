@@ -1,0 +1,144 @@
+"""The contract every cursor strategy fulfils, and the factory that picks one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, overload
+
+from watukuy.core.errors import ConfigError
+from watukuy.core.page import Page
+
+from .config import (
+    CursorConfig,
+    CustomCursor,
+    PageCursor,
+    SnapshotDiff,
+    TimestampCursor,
+    TokenCursor,
+)
+from .custom import CustomStrategy
+from .simple import PageStrategy, SnapshotDiffStrategy, TokenStrategy
+from .timestamp import TimestampStrategy
+
+__all__ = ["CursorStrategy", "StrategyKind", "make_strategy"]
+
+C = TypeVar("C")
+
+StrategyKind: TypeAlias = Literal["timestamp", "token", "page", "snapshot_diff", "custom"]
+
+
+class CursorStrategy(Protocol[C]):
+    """Pure rules for one poller's cursor of type ``C``; no I/O, no clock of its own.
+
+    The runner drives a cycle like this::
+
+        cursor = strategy.deserialize(stored) if stored else strategy.initial()
+        while True:
+            page = await fetch(ctx(cursor=strategy.view(cursor, now)))
+            kept = strategy.select(page, now)
+            items = validate(kept)
+            cursor, done = strategy.advance(cursor, page, kept, items, now)
+            commit(strategy.serialize(cursor), events_for(items))
+            if done:
+                break
+    """
+
+    @property
+    def kind(self) -> StrategyKind:
+        """Which of the five strategies this is."""
+        ...
+
+    @property
+    def full_scan(self) -> bool:
+        """True when every cycle lists everything (snapshot diff), so deletes can be found."""
+        ...
+
+    def initial(self) -> C:
+        """The cursor before the first poll."""
+        ...
+
+    def view(self, cursor: C, now: int) -> Any:
+        """What ``fetch`` sees as ``ctx.cursor`` for the stored ``cursor`` at ``now`` (ms)."""
+        ...
+
+    def select(self, page: Page[Any], now: int) -> list[Any]:
+        """The raw items of ``page`` to process this cycle; the rest come back next cycle."""
+        ...
+
+    def advance(
+        self, cursor: C, page: Page[Any], kept: Sequence[Any], items: Sequence[Any], now: int
+    ) -> tuple[C, bool]:
+        """The next cursor after ``page``, and whether the cycle is done.
+
+        Args:
+            cursor: The stored cursor the page was fetched with.
+            page: The page as ``fetch`` returned it.
+            kept: The raw items :meth:`select` kept.
+            items: The validated items made from ``kept``.
+            now: The engine clock, in epoch milliseconds.
+        """
+        ...
+
+    def serialize(self, cursor: C) -> str:
+        """The JSON text persisted for the lane."""
+        ...
+
+    def deserialize(self, text: str) -> C:
+        """The inverse of :meth:`serialize`."""
+        ...
+
+    def from_raw(self, raw: str | None, *, field: str = "cursor") -> C:
+        """The cursor at the API's own raw value (as given to ``reset_cursor(to=...)`` or
+        ``backfill(from_=..., to=...)``); ``None`` gives :meth:`initial`.
+
+        Raises:
+            ConfigError: ``raw`` does not fit this strategy; the message names ``field``.
+        """
+        ...
+
+    def lag_ms(self, cursor: C, now: int) -> int | None:
+        """How far the cursor is behind ``now`` (timestamp only; ``None`` otherwise)."""
+        ...
+
+    def reached(self, cursor: C, target: C) -> bool:
+        """True once ``cursor`` has reached ``target`` (where a backfill lane stops)."""
+        ...
+
+    def describe(self, cursor: C) -> Any:
+        """A JSON-ready form of ``cursor`` for ``inspect()``."""
+        ...
+
+
+@overload
+def make_strategy(config: TimestampCursor) -> TimestampStrategy: ...
+@overload
+def make_strategy(config: TokenCursor) -> TokenStrategy: ...
+@overload
+def make_strategy(config: PageCursor) -> PageStrategy: ...
+@overload
+def make_strategy(config: SnapshotDiff) -> SnapshotDiffStrategy: ...
+@overload
+def make_strategy(config: CustomCursor[C]) -> CustomStrategy[C]: ...
+@overload
+def make_strategy(config: CursorConfig) -> CursorStrategy[Any]: ...
+def make_strategy(config: CursorConfig) -> CursorStrategy[Any]:
+    """Build the strategy for a cursor configuration.
+
+    Raises:
+        ConfigError: ``config`` is not one of the five cursor configurations.
+    """
+    if isinstance(config, TimestampCursor):
+        return TimestampStrategy(config)
+    if isinstance(config, TokenCursor):
+        return TokenStrategy(config)
+    if isinstance(config, PageCursor):
+        return PageStrategy(config)
+    if isinstance(config, SnapshotDiff):
+        return SnapshotDiffStrategy(config)
+    if isinstance(config, CustomCursor):
+        return CustomStrategy(config)
+    raise ConfigError(
+        "expected TimestampCursor, TokenCursor, PageCursor, SnapshotDiff or CustomCursor, "
+        f"got {config!r}",
+        field="cursor",
+    )

@@ -1,0 +1,263 @@
+"""The timestamp strategy: a ``(value, tie_break)`` keyset over a modification time.
+
+Rules, in the order they matter:
+
+* **The watermark is the server's own value.** After a page, ``value`` becomes the largest
+  ``field`` among the kept items exactly as the API wrote it (text stays text, numbers stay
+  numbers), never a re-serialised instant.
+* **Ties are carried across pages.** When several kept items share that instant and
+  ``tie_break`` is configured, the largest tie-break among them is stored; when the page's
+  maximum equals the current watermark, only ``tie_break`` grows. Numbers compare
+  numerically, text as text (and, should one field mix the two, numbers rank below text).
+  Whichever rule the API sorts by, the stored tie-break is one the API already returned,
+  so a different ordering can only cause a re-fetch, never a skip.
+* **Never backwards.** A page whose maximum is older than the watermark leaves it alone, and
+  so does an item whose field is missing or unreadable (that item is still diffed).
+* **Lag.** Items newer than ``now - lag`` are not kept: they are fetched again next cycle.
+  Because a keyset API returns items oldest first, everything after such an item is newer
+  still, so the cycle ends there instead of asking for the same items again.
+* **Server watermark.** A text ``Page.cursor`` replaces the watermark (``tie_break`` becomes
+  ``None``) and switches lag filtering off for that page.
+* **Overlap** only changes what ``fetch`` sees: the watermark moved back by ``overlap``,
+  written in the stored value's shape, with ``tie_break=None``.
+
+Times are compared exactly: the default rules read nanoseconds as integers; a user ``parse``
+yields float milliseconds, compared as they are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+
+from watukuy.core.errors import ConfigError
+from watukuy.core.json import dumps
+from watukuy.core.page import InvalidPageError, Page
+
+from ._shared import load_stored, stored_cursor_error
+from .config import TieBreakValue, TimestampCursor, TimestampPosition, read_timestamp_ms
+from .path import resolve_path
+from .timeformat import NS_PER_MS, TimestampValue, format_ns, normalise_timestamp, parse_ns
+
+__all__ = ["TimestampStrategy"]
+
+_Instant = int | float
+_EXPECTED = '{"value": timestamp or null, "tie_break": text, number or null}'
+
+
+def _tie_value(value: object) -> TieBreakValue | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str | int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    return None
+
+
+def _tie_rank(value: TieBreakValue) -> tuple[int, Any]:
+    return (1, value) if isinstance(value, str) else (0, value)
+
+
+def _larger_tie(a: TieBreakValue | None, b: TieBreakValue | None) -> TieBreakValue | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return b if _tie_rank(b) > _tie_rank(a) else a
+
+
+class TimestampStrategy:
+    """Cursor strategy for :class:`~watukuy.cursor.TimestampCursor`.
+
+    Args:
+        config: The validated configuration.
+    """
+
+    kind: ClassVar[Literal["timestamp"]] = "timestamp"
+    full_scan: ClassVar[bool] = False
+
+    def __init__(self, config: TimestampCursor) -> None:
+        self.config = config
+        # Instants are nanoseconds (int) under the default rules, milliseconds under `parse`.
+        self._per_ms = NS_PER_MS if config.parse is None else 1
+
+    # -- reading values ------------------------------------------------------------------
+
+    def _instant(self, value: object) -> _Instant | None:
+        if self.config.parse is None:
+            normal = normalise_timestamp(value)
+            return None if normal is None else parse_ns(normal)
+        return read_timestamp_ms(value, self.config.parse)
+
+    def _stamp(self, item: object) -> tuple[TimestampValue, _Instant] | None:
+        raw = normalise_timestamp(resolve_path(item, self.config.field))
+        if raw is None:
+            return None
+        instant = self._instant(raw)
+        return None if instant is None else (raw, instant)
+
+    def _tie(self, item: object) -> TieBreakValue | None:
+        if self.config.tie_break is None:
+            return None
+        return _tie_value(resolve_path(item, self.config.tie_break))
+
+    def _stored_instant(self, value: TimestampValue) -> _Instant:
+        instant = self._instant(value)
+        if instant is None:
+            raise ConfigError(
+                f"the stored watermark {value!r} cannot be read as a timestamp; fix "
+                "cursor.parse or move it with reset_cursor()",
+                field="cursor",
+            )
+        return instant
+
+    def _override(self, page: Page[Any]) -> str | None:
+        value = page.cursor
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise InvalidPageError(
+                f"a timestamp poller's Page.cursor must be the server's watermark as text "
+                f"(or None), got {value!r}"
+            )
+        if self._instant(value) is None:
+            raise InvalidPageError(
+                f"Page.cursor {value!r} cannot be read as a timestamp (field "
+                f"{self.config.field!r}); set cursor.parse for this format"
+            )
+        return value
+
+    def _cutoff(self, now: int) -> _Instant:
+        return (now - self.config.lag_ms) * self._per_ms
+
+    def _too_fresh(self, item: object, cutoff: _Instant) -> bool:
+        stamp = self._stamp(item)
+        return stamp is not None and stamp[1] > cutoff
+
+    # -- the strategy protocol -----------------------------------------------------------
+
+    def initial(self) -> TimestampPosition:
+        """The configured ``initial`` value with no tie-break."""
+        return TimestampPosition(self.config.initial, None)
+
+    def view(self, cursor: TimestampPosition, now: int) -> TimestampPosition:
+        """The position handed to ``fetch``: the stored one, or moved back by ``overlap``."""
+        overlap_ms = self.config.overlap_ms
+        if overlap_ms <= 0 or cursor.value is None:
+            return cursor
+        instant = self._stored_instant(cursor.value)
+        if self.config.format is not None:
+            shifted = self.config.format(instant - overlap_ms)
+        else:
+            try:
+                shifted = format_ns(int(instant) - overlap_ms * NS_PER_MS, cursor.value)
+            except ValueError as error:
+                raise ConfigError(
+                    f"moving {cursor.value!r} back by {overlap_ms}ms leaves the years 1..9999",
+                    field="cursor.overlap",
+                ) from error
+        return TimestampPosition(shifted, None)
+
+    def select(self, page: Page[Any], now: int) -> list[Any]:
+        """Drop the items newer than ``now - lag``, unless the page carries a watermark."""
+        if self._override(page) is not None:
+            return list(page.items)
+        cutoff = self._cutoff(now)
+        return [item for item in page.items if not self._too_fresh(item, cutoff)]
+
+    def advance(
+        self,
+        cursor: TimestampPosition,
+        page: Page[Any],
+        kept: Sequence[Any],
+        items: Sequence[Any],
+        now: int,
+    ) -> tuple[TimestampPosition, bool]:
+        """Move the keyset to the largest kept ``(field, tie_break)``; never backwards."""
+        done = page.has_more is not True
+        override = self._override(page)
+        if override is not None:
+            return TimestampPosition(override, None), done
+        cutoff = self._cutoff(now)
+        if not done and any(self._too_fresh(item, cutoff) for item in page.items):
+            done = True
+        best: tuple[TimestampValue, _Instant] | None = None
+        best_tie: TieBreakValue | None = None
+        for item in kept:
+            stamp = self._stamp(item)
+            if stamp is None or stamp[1] > cutoff:
+                continue
+            if best is None or stamp[1] > best[1]:
+                best, best_tie = stamp, self._tie(item)
+            elif stamp[1] == best[1]:
+                best_tie = _larger_tie(best_tie, self._tie(item))
+        if best is None:
+            return cursor, done
+        if cursor.value is None:
+            return TimestampPosition(best[0], best_tie), done
+        current = self._stored_instant(cursor.value)
+        if best[1] > current:
+            return TimestampPosition(best[0], best_tie), done
+        if best[1] == current and self.config.tie_break is not None:
+            tie = _larger_tie(cursor.tie_break, best_tie)
+            if tie is not cursor.tie_break:
+                return TimestampPosition(cursor.value, tie), done
+        return cursor, done
+
+    def serialize(self, cursor: TimestampPosition) -> str:
+        """``{"value": ..., "tie_break": ...}`` as JSON text."""
+        return dumps(self.describe(cursor))
+
+    def deserialize(self, text: str) -> TimestampPosition:
+        """Read what :meth:`serialize` wrote.
+
+        Raises:
+            ConfigError: The text is not a stored timestamp cursor.
+        """
+        data = load_stored(self.kind, text, _EXPECTED)
+        if not isinstance(data, dict) or set(data) != {"value", "tie_break"}:
+            raise stored_cursor_error(self.kind, text, _EXPECTED)
+        value, tie = data["value"], data["tie_break"]
+        if value is not None and _tie_value(value) is None:
+            raise stored_cursor_error(self.kind, text, _EXPECTED)
+        if tie is not None and _tie_value(tie) is None:
+            raise stored_cursor_error(self.kind, text, _EXPECTED)
+        return TimestampPosition(value, tie)
+
+    def from_raw(
+        self, raw: str | int | float | None, *, field: str = "cursor"
+    ) -> TimestampPosition:
+        """The position at the API's own timestamp ``raw`` (``None``: the initial position).
+
+        Raises:
+            ConfigError: ``raw`` cannot be read as a timestamp; the message names ``field``.
+        """
+        if raw is None:
+            return self.initial()
+        if isinstance(raw, bool) or self._instant(raw) is None:
+            raise ConfigError(
+                f"cannot read {raw!r} as a timestamp; give it in the API's own format",
+                field=field,
+            )
+        return TimestampPosition(raw, None)
+
+    def lag_ms(self, cursor: TimestampPosition, now: int) -> int | None:
+        """How far the watermark is behind ``now``; ``None`` before the first item."""
+        if cursor.value is None:
+            return None
+        ms = read_timestamp_ms(cursor.value, self.config.parse)
+        return None if ms is None else round(now - ms)
+
+    def reached(self, cursor: TimestampPosition, target: TimestampPosition) -> bool:
+        """True once the watermark's instant is at or past the target's."""
+        if target.value is None:
+            return True
+        if cursor.value is None:
+            return False
+        return self._stored_instant(cursor.value) >= self._stored_instant(target.value)
+
+    def describe(self, cursor: TimestampPosition) -> dict[str, Any]:
+        """``{"value": ..., "tie_break": ...}``."""
+        return {"value": cursor.value, "tie_break": cursor.tie_break}
