@@ -1,1 +1,148 @@
-"""(in progress)"""
+"""The stores: where watukuy keeps leases, cursors, snapshots, outbox, parked rows and log.
+
+* :class:`MemoryStore`: in process memory; tests, demos, prototypes.
+* :class:`SqliteStore`: one SQLite file; one host, one or several processes.
+* ``PostgresStore``: many instances against one database (extra ``postgres``).
+* ``RedisStore`` and ``RedisBudgetStore``: Redis, and rate budgets shared across
+  processes (extra ``redis``).
+
+The Postgres and Redis stores are imported on first access, so ``import watukuy.stores``
+never needs psycopg or redis-py. :func:`store_from_url` picks a store from a URL.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+from watukuy.core.errors import ConfigError
+from watukuy.core.ports import StateStore
+from watukuy.stores.memory import MemoryKeySnapshot, MemoryStore
+from watukuy.stores.sqlite import SqliteStore, sqlite_migrations
+
+if TYPE_CHECKING:
+    from watukuy.stores.postgres import PostgresStore
+    from watukuy.stores.redis import RedisBudgetStore, RedisStore
+
+__all__ = [
+    "MemoryKeySnapshot",
+    "MemoryStore",
+    "PostgresStore",
+    "RedisBudgetStore",
+    "RedisStore",
+    "SqliteStore",
+    "sqlite_migrations",
+    "store_from_url",
+]
+
+_LAZY: Final = {
+    "PostgresStore": "watukuy.stores.postgres",
+    "RedisStore": "watukuy.stores.redis",
+    "RedisBudgetStore": "watukuy.stores.redis",
+}
+
+_SQLITE_OPTIONS: Final = ("table_prefix", "busy_timeout")
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+def _redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``, fit for messages and logs."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        password = None
+        parts = None
+    if parts is None or password is None:
+        head, sep, tail = url.partition("://")
+        if sep and "@" in tail.split("/", 1)[0]:
+            credentials, _, rest = tail.partition("@")
+            user = credentials.split(":", 1)[0]
+            return f"{head}://{user}:***@{rest}" if ":" in credentials else url
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def store_from_url(url: str) -> StateStore:
+    """Build a store from a URL.
+
+    ============================================  ====================================
+    URL                                           store
+    ============================================  ====================================
+    ``memory://``                                 ``MemoryStore()``
+    ``sqlite:///relative/path.db``                ``SqliteStore("relative/path.db")``
+    ``sqlite:////absolute/path.db``               ``SqliteStore("/absolute/path.db")``
+    ``sqlite://:memory:``                         ``SqliteStore(":memory:")``
+    ``postgresql://...`` or ``postgres://...``    ``PostgresStore(url)``
+    ``redis://...`` or ``rediss://...``           ``RedisStore.from_url(url)``
+    ============================================  ====================================
+
+    SQLite URLs accept ``?table_prefix=...&busy_timeout=...``. Nothing is connected until
+    the store is first used.
+
+    Raises:
+        ConfigError: An unknown scheme or a malformed URL; the message names ``store`` and
+            shows the URL with any password hidden.
+        ImportError: The backend's extra is not installed.
+    """
+    if not isinstance(url, str):
+        raise ConfigError(f"expected a store URL, got {url!r}", field="store")
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if sep and scheme == "memory":
+        if rest.strip("/"):
+            raise ConfigError(f"memory:// takes no path or options, got {url!r}", field="store")
+        return MemoryStore()
+    if sep and scheme == "sqlite":
+        return _sqlite_from_url(url, rest)
+    if sep and scheme in ("postgresql", "postgres"):
+        from watukuy.stores.postgres import PostgresStore
+
+        return PostgresStore(url)
+    if sep and scheme in ("redis", "rediss"):
+        from watukuy.stores.redis import RedisStore
+
+        return RedisStore.from_url(url)
+    raise ConfigError(
+        "expected a URL starting with memory://, sqlite://, postgresql://, postgres://, "
+        f"redis:// or rediss://, got {_redact_url(url)!r}",
+        field="store",
+    )
+
+
+def _sqlite_from_url(url: str, rest: str) -> SqliteStore:
+    location, _, query = rest.partition("?")
+    options: dict[str, str] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
+        if name not in _SQLITE_OPTIONS:
+            raise ConfigError(
+                f"unknown SQLite option {name!r} in {url!r} "
+                f"(expected {', '.join(_SQLITE_OPTIONS)})",
+                field="store",
+            )
+        options[name] = value
+    if location in (":memory:", "/:memory:"):
+        path = ":memory:"
+    elif location.startswith("/") and len(location) > 1:
+        # sqlite:///relative.db -> "relative.db"; sqlite:////abs.db -> "/abs.db"
+        path = unquote(location[1:])
+    else:
+        raise ConfigError(
+            "expected sqlite:///relative.db, sqlite:////absolute/path.db or "
+            f"sqlite://:memory:, got {url!r}",
+            field="store",
+        )
+    return SqliteStore(path, **options)

@@ -1,0 +1,29 @@
+-- Shared by every RedisStore script (the loader puts this file in front of each one).
+--
+-- Values are opaque strings: nothing here decodes JSON, so payloads, big integers and
+-- unicode come back exactly as they were written. Outbox rows, retryable parked events and
+-- log entries are stored as "<sequence>:<time>:<event JSON>".
+
+-- True when the meta hash (KEYS[1]) holds the lease of ARGV[1] (owner) at ARGV[2] (epoch).
+local function fenced()
+  return redis.call('HGET', KEYS[1], 'lease_owner') == ARGV[1]
+    and redis.call('HGET', KEYS[1], 'lease_epoch') == ARGV[2]
+end
+
+-- Run `command key ...` over a flat list of arguments, a bounded slice at a time: unpack()
+-- has a stack limit, and pages can be large. Slices are even-sized, so pairs stay whole.
+local function bulk(command, key, list)
+  local size = #list
+  for first = 1, size, 1000 do
+    redis.call(command, key, unpack(list, first, math.min(first + 999, size)))
+  end
+end
+
+-- Copy `count` consecutive ARGV entries starting at `from` into a new list.
+local function slice(from, count)
+  local out = {}
+  for j = 0, count - 1 do
+    out[j + 1] = ARGV[from + j]
+  end
+  return out
+end

@@ -1,0 +1,637 @@
+"""The PostgreSQL store: many engines on many hosts sharing one database.
+
+Built on psycopg 3 (async) and ``psycopg_pool``. Pass a DSN and the store owns a pool,
+opened on first use and closed by :meth:`PostgresStore.close`; pass an
+``AsyncConnectionPool`` and the store borrows connections from it and never closes it.
+
+How it keeps the contract:
+
+- **Fencing.** Every write that takes a lease runs in one transaction whose first statement
+  locks the key's ``pollers`` row (``SELECT ... FOR UPDATE``) and compares the stored owner
+  and epoch with the lease; on a mismatch it raises ``LeaseLostError`` and rolls back.
+- **Constant round trips.** ``commit_poll`` writes a page with one statement per table
+  however many rows it has: rows travel as one array per column, are expanded server side
+  with ``unnest`` and upserted with ``ON CONFLICT``. Fenced writes run in pipeline mode,
+  so ``BEGIN`` travels with the lock and the writes with ``COMMIT``: two round trips.
+- **Exact JSON.** Documents (state, events, payloads, errors) are ``json`` columns, not
+  ``jsonb``: ``jsonb`` rejects the escape ``\\u0000`` anywhere in a document ("unsupported
+  Unicode escape sequence"), and any of these documents may carry one (an item field, a
+  handler's error message, a cursor). ``json`` keeps the text exactly as written, so big
+  integers, key order and ``\\u0000`` round-trip byte for byte; the ``->``/``->>``
+  operators still work for ad-hoc queries on documents without that escape.
+- **Ordering.** Names, partitions and identities use the ``"C"`` collation, so ``ORDER BY``
+  and the keyset pagination of :meth:`~PostgresStore.stream_identities` follow code-point
+  order, the order Python sorts strings in.
+- **Schema as data.** DDL lives in versioned files (``sql/postgres/NNNN_name.sql``) and the
+  statements in ``sql/postgres/queries.sql``. :meth:`~PostgresStore.migrate` applies the
+  missing versions under a transaction-scoped advisory lock and records them in
+  ``<prefix>migrations``, so several processes may run it at once; the first call on a
+  store migrates lazily.
+
+PostgreSQL ``text`` cannot hold the NUL character itself, so poller names, partitions,
+identities and other key columns must not contain ``"\\x00"`` (JSON documents may contain
+the escaped form freely).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from importlib import resources
+from typing import Any
+
+from watukuy.core import json
+from watukuy.core.errors import ConfigError, LeaseLostError, SerializedError
+from watukuy.core.rows import (
+    CommitBatch,
+    ItemRow,
+    Lease,
+    LoggedEvent,
+    OutboxRow,
+    ParkedKind,
+    ParkedRow,
+    PKey,
+    PollerState,
+    StatePatch,
+    StoreCapabilities,
+    Validator,
+    empty_poller_state,
+    patch_to_fields,
+    state_from_fields,
+    state_to_fields,
+)
+from watukuy.stores._errors import store_errors
+
+try:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as _error:  # pragma: no cover - exercised only without the extra
+    _MISSING: ImportError | None = _error
+else:
+    _MISSING = None
+
+__all__ = ["PostgresStore"]
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
+_MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_SQL_DIR = resources.files("watukuy.stores").joinpath("sql", "postgres")
+_TABLES = ("pollers", "items", "outbox", "parked", "validators", "log")
+_MIN_BIGINT, _MAX_BIGINT = -(2**63), 2**63 - 1
+
+
+def _migration_files() -> list[tuple[int, str, str]]:
+    """Every ``sql/postgres/NNNN_name.sql`` file shipped with the package, in order."""
+    found: list[tuple[int, str, str]] = []
+    for entry in _SQL_DIR.iterdir():
+        match = _MIGRATION_FILE.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), entry.read_text("utf-8")))
+    return sorted(found)
+
+
+def _load_queries(schema: str, prefix: str) -> dict[str, str]:
+    """The named statements of ``queries.sql`` with this store's table names filled in."""
+    tables = {name: f'"{schema}"."{prefix}{name}"' for name in _TABLES}
+    text = _SQL_DIR.joinpath("queries.sql").read_text("utf-8")
+    queries: dict[str, str] = {}
+    for block in text.split("-- name: ")[1:]:
+        name, _, body = block.partition("\n")
+        # Comments go: psycopg would read a '%' in them as a placeholder.
+        lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
+        queries[name.strip()] = "\n".join(lines).strip().format_map(tables)
+    return queries
+
+
+def _pipeline(conn: psycopg.AsyncConnection[Any]) -> AbstractAsyncContextManager[Any]:
+    """Pipeline mode when the libpq in use supports it (libpq 14+), else plain statements."""
+    return conn.pipeline() if psycopg.capabilities.has_pipeline() else nullcontext()
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+def _envelope_sequence(row: ParkedRow) -> int:
+    """The sequence a retried poison event returns to: its own, or for a row parked without
+    one, the ``sequence`` of its event envelope (``0`` when that has none either)."""
+    if row.sequence is not None:
+        return row.sequence
+    try:
+        envelope = json.loads(row.event or "null")
+    except ValueError:
+        return 0
+    value = envelope.get("sequence") if isinstance(envelope, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _parked_columns(parked: Iterable[ParkedRow]) -> tuple[list[Any], ...]:
+    """Parked rows as one array per column, in the order of ``upsert_parked``."""
+    rows = list(parked)
+    return (
+        [r.id for r in rows],
+        [r.kind for r in rows],
+        [r.event for r in rows],
+        [r.item for r in rows],
+        [json.dumps(r.error) for r in rows],
+        [r.attempts for r in rows],
+        [r.parked_at for r in rows],
+        [r.hold_key for r in rows],
+        [r.sequence for r in rows],
+    )
+
+
+class PostgresStore:
+    """A :class:`~watukuy.core.ports.StateStore` on PostgreSQL.
+
+    Args:
+        dsn_or_pool: A connection string (the store then owns a pool it opens on first use
+            and closes in :meth:`close`) or a ``psycopg_pool.AsyncConnectionPool`` you own
+            and open yourself (never closed by the store).
+        schema: Schema holding the tables; created by :meth:`migrate` when missing.
+        table_prefix: Prefix of every table name.
+
+    Raises:
+        ImportError: psycopg is not installed (``pip install 'watukuy[postgres]'``).
+        ConfigError: An invalid DSN/pool, schema or prefix.
+
+    Example::
+
+        store = PostgresStore("postgresql://app@db/app")
+        await store.migrate()
+    """
+
+    def __init__(
+        self,
+        dsn_or_pool: str | AsyncConnectionPool[Any],
+        schema: str = "public",
+        table_prefix: str = "watukuy_",
+    ) -> None:
+        if _MISSING is not None:
+            raise ImportError(
+                "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'watukuy[postgres]'"
+            ) from _MISSING
+        rule = "expected letters, digits and underscores, at most 40, not starting with a digit"
+        if not isinstance(schema, str) or not _IDENTIFIER.match(schema):
+            raise ConfigError(f"{rule}; got {schema!r}", field="schema")
+        if not isinstance(table_prefix, str) or not _IDENTIFIER.match(table_prefix or "_"):
+            raise ConfigError(f"{rule}; got {table_prefix!r}", field="table_prefix")
+        self._pool: AsyncConnectionPool[Any]
+        if isinstance(dsn_or_pool, str) and dsn_or_pool.strip():
+            self._pool = AsyncConnectionPool(dsn_or_pool, open=False, kwargs={"autocommit": True})
+            self._owns_pool = True
+        elif isinstance(dsn_or_pool, AsyncConnectionPool):
+            self._pool = dsn_or_pool
+            self._owns_pool = False
+        else:
+            raise ConfigError(
+                f"expected a DSN or a psycopg_pool.AsyncConnectionPool, got {dsn_or_pool!r}",
+                field="dsn_or_pool",
+            )
+        self._schema, self._prefix = schema, table_prefix
+        self._q = _load_queries(schema, table_prefix)
+        self._opened = not self._owns_pool
+        self._migrated = False
+        self._ready_lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(schema={self._schema!r}, table_prefix={self._prefix!r})"
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        """Transactions, the event log and streaming are all supported."""
+        return StoreCapabilities(transactions=True, log=True, streaming=True)
+
+    @property
+    def pool(self) -> AsyncConnectionPool[Any]:
+        """The connection pool the store uses (its own or the injected one)."""
+        return self._pool
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def migrate(self) -> None:
+        """Create the schema and apply the DDL versions not applied yet. Idempotent."""
+        with store_errors("migrate"):
+            await self._open()
+            async with self._pool.connection() as conn:
+                await self._apply_migrations(conn)
+        self._migrated = True
+
+    async def close(self) -> None:
+        """Close the pool if the store created it (the store cannot be used afterwards);
+        an injected pool is left open."""
+        with store_errors("close"):
+            if self._owns_pool and self._opened:
+                await self._pool.close()
+        self._opened = not self._owns_pool
+        self._migrated = False
+
+    async def _open(self) -> None:
+        if not self._opened:
+            async with self._ready_lock:
+                if not self._opened:
+                    await self._pool.open()
+                    self._opened = True
+
+    async def _apply_migrations(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        schema, prefix = self._schema, self._prefix
+        versions = f'"{schema}"."{prefix}migrations"'
+        # One lock per schema: concurrent CREATE SCHEMA / CREATE TABLE IF NOT EXISTS still
+        # collide on the catalog's unique indexes without it.
+        digest = hashlib.sha256(f"watukuy:migrate:{schema}".encode()).digest()
+        async with conn.transaction():
+            lock_key = int.from_bytes(digest[:8], "big", signed=True)
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
+            # Look before creating: CREATE ... IF NOT EXISTS still needs the privilege.
+            cur = await conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+            if await cur.fetchone() is None:
+                await conn.execute(f'CREATE SCHEMA "{schema}"')
+            cur = await conn.execute("SELECT to_regclass(%s) IS NULL", (versions,))
+            if (await cur.fetchone() or (True,))[0]:
+                await conn.execute(
+                    f"CREATE TABLE {versions} (version integer PRIMARY KEY, name text NOT NULL,"
+                    " applied_at timestamptz NOT NULL DEFAULT now())"
+                )
+            cur = await conn.execute(f"SELECT version FROM {versions}")
+            applied = {version for (version,) in await cur.fetchall()}
+            for version, name, text in _migration_files():
+                if version not in applied:
+                    await conn.execute(
+                        text.replace("{{schema}}", schema).replace("{{prefix}}", prefix)
+                    )
+                    await conn.execute(
+                        f"INSERT INTO {versions} (version, name) VALUES (%s, %s)", (version, name)
+                    )
+
+    @asynccontextmanager
+    async def _connection(self, what: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled connection of a ready store; driver errors become ``StoreError``."""
+        with store_errors(what):
+            if not self._migrated:
+                await self._open()
+                async with self._ready_lock:
+                    if not self._migrated:
+                        async with self._pool.connection() as conn:
+                            await self._apply_migrations(conn)
+                        self._migrated = True
+            async with self._pool.connection() as conn:
+                yield conn
+
+    async def _fetch(self, what: str, query: str, params: Sequence[Any]) -> list[Any]:
+        async with self._connection(what) as conn:
+            cur = await conn.execute(self._q[query], params)
+            return await cur.fetchall()
+
+    async def _count(self, what: str, query: str, params: Sequence[Any]) -> int:
+        """Run ``query``; the first column of its row when it returns one, else its rowcount."""
+        async with self._connection(what) as conn:
+            cur = await conn.execute(self._q[query], params)
+            if cur.description is None:
+                return cur.rowcount
+            row = await cur.fetchone()
+            return int(row[0]) if row is not None else 0
+
+    @asynccontextmanager
+    async def _fenced(
+        self, what: str, key: PKey, lease: Lease
+    ) -> AsyncIterator[tuple[psycopg.AsyncConnection[Any], dict[str, Any]]]:
+        """A transaction holding the key's row lock, entered only while ``lease`` is current.
+
+        Yields the connection and the key's state fields, for patching.
+        """
+        async with self._connection(what) as conn, _pipeline(conn), conn.transaction():
+            cur = await conn.execute(self._q["lock"], (key.poller, key.partition))
+            row = await cur.fetchone()
+            if row is None or row[0] != lease.owner or row[1] != lease.epoch:
+                raise LeaseLostError(key.poller, key.partition, lease.epoch)
+            yield conn, json.loads(row[2])
+
+    async def _write_state(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        key: PKey,
+        fields: dict[str, Any],
+        patch: dict[str, Any],
+    ) -> None:
+        if patch:
+            fields.update(patch)
+            params = (json.dumps(fields), key.poller, key.partition)
+            await conn.execute(self._q["write_state"], params)
+
+    @staticmethod
+    def _encoded_patch(patch: StatePatch) -> dict[str, Any]:
+        fields = patch_to_fields(patch)
+        json.dumps(fields)  # fail on a value JSON cannot hold before any I/O
+        return fields
+
+    # --- leases -------------------------------------------------------------------------
+
+    async def acquire_lease(self, key: PKey, owner: str, ttl_ms: int, now: int) -> Lease | None:
+        """Take the key's lease when it is free or expired (creating the key if needed)."""
+        state = json.dumps(state_to_fields(empty_poller_state(now)))
+        params = (key.poller, key.partition, state, owner, now + ttl_ms, now)
+        rows = await self._fetch("acquire_lease", "acquire", params)
+        return Lease(owner, rows[0][0], now + ttl_ms) if rows else None
+
+    async def renew_lease(self, key: PKey, lease: Lease, ttl_ms: int, now: int) -> bool:
+        """Extend the lease to ``now + ttl_ms`` while owner and epoch still match."""
+        params = (now + ttl_ms, key.poller, key.partition, lease.owner, lease.epoch)
+        return await self._count("renew_lease", "renew", params) == 1
+
+    async def release_lease(self, key: PKey, lease: Lease) -> None:
+        """Clear the owner when the lease is still ours; the epoch is kept."""
+        params = (key.poller, key.partition, lease.owner, lease.epoch)
+        await self._count("release_lease", "release", params)
+
+    async def get_lease(self, key: PKey) -> Lease | None:
+        """The stored lease (expired or not), or ``None`` when nobody holds it."""
+        rows = await self._fetch("get_lease", "get_lease", (key.poller, key.partition))
+        if not rows or rows[0][0] is None:
+            return None
+        owner, epoch, expires_at = rows[0]
+        return Lease(owner, epoch, expires_at if expires_at is not None else 0)
+
+    # --- state --------------------------------------------------------------------------
+
+    async def load_state(self, key: PKey) -> PollerState | None:
+        """The key's state, or ``None`` for a key never seen."""
+        rows = await self._fetch("load_state", "load_state", (key.poller, key.partition))
+        return state_from_fields(json.loads(rows[0][0])) if rows else None
+
+    async def save_state(self, key: PKey, lease: Lease, patch: StatePatch) -> None:
+        """Fenced partial update of the key's state."""
+        fields = self._encoded_patch(patch)
+        async with self._fenced("save_state", key, lease) as (conn, stored):
+            await self._write_state(conn, key, stored, fields)
+
+    async def save_state_unfenced(self, key: PKey, patch: StatePatch, now: int) -> None:
+        """Administrative partial update; creates the key first when needed."""
+        fields = self._encoded_patch(patch)
+        initial = json.dumps(state_to_fields(empty_poller_state(now)))
+        k = (key.poller, key.partition)
+        async with self._connection("save_state_unfenced") as conn, conn.transaction():
+            await conn.execute(self._q["create"], (*k, initial))
+            cur = await conn.execute(self._q["lock"], k)
+            row = await cur.fetchone()
+            stored = json.loads(row[2]) if row is not None else {}
+            await self._write_state(conn, key, stored, fields)
+
+    async def list_keys(self, poller: str | None = None) -> list[PKey]:
+        """Every key, optionally of one poller, sorted by (poller, partition)."""
+        if poller is None:
+            rows = await self._fetch("list_keys", "list_keys", ())
+        else:
+            rows = await self._fetch("list_keys", "list_keys_of", (poller,))
+        return [PKey(name, partition) for name, partition in rows]
+
+    async def delete_key(self, key: PKey) -> None:
+        """Remove every row of the key in every table, in one statement."""
+        await self._count("delete_key", "delete_key", (key.poller, key.partition) * len(_TABLES))
+
+    async def clear_items(self, key: PKey) -> None:
+        """Drop the key's snapshot only."""
+        await self._count("clear_items", "clear_items", (key.poller, key.partition))
+
+    # --- items --------------------------------------------------------------------------
+
+    async def load_versions(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemRow]:
+        """The stored rows of those identities that exist."""
+        if not identities:
+            return {}
+        params = (key.poller, key.partition, list(identities))
+        rows = await self._fetch("load_versions", "load_versions", params)
+        return {row[0]: ItemRow(*row) for row in rows}
+
+    async def stream_identities(
+        self, key: PKey, batch_size: int = 1000
+    ) -> AsyncIterator[list[str]]:
+        """Every identity of the key in code-point order, one keyset-paginated batch at a
+        time; a connection is held only while a batch is read."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"must be at least 1, got {batch_size!r}", field="batch_size")
+        k, after = (key.poller, key.partition), None
+        while True:
+            if after is None:
+                rows = await self._fetch("stream_identities", "stream_first", (*k, batch_size))
+            else:
+                params = (*k, after, batch_size)
+                rows = await self._fetch("stream_identities", "stream_next", params)
+            batch = [row[0] for row in rows]
+            if batch:
+                yield batch
+            if len(batch) < batch_size:
+                return
+            after = batch[-1]
+
+    async def count_items(self, key: PKey) -> int:
+        """Size of the key's snapshot."""
+        return await self._count("count_items", "count_items", (key.poller, key.partition))
+
+    # --- commit and outbox --------------------------------------------------------------
+
+    async def commit_poll(self, key: PKey, lease: Lease, batch: CommitBatch) -> None:
+        """Write a page (state, snapshot delta, events, log, parked rows) in one transaction."""
+        # Everything is encoded before the transaction opens, so a bad value costs no I/O.
+        # Postgres refuses to touch a row twice in one statement: the last row of an id
+        # wins, and a delete wins over an upsert in the same batch (deletes apply last).
+        deleted = list(dict.fromkeys(batch.deletes))
+        gone = set(deleted)
+        items = [
+            r for r in {r.identity: r for r in batch.upserts}.values() if r.identity not in gone
+        ]
+        events = list({r.event_id: r for r in batch.events}.values())
+        logged = list({r.sequence: r for r in batch.events}.values()) if batch.log else []
+        parked = _parked_columns({r.id: r for r in batch.parked}.values())
+        fields = self._encoded_patch(batch.state_patch)
+        statements: list[tuple[str, tuple[Any, ...]]] = []
+        if items:
+            statements.append(
+                (
+                    "upsert_items",
+                    (
+                        [r.identity for r in items],
+                        [r.version for r in items],
+                        [r.hash for r in items],
+                        [r.schema_version for r in items],
+                        [r.payload for r in items],
+                        [r.seen_at for r in items],
+                    ),
+                )
+            )
+        if deleted:
+            statements.append(("delete_items", (deleted,)))
+        if events:
+            statements.append(
+                (
+                    "upsert_outbox",
+                    (
+                        [r.event_id for r in events],
+                        [r.sequence for r in events],
+                        [r.event for r in events],
+                        [r.attempts for r in events],
+                        [r.next_attempt_at for r in events],
+                        [_json_or_none(r.last_error) for r in events],
+                        [r.created_at for r in events],
+                    ),
+                )
+            )
+        if logged:
+            seqs, texts = [r.sequence for r in logged], [r.event for r in logged]
+            statements.append(("upsert_log", (batch.now, seqs, texts)))
+        if parked[0]:
+            statements.append(("upsert_parked", parked))
+        async with self._fenced("commit_poll", key, lease) as (conn, stored):
+            for name, params in statements:
+                await conn.execute(self._q[name], (key.poller, key.partition, *params))
+            await self._write_state(conn, key, stored, fields)
+
+    async def load_pending(
+        self, key: PKey, limit: int, after_sequence: int | None = None
+    ) -> list[OutboxRow]:
+        """Up to ``limit`` pending rows in sequence order (never filtered by retry time),
+        only those after ``after_sequence`` when it is given."""
+        if limit <= 0:
+            return []
+        after = _MIN_BIGINT if after_sequence is None else after_sequence
+        rows = await self._fetch("load_pending", "load_pending", (*_k(key), after, limit))
+        return [
+            OutboxRow(
+                event_id=event_id,
+                sequence=seq,
+                event=event,
+                attempts=attempts,
+                next_attempt_at=next_attempt_at,
+                last_error=json.loads(error) if error is not None else None,
+                created_at=created_at,
+            )
+            for event_id, seq, event, attempts, next_attempt_at, error, created_at in rows
+        ]
+
+    async def count_pending(self, key: PKey) -> int:
+        """Number of pending outbox rows."""
+        return await self._count("count_pending", "count_pending", _k(key))
+
+    async def ack_events(self, key: PKey, lease: Lease, event_ids: Sequence[str]) -> None:
+        """Delete delivered rows (fenced); unknown ids are ignored."""
+        async with self._fenced("ack_events", key, lease) as (conn, _):
+            if event_ids:
+                await conn.execute(self._q["ack"], (*_k(key), list(event_ids)))
+
+    async def record_attempt(
+        self,
+        key: PKey,
+        lease: Lease,
+        event_id: str,
+        error: SerializedError,
+        next_attempt_at: int | None,
+    ) -> None:
+        """Count a failed delivery of ``event_id`` (fenced)."""
+        params = (json.dumps(error), next_attempt_at, *_k(key), event_id)
+        async with self._fenced("record_attempt", key, lease) as (conn, _):
+            await conn.execute(self._q["record_attempt"], params)
+
+    async def park_event(self, key: PKey, lease: Lease, row: ParkedRow) -> None:
+        """Insert the parked row and delete the outbox row of the same id, atomically."""
+        columns = _parked_columns([row])
+        async with self._fenced("park_event", key, lease) as (conn, _):
+            await conn.execute(self._q["upsert_parked"], (*_k(key), *columns))
+            await conn.execute(self._q["ack"], (*_k(key), [row.id]))
+
+    async def list_parked(
+        self, key: PKey, kind: ParkedKind | None = None, limit: int | None = None
+    ) -> list[ParkedRow]:
+        """Parked rows ordered by (parked_at, id), optionally of one kind, at most ``limit``."""
+        bound = None if limit is None else max(limit, 0)
+        rows = await self._fetch("list_parked", "list_parked", (*_k(key), kind, kind, bound))
+        return [
+            ParkedRow(id_, kind_, event, item, json.loads(error), attempts, at, hold, seq)
+            for id_, kind_, event, item, error, attempts, at, hold, seq in rows
+        ]
+
+    async def count_parked(self, key: PKey) -> int:
+        """Number of parked rows of either kind."""
+        return await self._count("count_parked", "count_parked", _k(key))
+
+    async def retry_parked(self, key: PKey, ids: Sequence[str]) -> int:
+        """Move parked poison rows back to the outbox at their sequence; returns the count."""
+        if not ids:
+            return 0
+        async with self._connection("retry_parked") as conn, conn.transaction():
+            cur = await conn.execute(self._q["lock_poison"], (*_k(key), list(ids)))
+            rows = [
+                ParkedRow(id_, "poison", event, None, {}, 0, parked_at, None, seq)
+                for id_, seq, event, parked_at in await cur.fetchall()
+            ]
+            if rows:
+                moved = [r.id for r in rows]
+                params = (
+                    moved,
+                    [_envelope_sequence(r) for r in rows],
+                    [r.event for r in rows],
+                    [0] * len(rows),
+                    [None] * len(rows),
+                    [None] * len(rows),
+                    [r.parked_at for r in rows],
+                )
+                await conn.execute(self._q["upsert_outbox"], (*_k(key), *params))
+                await conn.execute(self._q["discard_parked"], (*_k(key), moved))
+            return len(rows)
+
+    async def discard_parked(self, key: PKey, ids: Sequence[str]) -> int:
+        """Delete parked rows of either kind; returns the count."""
+        if not ids:
+            return 0
+        return await self._count("discard_parked", "discard_parked", (*_k(key), list(ids)))
+
+    async def held_keys(self, key: PKey) -> set[str]:
+        """Ordering keys held back by parked rows."""
+        return {row[0] for row in await self._fetch("held_keys", "held_keys", _k(key))}
+
+    # --- validators ---------------------------------------------------------------------
+
+    async def get_validator(self, key: PKey, url_hash: str) -> Validator | None:
+        """The stored validators of a URL hash."""
+        rows = await self._fetch("get_validator", "get_validator", (*_k(key), url_hash))
+        return Validator(*rows[0]) if rows else None
+
+    async def set_validator(
+        self, key: PKey, lease: Lease, url_hash: str, validator: Validator
+    ) -> None:
+        """Store validators of a URL hash (fenced)."""
+        v = validator
+        params = (*_k(key), url_hash, v.etag, v.last_modified, v.stored_at)
+        async with self._fenced("set_validator", key, lease) as (conn, _):
+            await conn.execute(self._q["set_validator"], params)
+
+    # --- log ----------------------------------------------------------------------------
+
+    async def read_log(
+        self,
+        key: PKey,
+        *,
+        after_sequence: int | None = None,
+        from_time: int | None = None,
+        to_time: int | None = None,
+        limit: int = 1000,
+    ) -> list[LoggedEvent]:
+        """Logged events in sequence order within the given sequence and time bounds."""
+        if limit <= 0:
+            return []
+        params = (
+            *_k(key),
+            _MIN_BIGINT if after_sequence is None else after_sequence,
+            _MIN_BIGINT if from_time is None else from_time,
+            _MAX_BIGINT if to_time is None else to_time,
+            limit,
+        )
+        return [LoggedEvent(*row) for row in await self._fetch("read_log", "read_log", params)]
+
+    async def prune_log(self, key: PKey, older_than: int) -> int:
+        """Delete log entries created before ``older_than``; returns the count."""
+        return await self._count("prune_log", "prune_log", (*_k(key), older_than))
+
+
+def _k(key: PKey) -> tuple[str, str]:
+    return (key.poller, key.partition)

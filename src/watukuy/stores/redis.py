@@ -1,0 +1,682 @@
+"""The Redis store and the Redis budget store: shared state and shared rate budgets.
+
+Built on ``redis.asyncio``. Give either class a client you own (it is never closed by the
+store), or build one with :meth:`RedisStore.from_url` (no I/O until first use; closed by
+``close()``).
+
+How :class:`RedisStore` keeps the contract:
+
+- **One script per write.** Every fenced write is one Lua script (``stores/lua/*.lua``)
+  that compares the lease owner and epoch and then performs the whole mutation, so a stale
+  holder changes nothing and ``commit_poll`` is all or nothing.
+- **Opaque payloads.** Scripts never decode JSON: events, payloads and items travel and
+  rest as the exact strings watukuy wrote, so big integers and unicode round-trip byte for
+  byte.
+- **Cluster-safe keys.** Every key of one (poller, partition) carries the same hash tag,
+  ``{<poller>:<partition>}`` with both parts percent-encoded (``:``, ``{``, ``}``, ``%`` and
+  non-ASCII included), so each script touches a single slot. The set of known keys used
+  by ``list_keys`` lives outside the tags and is updated after the script that creates a
+  key.
+
+Layout under ``<prefix>{<tag>}:``::
+
+    meta        hash   lease_owner, lease_epoch, lease_expires_at
+    state       hash   one JSON value per top-level PollerState field
+    items       hash   identity -> JSON [version, hash, schema_version, payload, seen_at]
+    ids         zset   identity (score 0): code-point order for stream_identities
+    outbox      zset   event id by sequence (pending rows)
+    rows        hash   event id -> "<sequence>:<created_at>:<event>"
+    attempts    hash   event id -> failed attempts
+    errors      hash   event id -> JSON [last_error, next_attempt_at]
+    parked      hash   id -> JSON [id, kind, event, item, error, attempts, parked_at,
+                                  hold_key, sequence]
+    retry       hash   poison id -> the outbox form of the event, for retry_parked
+    hold        hash   id -> held ordering key
+    validators  hash   url hash -> JSON [etag, last_modified, stored_at]
+    log         zset   sequence by sequence
+    logrows     hash   sequence -> "<created_at>:<event>"
+    logtime     zset   sequence by created_at (for prune_log)
+
+plus ``<prefix>keys`` (a set of JSON ``[poller, partition]``) and, for
+:class:`RedisBudgetStore`, ``<prefix>budget:<name>`` (hash ``tokens``, ``updated_at``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Sequence
+from importlib import resources
+from typing import Any, NamedTuple
+from urllib.parse import quote
+
+from watukuy.budget.bucket import check_budget_args
+from watukuy.core import json
+from watukuy.core.errors import ConfigError, LeaseLostError, SerializedError
+from watukuy.core.ports import BudgetPolicy
+from watukuy.core.rows import (
+    CommitBatch,
+    ItemRow,
+    Lease,
+    LoggedEvent,
+    OutboxRow,
+    ParkedKind,
+    ParkedRow,
+    PKey,
+    PollerState,
+    StatePatch,
+    StoreCapabilities,
+    Validator,
+    empty_poller_state,
+    patch_to_fields,
+    state_from_fields,
+    state_to_fields,
+)
+from watukuy.stores._errors import store_errors
+
+try:
+    import redis.asyncio as aioredis
+except ImportError as _error:  # pragma: no cover - exercised only without the extra
+    _MISSING: ImportError | None = _error
+else:
+    _MISSING = None
+
+__all__ = ["RedisBudgetStore", "RedisStore"]
+
+_STORE_SCRIPTS = (
+    "acquire",
+    "renew",
+    "release",
+    "save_state",
+    "save_state_unfenced",
+    "commit",
+    "ack",
+    "record_attempt",
+    "park",
+    "retry_parked",
+    "discard_parked",
+    "set_validator",
+    "load_pending",
+    "read_log",
+    "prune_log",
+)
+_PRUNE_BATCH = 1000
+
+
+@functools.cache
+def _script_source(name: str) -> str:
+    folder = resources.files("watukuy.stores").joinpath("lua")
+    body = folder.joinpath(f"{name}.lua").read_text("utf-8")
+    if name == "budget_take":
+        return body
+    return folder.joinpath("_prelude.lua").read_text("utf-8") + "\n" + body
+
+
+def _require_redis(what: str) -> None:
+    if _MISSING is not None:
+        raise ImportError(f"{what} needs redis-py: pip install 'watukuy[redis]'") from _MISSING
+
+
+def _check_prefix(prefix: object) -> str:
+    if not isinstance(prefix, str):
+        raise ConfigError(f"expected a string, got {prefix!r}", field="prefix")
+    return prefix
+
+
+def _text(value: bytes | str) -> str:
+    # The client may or may not decode responses; the store works either way.
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _pairs(fields: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for name, value in fields.items():
+        out += (name, json.dumps(value))
+    return out
+
+
+def _envelope_sequence(row: ParkedRow) -> int:
+    """The sequence a retried poison event returns to: its own, or for a row parked without
+    one, the ``sequence`` of its event envelope (``0`` when that has none either)."""
+    if row.sequence is not None:
+        return row.sequence
+    try:
+        envelope = json.loads(row.event or "null")
+    except ValueError:
+        return 0
+    value = envelope.get("sequence") if isinstance(envelope, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _outbox_form(row: OutboxRow) -> str:
+    """How an outbox row rests in Redis: ``<sequence>:<created_at>:<event>``."""
+    return f"{row.sequence}:{row.created_at}:{row.event}"
+
+
+def _retry_form(row: ParkedRow) -> str:
+    """The outbox form ``retry_parked`` moves back, for a poison row with an event."""
+    if row.kind != "poison" or row.event is None:
+        return ""
+    return f"{_envelope_sequence(row)}:{row.parked_at}:{row.event}"
+
+
+def _parked_args(row: ParkedRow) -> list[str]:
+    encoded = json.dumps(
+        [
+            row.id,
+            row.kind,
+            row.event,
+            row.item,
+            row.error,
+            row.attempts,
+            row.parked_at,
+            row.hold_key,
+            row.sequence,
+        ]
+    )
+    hold = "" if row.hold_key is None else "+" + row.hold_key
+    return [row.id, encoded, hold, _retry_form(row)]
+
+
+def _parked_from(text: bytes | str) -> ParkedRow:
+    id_, kind, event, item, error, attempts, parked_at, hold_key, sequence = json.loads(text)
+    return ParkedRow(
+        id=id_,
+        kind=kind,
+        event=event,
+        item=item,
+        error=error,
+        attempts=attempts,
+        parked_at=parked_at,
+        hold_key=hold_key,
+        sequence=sequence,
+    )
+
+
+class _Keys(NamedTuple):
+    """The Redis keys of one (poller, partition), all in one hash slot."""
+
+    meta: str
+    state: str
+    items: str
+    ids: str
+    outbox: str
+    rows: str
+    attempts: str
+    errors: str
+    parked: str
+    retry: str
+    hold: str
+    validators: str
+    log: str
+    logrows: str
+    logtime: str
+
+    @classmethod
+    def of(cls, prefix: str, key: PKey) -> _Keys:
+        # Percent-encoding keeps ':' inside the parts unambiguous and '{' '}' out of the tag.
+        base = f"{prefix}{{{quote(key.poller, safe='')}:{quote(key.partition, safe='')}}}:"
+        return cls(*(base + part for part in cls._fields))
+
+
+class RedisStore:
+    """A :class:`~watukuy.core.ports.StateStore` on Redis (standalone or cluster).
+
+    Args:
+        client: A ``redis.asyncio.Redis`` (or ``RedisCluster``) client; the store never
+            closes it.
+        prefix: Prefix of every key the store writes.
+
+    Raises:
+        ImportError: redis-py is not installed (``pip install 'watukuy[redis]'``).
+        ConfigError: A prefix that is not a string.
+
+    Example::
+
+        store = RedisStore.from_url("redis://localhost:6379/0")
+    """
+
+    def __init__(
+        self, client: aioredis.Redis | aioredis.RedisCluster, prefix: str = "watukuy:"
+    ) -> None:
+        _require_redis("RedisStore")
+        self._prefix = _check_prefix(prefix)
+        # redis-py's annotations cover its sync and async clients at once; Any keeps the
+        # awaits below readable.
+        self._redis: Any = client
+        self._owns_client = False
+        self._scripts = {
+            name: client.register_script(_script_source(name)) for name in _STORE_SCRIPTS
+        }
+        self._known = f"{self._prefix}keys"
+
+    @classmethod
+    def from_url(cls, url: str, prefix: str = "watukuy:", **options: Any) -> RedisStore:
+        """A store with its own client for ``url`` (connected lazily, closed by ``close()``).
+
+        Args:
+            url: A ``redis://`` or ``rediss://`` URL.
+            prefix: Prefix of every key the store writes.
+            **options: Passed to ``redis.asyncio.from_url``.
+        """
+        _require_redis("RedisStore")
+        store = cls(aioredis.from_url(url, **options), prefix)
+        store._owns_client = True
+        return store
+
+    def __repr__(self) -> str:
+        return f"RedisStore(prefix={self._prefix!r})"
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        """Transactions (one script per write), the event log and streaming."""
+        return StoreCapabilities(transactions=True, log=True, streaming=True)
+
+    @property
+    def client(self) -> Any:
+        """The Redis client the store uses."""
+        return self._redis
+
+    def _keys(self, key: PKey) -> _Keys:
+        return _Keys.of(self._prefix, key)
+
+    def _member(self, key: PKey) -> str:
+        return json.dumps([key.poller, key.partition])
+
+    async def _eval(self, what: str, script: str, keys: list[str], args: Sequence[Any]) -> Any:
+        with store_errors(what):
+            return await self._scripts[script](keys=keys, args=args)
+
+    async def _fenced(
+        self, what: str, script: str, key: PKey, lease: Lease, keys: list[str], args: list[Any]
+    ) -> None:
+        reply = await self._eval(what, script, keys, [lease.owner, lease.epoch, *args])
+        if reply == 0:
+            raise LeaseLostError(key.poller, key.partition, lease.epoch)
+
+    async def _remember(self, what: str, key: PKey) -> None:
+        with store_errors(what):
+            await self._redis.sadd(self._known, self._member(key))
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def migrate(self) -> None:
+        """Nothing to create in Redis; loads the scripts so first calls need no retry."""
+        with store_errors("migrate"):
+            for script in self._scripts.values():
+                script.sha = await self._redis.script_load(script.script)
+
+    async def close(self) -> None:
+        """Close the client if :meth:`from_url` created it; an injected one stays open."""
+        if self._owns_client:
+            with store_errors("close"):
+                await self._redis.aclose()
+
+    # --- leases -------------------------------------------------------------------------
+
+    async def acquire_lease(self, key: PKey, owner: str, ttl_ms: int, now: int) -> Lease | None:
+        """Take the key's lease when it is free or expired (creating the key if needed)."""
+        keys = self._keys(key)
+        initial = _pairs(state_to_fields(empty_poller_state(now)))
+        args = [owner, now, now + ttl_ms, *initial]
+        epoch = await self._eval("acquire_lease", "acquire", [keys.meta, keys.state], args)
+        if epoch is None:
+            return None
+        await self._remember("acquire_lease", key)
+        return Lease(owner=owner, epoch=int(epoch), expires_at=now + ttl_ms)
+
+    async def renew_lease(self, key: PKey, lease: Lease, ttl_ms: int, now: int) -> bool:
+        """Extend the lease to ``now + ttl_ms`` while owner and epoch still match."""
+        args = [lease.owner, lease.epoch, now + ttl_ms]
+        reply = await self._eval("renew_lease", "renew", [self._keys(key).meta], args)
+        return bool(reply == 1)
+
+    async def release_lease(self, key: PKey, lease: Lease) -> None:
+        """Clear the owner when the lease is still ours; the epoch is kept."""
+        args = [lease.owner, lease.epoch]
+        await self._eval("release_lease", "release", [self._keys(key).meta], args)
+
+    async def get_lease(self, key: PKey) -> Lease | None:
+        """The stored lease (expired or not), or ``None`` when nobody holds it."""
+        with store_errors("get_lease"):
+            owner, epoch, expires = await self._redis.hmget(
+                self._keys(key).meta, ["lease_owner", "lease_epoch", "lease_expires_at"]
+            )
+        if owner is None:
+            return None
+        return Lease(
+            owner=_text(owner),
+            epoch=int(epoch or 0),
+            expires_at=int(expires) if expires is not None else 0,
+        )
+
+    # --- state --------------------------------------------------------------------------
+
+    async def load_state(self, key: PKey) -> PollerState | None:
+        """The key's state, or ``None`` for a key never seen."""
+        with store_errors("load_state"):
+            raw = await self._redis.hgetall(self._keys(key).state)
+        if not raw:
+            return None
+        return state_from_fields({_text(name): json.loads(value) for name, value in raw.items()})
+
+    async def save_state(self, key: PKey, lease: Lease, patch: StatePatch) -> None:
+        """Fenced partial update of the key's state."""
+        keys = self._keys(key)
+        args = _pairs(patch_to_fields(patch))
+        await self._fenced("save_state", "save_state", key, lease, [keys.meta, keys.state], args)
+
+    async def save_state_unfenced(self, key: PKey, patch: StatePatch, now: int) -> None:
+        """Administrative partial update; creates the key first when needed."""
+        initial = _pairs(state_to_fields(empty_poller_state(now)))
+        args = [len(initial) // 2, *initial, *_pairs(patch_to_fields(patch))]
+        state = self._keys(key).state
+        await self._eval("save_state_unfenced", "save_state_unfenced", [state], args)
+        await self._remember("save_state_unfenced", key)
+
+    async def list_keys(self, poller: str | None = None) -> list[PKey]:
+        """Every key, optionally of one poller, sorted by (poller, partition)."""
+        with store_errors("list_keys"):
+            members = await self._redis.smembers(self._known)
+        found = (PKey(*json.loads(member)) for member in members)
+        return sorted(k for k in found if poller is None or k.poller == poller)
+
+    async def delete_key(self, key: PKey) -> None:
+        """Remove every Redis key of the key, then forget it."""
+        with store_errors("delete_key"):
+            await self._redis.delete(*self._keys(key))
+            await self._redis.srem(self._known, self._member(key))
+
+    async def clear_items(self, key: PKey) -> None:
+        """Drop the key's snapshot only."""
+        keys = self._keys(key)
+        with store_errors("clear_items"):
+            await self._redis.delete(keys.items, keys.ids)
+
+    # --- items --------------------------------------------------------------------------
+
+    async def load_versions(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemRow]:
+        """The stored rows of those identities that exist."""
+        if not identities:
+            return {}
+        with store_errors("load_versions"):
+            values = await self._redis.hmget(self._keys(key).items, list(identities))
+        out: dict[str, ItemRow] = {}
+        for identity, value in zip(identities, values, strict=True):
+            if value is not None:
+                version, hash_, schema_version, payload, seen_at = json.loads(value)
+                out[identity] = ItemRow(identity, version, hash_, schema_version, payload, seen_at)
+        return out
+
+    async def stream_identities(
+        self, key: PKey, batch_size: int = 1000
+    ) -> AsyncIterator[list[str]]:
+        """Every identity of the key in code-point order, in keyset-paginated batches."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"must be at least 1, got {batch_size!r}", field="batch_size")
+        ids, low = self._keys(key).ids, "-"
+        while True:
+            with store_errors("stream_identities"):
+                raw = await self._redis.zrangebylex(ids, low, "+", start=0, num=batch_size)
+            batch = [_text(identity) for identity in raw]
+            if batch:
+                yield batch
+            if len(batch) < batch_size:
+                return
+            low = "(" + batch[-1]
+
+    async def count_items(self, key: PKey) -> int:
+        """Size of the key's snapshot."""
+        with store_errors("count_items"):
+            return int(await self._redis.hlen(self._keys(key).items))
+
+    # --- commit and outbox --------------------------------------------------------------
+
+    async def commit_poll(self, key: PKey, lease: Lease, batch: CommitBatch) -> None:
+        """Write a page (state, snapshot delta, events, log, parked rows) in one script."""
+        k = self._keys(key)
+        # Rows go in batch order and the script applies them in that order, so a repeated
+        # id ends with its last row and a delete wins over an upsert, as in one transaction.
+        # Delivery data (attempts, errors) is rare at commit time, so it has its own section.
+        state = _pairs(patch_to_fields(batch.state_patch))
+        args: list[Any] = [batch.now, len(state) // 2, *state, len(batch.upserts)]
+        for row in batch.upserts:
+            item = [row.version, row.hash, row.schema_version, row.payload, row.seen_at]
+            args += (row.identity, json.dumps(item))
+        args += (len(batch.deletes), *batch.deletes, len(batch.events))
+        extras: list[Any] = []
+        for event in batch.events:
+            args += (event.event_id, event.sequence, _outbox_form(event))
+            if event.attempts or event.last_error is not None or event.next_attempt_at is not None:
+                error = (
+                    ""
+                    if event.last_error is None and event.next_attempt_at is None
+                    else json.dumps([event.last_error, event.next_attempt_at])
+                )
+                extras += (event.event_id, event.attempts, error)
+        args += (len(extras) // 3, *extras)
+        if batch.log:
+            args.append(len(batch.events))
+            for event in batch.events:
+                args += (event.sequence, f"{batch.now}:{event.event}")
+        else:
+            args.append(0)
+        args.append(len(batch.parked))
+        for parked in batch.parked:
+            args += _parked_args(parked)
+        keys = [
+            k.meta,
+            k.state,
+            k.items,
+            k.ids,
+            k.outbox,
+            k.rows,
+            k.attempts,
+            k.errors,
+            k.parked,
+            k.retry,
+            k.hold,
+            k.log,
+            k.logrows,
+            k.logtime,
+        ]
+        await self._fenced("commit_poll", "commit", key, lease, keys, args)
+
+    async def load_pending(
+        self, key: PKey, limit: int, after_sequence: int | None = None
+    ) -> list[OutboxRow]:
+        """Up to ``limit`` pending rows in sequence order (never filtered by retry time),
+        only those after ``after_sequence`` when it is given."""
+        if limit <= 0:
+            return []
+        k = self._keys(key)
+        keys = [k.outbox, k.rows, k.attempts, k.errors]
+        low = "-inf" if after_sequence is None else f"({after_sequence}"
+        flat = await self._eval("load_pending", "load_pending", keys, [limit, low])
+        out: list[OutboxRow] = []
+        for at in range(0, len(flat), 4):
+            event_id, row, attempts, error = flat[at : at + 4]
+            sequence, created_at, event = _text(row).split(":", 2)
+            last_error, next_attempt_at = json.loads(error) if error else (None, None)
+            out.append(
+                OutboxRow(
+                    event_id=_text(event_id),
+                    sequence=int(sequence),
+                    event=event,
+                    attempts=int(attempts) if attempts else 0,
+                    next_attempt_at=next_attempt_at,
+                    last_error=last_error,
+                    created_at=int(created_at),
+                )
+            )
+        return out
+
+    async def count_pending(self, key: PKey) -> int:
+        """Number of pending outbox rows."""
+        with store_errors("count_pending"):
+            return int(await self._redis.zcard(self._keys(key).outbox))
+
+    async def ack_events(self, key: PKey, lease: Lease, event_ids: Sequence[str]) -> None:
+        """Delete delivered rows (fenced); unknown ids are ignored."""
+        k = self._keys(key)
+        keys = [k.meta, k.outbox, k.rows, k.attempts, k.errors]
+        await self._fenced("ack_events", "ack", key, lease, keys, list(event_ids))
+
+    async def record_attempt(
+        self,
+        key: PKey,
+        lease: Lease,
+        event_id: str,
+        error: SerializedError,
+        next_attempt_at: int | None,
+    ) -> None:
+        """Count a failed delivery of ``event_id`` (fenced)."""
+        k = self._keys(key)
+        keys = [k.meta, k.rows, k.attempts, k.errors]
+        args = [event_id, json.dumps([error, next_attempt_at])]
+        await self._fenced("record_attempt", "record_attempt", key, lease, keys, args)
+
+    async def park_event(self, key: PKey, lease: Lease, row: ParkedRow) -> None:
+        """Insert the parked row and delete the outbox row of the same id, atomically."""
+        k = self._keys(key)
+        keys = [k.meta, k.parked, k.retry, k.hold, k.outbox, k.rows, k.attempts, k.errors]
+        await self._fenced("park_event", "park", key, lease, keys, _parked_args(row))
+
+    async def list_parked(
+        self, key: PKey, kind: ParkedKind | None = None, limit: int | None = None
+    ) -> list[ParkedRow]:
+        """Parked rows ordered by (parked_at, id), optionally of one kind, at most ``limit``."""
+        with store_errors("list_parked"):
+            values = await self._redis.hvals(self._keys(key).parked)
+        rows = sorted(
+            (row for row in map(_parked_from, values) if kind is None or row.kind == kind),
+            key=lambda row: (row.parked_at, row.id),
+        )
+        return rows if limit is None else rows[: max(limit, 0)]
+
+    async def count_parked(self, key: PKey) -> int:
+        """Number of parked rows of either kind."""
+        with store_errors("count_parked"):
+            return int(await self._redis.hlen(self._keys(key).parked))
+
+    async def retry_parked(self, key: PKey, ids: Sequence[str]) -> int:
+        """Move parked poison rows back to the outbox at their sequence; returns the count."""
+        if not ids:
+            return 0
+        k = self._keys(key)
+        keys = [k.parked, k.retry, k.hold, k.outbox, k.rows, k.attempts, k.errors]
+        return int(await self._eval("retry_parked", "retry_parked", keys, list(ids)))
+
+    async def discard_parked(self, key: PKey, ids: Sequence[str]) -> int:
+        """Delete parked rows of either kind; returns the count."""
+        if not ids:
+            return 0
+        k = self._keys(key)
+        keys = [k.parked, k.retry, k.hold]
+        return int(await self._eval("discard_parked", "discard_parked", keys, list(ids)))
+
+    async def held_keys(self, key: PKey) -> set[str]:
+        """Ordering keys held back by parked rows."""
+        with store_errors("held_keys"):
+            values = await self._redis.hvals(self._keys(key).hold)
+        return {_text(value) for value in values}
+
+    # --- validators ---------------------------------------------------------------------
+
+    async def get_validator(self, key: PKey, url_hash: str) -> Validator | None:
+        """The stored validators of a URL hash."""
+        with store_errors("get_validator"):
+            value = await self._redis.hget(self._keys(key).validators, url_hash)
+        if value is None:
+            return None
+        etag, last_modified, stored_at = json.loads(value)
+        return Validator(etag=etag, last_modified=last_modified, stored_at=stored_at)
+
+    async def set_validator(
+        self, key: PKey, lease: Lease, url_hash: str, validator: Validator
+    ) -> None:
+        """Store validators of a URL hash (fenced)."""
+        k = self._keys(key)
+        value = json.dumps([validator.etag, validator.last_modified, validator.stored_at])
+        keys = [k.meta, k.validators]
+        await self._fenced("set_validator", "set_validator", key, lease, keys, [url_hash, value])
+
+    # --- log ----------------------------------------------------------------------------
+
+    async def read_log(
+        self,
+        key: PKey,
+        *,
+        after_sequence: int | None = None,
+        from_time: int | None = None,
+        to_time: int | None = None,
+        limit: int = 1000,
+    ) -> list[LoggedEvent]:
+        """Logged events in sequence order within the given sequence and time bounds."""
+        if limit <= 0:
+            return []
+        k = self._keys(key)
+        args = [
+            "-inf" if after_sequence is None else f"({after_sequence}",
+            "" if from_time is None else from_time,
+            "" if to_time is None else to_time,
+            limit,
+        ]
+        flat = await self._eval("read_log", "read_log", [k.log, k.logrows], args)
+        out: list[LoggedEvent] = []
+        for at in range(0, len(flat), 2):
+            created_at, event = _text(flat[at + 1]).split(":", 1)
+            out.append(LoggedEvent(int(flat[at]), event, int(created_at)))
+        return out
+
+    async def prune_log(self, key: PKey, older_than: int) -> int:
+        """Delete log entries created before ``older_than``; returns the count."""
+        k = self._keys(key)
+        keys, total = [k.log, k.logrows, k.logtime], 0
+        while True:
+            removed = int(
+                await self._eval("prune_log", "prune_log", keys, [older_than, _PRUNE_BATCH])
+            )
+            total += removed
+            if removed < _PRUNE_BATCH:
+                return total
+
+
+class RedisBudgetStore:
+    """Token buckets in Redis, shared by every process using the same prefix.
+
+    The arithmetic is :func:`watukuy.budget.bucket.take`, mirrored in a Lua script and
+    driven by the caller's ``now`` (never Redis ``TIME``), so it agrees exactly with
+    ``InMemoryBudgetStore`` and stays deterministic under a virtual clock.
+
+    Args:
+        client: A ``redis.asyncio.Redis`` (or ``RedisCluster``) client; never closed here.
+        prefix: Prefix of the bucket keys (``<prefix>budget:<name>``).
+    """
+
+    def __init__(
+        self, client: aioredis.Redis | aioredis.RedisCluster, prefix: str = "watukuy:"
+    ) -> None:
+        _require_redis("RedisBudgetStore")
+        self._prefix = _check_prefix(prefix)
+        self._redis: Any = client
+        self._script = client.register_script(_script_source("budget_take"))
+
+    def __repr__(self) -> str:
+        return f"RedisBudgetStore(prefix={self._prefix!r})"
+
+    async def try_take(self, budget: str, policy: BudgetPolicy, cost: float, now: int) -> int:
+        """Take ``cost`` tokens from the bucket named ``budget`` at ``now``.
+
+        Returns:
+            ``0`` when taken; otherwise the milliseconds to wait, having taken nothing.
+
+        Raises:
+            ConfigError: An invalid policy or cost.
+            StoreError: Redis failed.
+        """
+        check_budget_args(policy, cost)
+        # repr() of a float is the shortest text that reads back as the same double.
+        args: list[str | int] = [policy.requests, policy.per_ms, repr(float(cost)), now]
+        with store_errors("try_take"):
+            wait = await self._script(keys=[f"{self._prefix}budget:{budget}"], args=args)
+        return int(wait)

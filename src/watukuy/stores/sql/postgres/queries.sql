@@ -1,0 +1,202 @@
+-- The statements PostgresStore runs, one per "-- name:" block.
+--
+-- {pollers}, {items}, {outbox}, {parked}, {validators} and {log} become the store's
+-- quoted, schema-qualified table names; %s are psycopg parameters. Every statement on a key
+-- starts its WHERE clause with the key's (poller, partition).
+-- Page-sized writes pass one array per column and expand them with unnest(), so a page of
+-- any size is one statement per table. Arrays travel in binary (%b): the text array format
+-- would make psycopg escape every quote and backslash of every JSON document.
+
+-- name: acquire
+-- Create the key (with its empty state) or take its lease when free or expired.
+INSERT INTO {pollers} AS t
+    (poller, "partition", state, lease_owner, lease_epoch, lease_expires_at, epoch_counter)
+VALUES (%s, %s, %s::json, %s, 1, %s, 1)
+ON CONFLICT (poller, "partition") DO UPDATE SET
+    lease_owner = EXCLUDED.lease_owner,
+    lease_epoch = GREATEST(t.lease_epoch, t.epoch_counter) + 1,
+    epoch_counter = GREATEST(t.lease_epoch, t.epoch_counter) + 1,
+    lease_expires_at = EXCLUDED.lease_expires_at
+WHERE t.lease_owner IS NULL OR t.lease_expires_at IS NULL OR t.lease_expires_at <= %s
+RETURNING lease_epoch
+
+-- name: renew
+UPDATE {pollers} SET lease_expires_at = %s
+WHERE poller = %s AND "partition" = %s AND lease_owner = %s AND lease_epoch = %s
+
+-- name: release
+UPDATE {pollers} SET lease_owner = NULL, lease_expires_at = NULL
+WHERE poller = %s AND "partition" = %s AND lease_owner = %s AND lease_epoch = %s
+
+-- name: get_lease
+SELECT lease_owner, lease_epoch, lease_expires_at FROM {pollers}
+WHERE poller = %s AND "partition" = %s
+
+-- name: lock
+-- The fence: every leased write starts with this row lock and compares owner and epoch.
+SELECT lease_owner, lease_epoch, state::text FROM {pollers}
+WHERE poller = %s AND "partition" = %s
+FOR UPDATE
+
+-- name: create
+INSERT INTO {pollers} (poller, "partition", state) VALUES (%s, %s, %s::json)
+ON CONFLICT DO NOTHING
+
+-- name: load_state
+SELECT state::text FROM {pollers} WHERE poller = %s AND "partition" = %s
+
+-- name: write_state
+UPDATE {pollers} SET state = %s::json WHERE poller = %s AND "partition" = %s
+
+-- name: list_keys
+SELECT poller, "partition" FROM {pollers} ORDER BY poller, "partition"
+
+-- name: list_keys_of
+SELECT poller, "partition" FROM {pollers} WHERE poller = %s ORDER BY "partition"
+
+-- name: delete_key
+WITH
+    i AS (DELETE FROM {items} WHERE poller = %s AND "partition" = %s),
+    o AS (DELETE FROM {outbox} WHERE poller = %s AND "partition" = %s),
+    pk AS (DELETE FROM {parked} WHERE poller = %s AND "partition" = %s),
+    v AS (DELETE FROM {validators} WHERE poller = %s AND "partition" = %s),
+    l AS (DELETE FROM {log} WHERE poller = %s AND "partition" = %s)
+DELETE FROM {pollers} WHERE poller = %s AND "partition" = %s
+
+-- name: clear_items
+DELETE FROM {items} WHERE poller = %s AND "partition" = %s
+
+-- name: load_versions
+SELECT identity, version, hash, schema_version, payload::text, seen_at FROM {items}
+WHERE poller = %s AND "partition" = %s AND identity = ANY(%b::text[])
+
+-- name: stream_first
+SELECT identity FROM {items} WHERE poller = %s AND "partition" = %s
+ORDER BY identity LIMIT %s
+
+-- name: stream_next
+SELECT identity FROM {items} WHERE poller = %s AND "partition" = %s AND identity > %s
+ORDER BY identity LIMIT %s
+
+-- name: count_items
+SELECT count(*) FROM {items} WHERE poller = %s AND "partition" = %s
+
+-- name: upsert_items
+INSERT INTO {items}
+    (poller, "partition", identity, version, hash, schema_version, payload, seen_at)
+SELECT %s, %s, u.identity, u.version, u.hash, u.schema_version, u.payload::json, u.seen_at
+FROM unnest(%b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[], %b::bigint[])
+    AS u(identity, version, hash, schema_version, payload, seen_at)
+ON CONFLICT (poller, "partition", identity) DO UPDATE SET
+    version = EXCLUDED.version,
+    hash = EXCLUDED.hash,
+    schema_version = EXCLUDED.schema_version,
+    payload = EXCLUDED.payload,
+    seen_at = EXCLUDED.seen_at
+
+-- name: delete_items
+DELETE FROM {items} WHERE poller = %s AND "partition" = %s AND identity = ANY(%b::text[])
+
+-- name: upsert_outbox
+-- An event id already pending is replaced: new sequence, fresh attempts (the final state
+-- of an item that flipped back and forth is then delivered last).
+INSERT INTO {outbox} (poller, "partition", event_id, seq, event, attempts, next_attempt_at,
+    last_error, created_at)
+SELECT %s, %s, u.event_id, u.seq, u.event::json, u.attempts, u.next_attempt_at,
+    u.last_error::json, u.created_at
+FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::integer[], %b::bigint[], %b::text[],
+    %b::bigint[])
+    AS u(event_id, seq, event, attempts, next_attempt_at, last_error, created_at)
+ON CONFLICT (poller, "partition", event_id) DO UPDATE SET
+    seq = EXCLUDED.seq,
+    event = EXCLUDED.event,
+    status = 'pending',
+    attempts = EXCLUDED.attempts,
+    next_attempt_at = EXCLUDED.next_attempt_at,
+    last_error = EXCLUDED.last_error,
+    created_at = EXCLUDED.created_at
+
+-- name: upsert_log
+INSERT INTO {log} (poller, "partition", seq, event, created_at)
+SELECT %s, %s, u.seq, u.event::json, %s
+FROM unnest(%b::bigint[], %b::text[]) AS u(seq, event)
+ON CONFLICT (poller, "partition", seq) DO UPDATE SET
+    event = EXCLUDED.event,
+    created_at = EXCLUDED.created_at
+
+-- name: upsert_parked
+INSERT INTO {parked} (poller, "partition", id, kind, event, item, error, attempts, parked_at,
+    hold_key, seq)
+SELECT %s, %s, u.id, u.kind, u.event::json, u.item::json, u.error::json, u.attempts,
+    u.parked_at, u.hold_key, u.seq
+FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::integer[],
+    %b::bigint[], %b::text[], %b::bigint[])
+    AS u(id, kind, event, item, error, attempts, parked_at, hold_key, seq)
+ON CONFLICT (poller, "partition", id) DO UPDATE SET
+    kind = EXCLUDED.kind,
+    event = EXCLUDED.event,
+    item = EXCLUDED.item,
+    error = EXCLUDED.error,
+    attempts = EXCLUDED.attempts,
+    parked_at = EXCLUDED.parked_at,
+    hold_key = EXCLUDED.hold_key,
+    seq = EXCLUDED.seq
+
+-- name: load_pending
+SELECT event_id, seq, event::text, attempts, next_attempt_at, last_error::text, created_at
+FROM {outbox}
+WHERE poller = %s AND "partition" = %s AND status = 'pending' AND seq > %s
+ORDER BY seq, event_id LIMIT %s
+
+-- name: count_pending
+SELECT count(*) FROM {outbox} WHERE poller = %s AND "partition" = %s AND status = 'pending'
+
+-- name: ack
+DELETE FROM {outbox} WHERE poller = %s AND "partition" = %s AND event_id = ANY(%b::text[])
+
+-- name: record_attempt
+UPDATE {outbox}
+SET attempts = attempts + 1, last_error = %s::json, next_attempt_at = %s
+WHERE poller = %s AND "partition" = %s AND event_id = %s
+
+-- name: list_parked
+SELECT id, kind, event::text, item::text, error::text, attempts, parked_at, hold_key, seq
+FROM {parked}
+WHERE poller = %s AND "partition" = %s AND (%s::text IS NULL OR kind = %s)
+ORDER BY parked_at, id LIMIT %s
+
+-- name: count_parked
+SELECT count(*) FROM {parked} WHERE poller = %s AND "partition" = %s
+
+-- name: lock_poison
+SELECT id, seq, event::text, parked_at FROM {parked}
+WHERE poller = %s AND "partition" = %s AND id = ANY(%b::text[])
+    AND kind = 'poison' AND event IS NOT NULL
+FOR UPDATE
+
+-- name: discard_parked
+DELETE FROM {parked} WHERE poller = %s AND "partition" = %s AND id = ANY(%b::text[])
+
+-- name: held_keys
+SELECT DISTINCT hold_key FROM {parked}
+WHERE poller = %s AND "partition" = %s AND hold_key IS NOT NULL
+
+-- name: get_validator
+SELECT etag, last_modified, stored_at FROM {validators}
+WHERE poller = %s AND "partition" = %s AND url_hash = %s
+
+-- name: set_validator
+INSERT INTO {validators} (poller, "partition", url_hash, etag, last_modified, stored_at)
+VALUES (%s, %s, %s, %s, %s, %s)
+ON CONFLICT (poller, "partition", url_hash) DO UPDATE SET
+    etag = EXCLUDED.etag,
+    last_modified = EXCLUDED.last_modified,
+    stored_at = EXCLUDED.stored_at
+
+-- name: read_log
+SELECT seq, event::text, created_at FROM {log}
+WHERE poller = %s AND "partition" = %s AND seq > %s AND created_at >= %s AND created_at <= %s
+ORDER BY seq LIMIT %s
+
+-- name: prune_log
+DELETE FROM {log} WHERE poller = %s AND "partition" = %s AND created_at < %s

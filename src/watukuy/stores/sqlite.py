@@ -1,0 +1,781 @@
+"""SqliteStore: a :class:`~watukuy.core.ports.StateStore` in one SQLite file (stdlib ``sqlite3``).
+
+The default for one host. The database runs in WAL mode, so readers never wait for the
+writer and several processes on the same host can share one file: every write that needs
+the lease takes SQLite's write lock first (``BEGIN IMMEDIATE``), checks the lease owner and
+epoch inside that transaction, and only then writes. A process that finds the file locked
+waits up to ``busy_timeout`` before the call fails with :class:`~watukuy.StoreError`.
+
+``sqlite3`` blocks, so the store never calls it on the event loop: one dedicated worker
+thread owns the connection and every method hops there and back. Calls run one at a time,
+in the order they were made. The connection is opened on first use (the constructor does
+no I/O), the schema is created then if it is missing, and :meth:`SqliteStore.close` closes
+both the connection and the thread.
+
+Durability: ``synchronous=NORMAL``, SQLite's recommended setting for WAL. A commit survives
+a crash of the process; a power loss may roll back the last few commits, which the engine
+then polls again (events keep their ids, so delivery stays at-least-once).
+
+The DDL is versioned in ``watukuy/stores/sql/sqlite/NNNN_*.sql``; applied versions are
+recorded in ``<prefix>migrations``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from importlib import resources
+from typing import Any, Final, TypeVar, cast
+
+from watukuy.core import json as wkjson
+from watukuy.core.durations import Duration, parse_duration
+from watukuy.core.errors import ConfigError, LeaseLostError, SerializedError
+from watukuy.core.rows import (
+    CommitBatch,
+    ItemRow,
+    Lease,
+    LoggedEvent,
+    OutboxRow,
+    ParkedKind,
+    ParkedRow,
+    PKey,
+    PollerState,
+    StatePatch,
+    StoreCapabilities,
+    Validator,
+    empty_poller_state,
+    patch_to_fields,
+    state_from_fields,
+    state_to_fields,
+)
+from watukuy.stores._errors import store_errors
+
+__all__ = ["SqliteStore", "sqlite_migrations"]
+
+T = TypeVar("T")
+
+_PREFIX: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$|^$")
+_MIGRATION_FILE: Final = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+# Bound parameters per IN (...) list; old SQLite builds allow 999 in total.
+_IN_CHUNK: Final = 500
+_K: Final = 'poller = ? AND "partition" = ?'
+
+
+def sqlite_migrations(table_prefix: str = "watukuy_") -> list[tuple[int, str]]:
+    """The versioned DDL, oldest first, with the table prefix filled in.
+
+    For teams that manage schemas with their own tool; :meth:`SqliteStore.migrate` applies
+    exactly these and records each version in ``<prefix>migrations``.
+
+    Returns:
+        ``(version, sql_script)`` pairs.
+    """
+    _check_prefix(table_prefix)
+    folder = resources.files("watukuy.stores").joinpath("sql", "sqlite")
+    out: list[tuple[int, str]] = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        match = _MIGRATION_FILE.match(entry.name)
+        if match is not None:
+            script = entry.read_text(encoding="utf-8").replace("{prefix}", table_prefix)
+            out.append((int(match.group(1)), script))
+    return out
+
+
+def _check_prefix(prefix: str) -> None:
+    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+        raise ConfigError(
+            f"expected letters, digits and underscores, not starting with a digit; got {prefix!r}",
+            field="table_prefix",
+        )
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a DDL script into complete statements (comments and blank lines dropped)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        if not pending and (not line.strip() or line.lstrip().startswith("--")):
+            continue
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending.strip()
+            pending = ""
+    if pending.strip():
+        yield pending.strip()
+
+
+class _Sql:
+    """Every DML statement, with the table names of one prefix filled in."""
+
+    def __init__(self, prefix: str) -> None:
+        p, i, o = f'"{prefix}pollers"', f'"{prefix}items"', f'"{prefix}outbox"'
+        pk, v, lg = f'"{prefix}parked"', f'"{prefix}validators"', f'"{prefix}log"'
+        self.migrations = f'"{prefix}migrations"'
+        self.tables = (p, i, o, pk, v, lg)
+        self.lease = f"SELECT lease_owner, lease_epoch, lease_expires_at FROM {p} WHERE {_K}"
+        self.fence = f"SELECT lease_owner, lease_epoch, state FROM {p} WHERE {_K}"
+        self.insert_key = (
+            f'INSERT INTO {p} (poller, "partition", state, lease_owner, lease_epoch, '
+            "lease_expires_at) VALUES (?, ?, ?, ?, ?, ?)"
+        )
+        self.take_lease = (
+            f"UPDATE {p} SET lease_owner = ?, lease_epoch = lease_epoch + 1, "
+            f"lease_expires_at = ? WHERE {_K}"
+        )
+        owned = f"{_K} AND lease_owner = ? AND lease_epoch = ?"
+        self.renew = f"UPDATE {p} SET lease_expires_at = ? WHERE {owned}"
+        self.release = f"UPDATE {p} SET lease_owner = NULL, lease_expires_at = NULL WHERE {owned}"
+        self.state = f"SELECT state FROM {p} WHERE {_K}"
+        self.set_state = f"UPDATE {p} SET state = ? WHERE {_K}"
+        self.keys = f'SELECT poller, "partition" FROM {p} ORDER BY poller, "partition"'
+        self.keys_of = f'SELECT poller, "partition" FROM {p} WHERE poller = ? ORDER BY "partition"'
+        self.delete_key = [f"DELETE FROM {t} WHERE {_K}" for t in self.tables]
+        self.clear_items = f"DELETE FROM {i} WHERE {_K}"
+        self.upsert_item = (
+            f'INSERT OR REPLACE INTO {i} (poller, "partition", identity, version, hash, '
+            "schema_version, payload, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        self.delete_item = f"DELETE FROM {i} WHERE {_K} AND identity = ?"
+        self.items_in = (
+            "SELECT identity, version, hash, schema_version, payload, seen_at "
+            f"FROM {i} WHERE {_K} AND identity IN "
+        )
+        self.identities_first = f"SELECT identity FROM {i} WHERE {_K} ORDER BY identity LIMIT ?"
+        self.identities_after = (
+            f"SELECT identity FROM {i} WHERE {_K} AND identity > ? ORDER BY identity LIMIT ?"
+        )
+        self.count_items = f"SELECT COUNT(*) FROM {i} WHERE {_K}"
+        self.upsert_event = (
+            f'INSERT OR REPLACE INTO {o} (poller, "partition", event_id, seq, event, attempts, '
+            "next_attempt_at, last_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        outbox_cols = "event_id, seq, event, attempts, next_attempt_at, last_error, created_at"
+        self.pending = f"SELECT {outbox_cols} FROM {o} WHERE {_K} ORDER BY seq, event_id LIMIT ?"
+        self.pending_after = (
+            f"SELECT {outbox_cols} FROM {o} WHERE {_K} AND seq > ? ORDER BY seq, event_id LIMIT ?"
+        )
+        self.count_pending = f"SELECT COUNT(*) FROM {o} WHERE {_K}"
+        self.delete_event = f"DELETE FROM {o} WHERE {_K} AND event_id = ?"
+        self.attempt = (
+            f"UPDATE {o} SET attempts = attempts + 1, last_error = ?, next_attempt_at = ? "
+            f"WHERE {_K} AND event_id = ?"
+        )
+        self.upsert_parked = (
+            f'INSERT OR REPLACE INTO {pk} (poller, "partition", id, kind, event, item, error, '
+            "attempts, parked_at, hold_key, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        self.parked = (
+            "SELECT id, kind, event, item, error, attempts, parked_at, hold_key, seq "
+            f"FROM {pk} WHERE {_K}"
+        )
+        self.poison = (
+            f"SELECT event, parked_at, seq FROM {pk} "
+            f"WHERE {_K} AND id = ? AND kind = 'poison' AND event IS NOT NULL"
+        )
+        self.count_parked = f"SELECT COUNT(*) FROM {pk} WHERE {_K}"
+        self.delete_parked = f"DELETE FROM {pk} WHERE {_K} AND id = ?"
+        self.held = f"SELECT DISTINCT hold_key FROM {pk} WHERE {_K} AND hold_key IS NOT NULL"
+        self.validator = (
+            f"SELECT etag, last_modified, stored_at FROM {v} WHERE {_K} AND url_hash = ?"
+        )
+        self.set_validator = (
+            f'INSERT OR REPLACE INTO {v} (poller, "partition", url_hash, etag, last_modified, '
+            "stored_at) VALUES (?, ?, ?, ?, ?, ?)"
+        )
+        self.append_log = (
+            f'INSERT OR REPLACE INTO {lg} (poller, "partition", seq, event, created_at) '
+            "VALUES (?, ?, ?, ?, ?)"
+        )
+        self.log = f"SELECT seq, event, created_at FROM {lg} WHERE {_K}"
+        self.prune_log = f"DELETE FROM {lg} WHERE {_K} AND created_at < ?"
+
+
+def _error_text(error: SerializedError | None) -> str | None:
+    return None if error is None else wkjson.dumps(error)
+
+
+def _error_of(text: str | None) -> SerializedError | None:
+    return None if text is None else cast(SerializedError, wkjson.loads(text))
+
+
+def _outbox_row(r: tuple[Any, ...]) -> OutboxRow:
+    return OutboxRow(r[0], r[1], r[2], r[3], r[4], _error_of(r[5]), r[6])
+
+
+def _parked_row(r: tuple[Any, ...]) -> ParkedRow:
+    error = cast(SerializedError, wkjson.loads(r[4]))
+    return ParkedRow(r[0], r[1], r[2], r[3], error, r[5], r[6], r[7], r[8])
+
+
+class SqliteStore:
+    """A :class:`~watukuy.core.ports.StateStore` in a SQLite database file.
+
+    Args:
+        path: The database file (created when missing), or ``":memory:"`` for a private
+            database that disappears on :meth:`close`.
+        table_prefix: Prefix of every table name (letters, digits, underscores).
+        busy_timeout: How long a call waits for a lock held by another connection before
+            failing with ``StoreError`` (``"5s"``, a ``timedelta``, or seconds).
+
+    Raises:
+        ConfigError: An empty path, a prefix that is not an identifier, a bad duration.
+
+    Example:
+        >>> store = SqliteStore("watukuy.db")  # no I/O until the first call
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        table_prefix: str = "watukuy_",
+        busy_timeout: Duration = "5s",
+    ) -> None:
+        if not isinstance(path, str | os.PathLike) or not os.fspath(path):
+            raise ConfigError(f"expected a file path or ':memory:', got {path!r}", field="path")
+        _check_prefix(table_prefix)
+        self._path = os.fspath(path)
+        self._prefix = table_prefix
+        self._busy_ms = parse_duration(busy_timeout, "busy_timeout")
+        self._sql = _Sql(table_prefix)
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None  # touched only by the worker thread
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self._path!r}, table_prefix={self._prefix!r})"
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        """Transactions, log and streaming are all supported."""
+        return StoreCapabilities(transactions=True, log=True, streaming=True)
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    async def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="watukuy-sqlite")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._in_worker, what, fn, args)
+
+    def _in_worker(self, what: str, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        with store_errors(what):
+            conn = self._conn if self._conn is not None else self._open()
+            return fn(conn, *args)
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self._path,
+            timeout=self._busy_ms / 1000,
+            isolation_level=None,  # transactions are explicit: BEGIN IMMEDIATE ... COMMIT
+            check_same_thread=False,
+            cached_statements=256,
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            self._enable_wal(conn)
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching a new file to WAL needs an exclusive lock. When several connections do it
+        # at once, SQLite answers "locked" without waiting (waiting could deadlock), so the
+        # busy timeout is applied here by hand.
+        deadline = time.monotonic() + self._busy_ms / 1000
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
+
+    @staticmethod
+    @contextmanager
+    def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+        # IMMEDIATE takes the write lock up front, so the lease check and the writes that
+        # follow it cannot interleave with another process's transaction.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+
+    def _fence(self, conn: sqlite3.Connection, key: PKey, lease: Lease) -> str:
+        """Check the lease inside the open write transaction; returns the state text."""
+        row = conn.execute(self._sql.fence, (key.poller, key.partition)).fetchone()
+        if row is None or row[0] != lease.owner or row[1] != lease.epoch:
+            raise LeaseLostError(key.poller, key.partition, lease.epoch)
+        return cast(str, row[2])
+
+    def _patch(self, conn: sqlite3.Connection, key: PKey, state: str, patch: StatePatch) -> None:
+        fields = wkjson.loads(state)
+        fields.update(patch_to_fields(patch))
+        conn.execute(self._sql.set_state, (wkjson.dumps(fields), key.poller, key.partition))
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        migrations = sqlite_migrations(self._prefix)
+        latest = migrations[-1][0]
+        table = self._sql.migrations
+        try:
+            applied = conn.execute(f"SELECT MAX(version) FROM {table}").fetchone()[0]
+        except sqlite3.OperationalError:
+            applied = None
+        if applied is not None and applied >= latest:
+            return
+        with self._transaction(conn):
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER PRIMARY KEY, applied_at "
+                "INTEGER NOT NULL DEFAULT (CAST(strftime('%s', 'now') AS INTEGER) * 1000))"
+            )
+            done = {row[0] for row in conn.execute(f"SELECT version FROM {table}")}
+            for version, script in migrations:
+                if version in done:
+                    continue
+                for statement in _statements(script):
+                    conn.execute(statement)
+                conn.execute(f"INSERT INTO {table} (version) VALUES (?)", (version,))
+
+    async def migrate(self) -> None:
+        """Create the tables that are missing. Idempotent, and safe from several processes:
+        the versions are applied under SQLite's write lock."""
+        await self._call("migrate", lambda conn: self._migrate(conn))
+
+    async def close(self) -> None:
+        """Close the connection and stop the worker thread. A later call reopens both."""
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(executor, self._close_connection)
+        finally:
+            executor.shutdown(wait=False)
+
+    def _close_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with store_errors("close"):
+                conn.close()
+
+    # --- leases --------------------------------------------------------------------------
+
+    async def acquire_lease(self, key: PKey, owner: str, ttl_ms: int, now: int) -> Lease | None:
+        """Take the key's lease if it is free or expired; ``None`` when someone holds it."""
+        return await self._call("acquire_lease", self._acquire, key, owner, ttl_ms, now)
+
+    def _acquire(
+        self, conn: sqlite3.Connection, key: PKey, owner: str, ttl_ms: int, now: int
+    ) -> Lease | None:
+        k = (key.poller, key.partition)
+        with self._transaction(conn):
+            row = conn.execute(self._sql.lease, k).fetchone()
+            if row is None:
+                state = wkjson.dumps(state_to_fields(empty_poller_state(now)))
+                conn.execute(self._sql.insert_key, (*k, state, owner, 1, now + ttl_ms))
+                return Lease(owner, 1, now + ttl_ms)
+            holder, epoch, expires_at = row
+            if holder is not None and (expires_at or 0) > now:
+                return None
+            conn.execute(self._sql.take_lease, (owner, now + ttl_ms, *k))
+            return Lease(owner, epoch + 1, now + ttl_ms)
+
+    async def renew_lease(self, key: PKey, lease: Lease, ttl_ms: int, now: int) -> bool:
+        """Extend a held lease to ``now + ttl_ms``; ``False`` when it is no longer ours."""
+        params = (now + ttl_ms, key.poller, key.partition, lease.owner, lease.epoch)
+        return await self._call(
+            "renew_lease", lambda conn: conn.execute(self._sql.renew, params).rowcount == 1
+        )
+
+    async def release_lease(self, key: PKey, lease: Lease) -> None:
+        """Give the lease up; a no-op when it is no longer ours. The epoch is kept."""
+        params = (key.poller, key.partition, lease.owner, lease.epoch)
+        await self._call("release_lease", lambda conn: conn.execute(self._sql.release, params))
+
+    async def get_lease(self, key: PKey) -> Lease | None:
+        """The stored lease when an owner is set, expired or not."""
+        row = await self._fetchone("get_lease", self._sql.lease, (key.poller, key.partition))
+        if row is None or row[0] is None:
+            return None
+        return Lease(row[0], row[1], row[2] or 0)
+
+    # --- reads ---------------------------------------------------------------------------
+
+    async def _fetchone(self, what: str, sql: str, params: Sequence[Any]) -> Any:
+        return await self._call(what, lambda conn: conn.execute(sql, params).fetchone())
+
+    async def _fetchall(self, what: str, sql: str, params: Sequence[Any]) -> list[Any]:
+        return await self._call(what, lambda conn: conn.execute(sql, params).fetchall())
+
+    async def _count(self, what: str, sql: str, key: PKey) -> int:
+        row = await self._fetchone(what, sql, (key.poller, key.partition))
+        return int(row[0])
+
+    # --- state ---------------------------------------------------------------------------
+
+    async def load_state(self, key: PKey) -> PollerState | None:
+        """The key's state, or ``None`` when the key has never been seen."""
+        row = await self._fetchone("load_state", self._sql.state, (key.poller, key.partition))
+        return None if row is None else state_from_fields(wkjson.loads(row[0]))
+
+    async def save_state(self, key: PKey, lease: Lease, patch: StatePatch) -> None:
+        """Fenced partial update of the key's state."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            with self._transaction(conn):
+                state = self._fence(conn, key, lease)
+                if patch:
+                    self._patch(conn, key, state, patch)
+
+        await self._call("save_state", write)
+
+    async def save_state_unfenced(self, key: PKey, patch: StatePatch, now: int) -> None:
+        """Administrative partial update; creates the key when it does not exist yet."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            k = (key.poller, key.partition)
+            with self._transaction(conn):
+                row = conn.execute(self._sql.state, k).fetchone()
+                if row is None:
+                    state = wkjson.dumps(state_to_fields(empty_poller_state(now)))
+                    conn.execute(self._sql.insert_key, (*k, state, None, 0, None))
+                else:
+                    state = row[0]
+                self._patch(conn, key, state, patch)
+
+        await self._call("save_state_unfenced", write)
+
+    async def list_keys(self, poller: str | None = None) -> list[PKey]:
+        """Every key with state, optionally of one poller, sorted."""
+        if poller is None:
+            rows = await self._fetchall("list_keys", self._sql.keys, ())
+        else:
+            rows = await self._fetchall("list_keys", self._sql.keys_of, (poller,))
+        return [PKey(row[0], row[1]) for row in rows]
+
+    async def delete_key(self, key: PKey) -> None:
+        """Remove every row of the key in every table, its lease included."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            with self._transaction(conn):
+                for sql in self._sql.delete_key:
+                    conn.execute(sql, (key.poller, key.partition))
+
+        await self._call("delete_key", write)
+
+    async def clear_items(self, key: PKey) -> None:
+        """Drop the key's snapshot rows only."""
+        params = (key.poller, key.partition)
+        await self._call("clear_items", lambda conn: conn.execute(self._sql.clear_items, params))
+
+    # --- items ---------------------------------------------------------------------------
+
+    async def load_versions(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemRow]:
+        """The stored rows of those identities that exist."""
+        wanted = list(dict.fromkeys(identities))
+        if not wanted:
+            return {}
+
+        def read(conn: sqlite3.Connection) -> dict[str, ItemRow]:
+            out: dict[str, ItemRow] = {}
+            for start in range(0, len(wanted), _IN_CHUNK):
+                chunk = wanted[start : start + _IN_CHUNK]
+                sql = self._sql.items_in + "(" + ",".join("?" * len(chunk)) + ")"
+                for r in conn.execute(sql, (key.poller, key.partition, *chunk)):
+                    out[r[0]] = ItemRow(r[0], r[1], r[2], r[3], r[4], r[5])
+            return out
+
+        return await self._call("load_versions", read)
+
+    async def stream_identities(
+        self, key: PKey, batch_size: int = 1000
+    ) -> AsyncIterator[list[str]]:
+        """Every stored identity of the key in code point order, ``batch_size`` at a time,
+        paging by the last identity seen (one short query per batch)."""
+        if batch_size < 1:
+            raise ConfigError(f"must be at least 1, got {batch_size!r}", field="batch_size")
+        k = (key.poller, key.partition)
+        after: str | None = None
+        while True:
+            if after is None:
+                rows = await self._fetchall(
+                    "stream_identities", self._sql.identities_first, (*k, batch_size)
+                )
+            else:
+                rows = await self._fetchall(
+                    "stream_identities", self._sql.identities_after, (*k, after, batch_size)
+                )
+            if not rows:
+                return
+            chunk = [row[0] for row in rows]
+            yield chunk
+            if len(chunk) < batch_size:
+                return
+            after = chunk[-1]
+
+    async def count_items(self, key: PKey) -> int:
+        """Size of the key's snapshot."""
+        return await self._count("count_items", self._sql.count_items, key)
+
+    # --- commit and outbox ---------------------------------------------------------------
+
+    async def commit_poll(self, key: PKey, lease: Lease, batch: CommitBatch) -> None:
+        """Write the whole batch in one ``BEGIN IMMEDIATE`` transaction, fenced by ``lease``."""
+        await self._call("commit_poll", self._commit, key, lease, batch)
+
+    def _commit(
+        self, conn: sqlite3.Connection, key: PKey, lease: Lease, batch: CommitBatch
+    ) -> None:
+        p, q = key.poller, key.partition
+        # Rows are built before the write lock is taken, so the lock is held only for SQL.
+        items = [
+            (p, q, r.identity, r.version, r.hash, r.schema_version, r.payload, r.seen_at)
+            for r in batch.upserts
+        ]
+        deletes = [(p, q, identity) for identity in batch.deletes]
+        events = [
+            (
+                p,
+                q,
+                r.event_id,
+                r.sequence,
+                r.event,
+                r.attempts,
+                r.next_attempt_at,
+                None if r.last_error is None else wkjson.dumps(r.last_error),
+                r.created_at,
+            )
+            for r in batch.events
+        ]
+        now = batch.now
+        log = [(p, q, r.sequence, r.event, now) for r in batch.events] if batch.log else None
+        parked = [
+            (
+                p,
+                q,
+                r.id,
+                r.kind,
+                r.event,
+                r.item,
+                wkjson.dumps(r.error),
+                r.attempts,
+                r.parked_at,
+                r.hold_key,
+                r.sequence,
+            )
+            for r in batch.parked
+        ]
+        sql = self._sql
+        with self._transaction(conn):
+            state = self._fence(conn, key, lease)
+            if batch.state_patch:
+                self._patch(conn, key, state, batch.state_patch)
+            if items:
+                conn.executemany(sql.upsert_item, items)
+            if deletes:
+                conn.executemany(sql.delete_item, deletes)
+            if events:
+                conn.executemany(sql.upsert_event, events)
+            if log:
+                conn.executemany(sql.append_log, log)
+            if parked:
+                conn.executemany(sql.upsert_parked, parked)
+
+    async def load_pending(
+        self, key: PKey, limit: int, after_sequence: int | None = None
+    ) -> list[OutboxRow]:
+        """Up to ``limit`` pending rows in sequence order, regardless of ``next_attempt_at``;
+        only those after ``after_sequence`` when it is given."""
+        if limit <= 0:
+            return []
+        if after_sequence is None:
+            params: tuple[Any, ...] = (key.poller, key.partition, limit)
+            rows = await self._fetchall("load_pending", self._sql.pending, params)
+        else:
+            params = (key.poller, key.partition, after_sequence, limit)
+            rows = await self._fetchall("load_pending", self._sql.pending_after, params)
+        return [_outbox_row(r) for r in rows]
+
+    async def count_pending(self, key: PKey) -> int:
+        """Number of pending outbox rows."""
+        return await self._count("count_pending", self._sql.count_pending, key)
+
+    async def ack_events(self, key: PKey, lease: Lease, event_ids: Sequence[str]) -> None:
+        """Remove delivered rows (fenced); unknown ids are ignored."""
+        params = [(key.poller, key.partition, event_id) for event_id in event_ids]
+
+        def write(conn: sqlite3.Connection) -> None:
+            with self._transaction(conn):
+                self._fence(conn, key, lease)
+                conn.executemany(self._sql.delete_event, params)
+
+        await self._call("ack_events", write)
+
+    async def record_attempt(
+        self,
+        key: PKey,
+        lease: Lease,
+        event_id: str,
+        error: SerializedError,
+        next_attempt_at: int | None,
+    ) -> None:
+        """Count a failed attempt (fenced); unknown ids are ignored."""
+        params = (wkjson.dumps(error), next_attempt_at, key.poller, key.partition, event_id)
+
+        def write(conn: sqlite3.Connection) -> None:
+            with self._transaction(conn):
+                self._fence(conn, key, lease)
+                conn.execute(self._sql.attempt, params)
+
+        await self._call("record_attempt", write)
+
+    async def park_event(self, key: PKey, lease: Lease, row: ParkedRow) -> None:
+        """Insert the parked row and drop the outbox row with the same id (fenced)."""
+        p, q = key.poller, key.partition
+        values: tuple[Any, ...] = (p, q, row.id, row.kind, row.event, row.item)
+        values += (wkjson.dumps(row.error), row.attempts, row.parked_at, row.hold_key, row.sequence)
+
+        def write(conn: sqlite3.Connection) -> None:
+            with self._transaction(conn):
+                self._fence(conn, key, lease)
+                conn.execute(self._sql.upsert_parked, values)
+                conn.execute(self._sql.delete_event, (p, q, row.id))
+
+        await self._call("park_event", write)
+
+    async def list_parked(
+        self, key: PKey, kind: ParkedKind | None = None, limit: int | None = None
+    ) -> list[ParkedRow]:
+        """Parked rows ordered by ``(parked_at, id)``, optionally of one kind."""
+        sql = self._sql.parked
+        params: list[Any] = [key.poller, key.partition]
+        if kind is not None:
+            sql += " AND kind = ?"
+            params.append(kind)
+        sql += " ORDER BY parked_at, id LIMIT ?"
+        params.append(-1 if limit is None else max(limit, 0))
+        return [_parked_row(r) for r in await self._fetchall("list_parked", sql, params)]
+
+    async def count_parked(self, key: PKey) -> int:
+        """Number of parked rows of either kind."""
+        return await self._count("count_parked", self._sql.count_parked, key)
+
+    async def retry_parked(self, key: PKey, ids: Sequence[str]) -> int:
+        """Move parked poison events back to the outbox at their original sequence."""
+        unique = list(dict.fromkeys(ids))
+
+        def write(conn: sqlite3.Connection) -> int:
+            p, q = key.poller, key.partition
+            moved = 0
+            with self._transaction(conn):
+                for row_id in unique:
+                    row = conn.execute(self._sql.poison, (p, q, row_id)).fetchone()
+                    if row is None:
+                        continue
+                    event, parked_at, seq = row
+                    sequence = seq if seq is not None else _envelope_sequence(event)
+                    values = (p, q, row_id, sequence, event, 0, None, None, parked_at)
+                    conn.execute(self._sql.upsert_event, values)
+                    conn.execute(self._sql.delete_parked, (p, q, row_id))
+                    moved += 1
+            return moved
+
+        return await self._call("retry_parked", write)
+
+    async def discard_parked(self, key: PKey, ids: Sequence[str]) -> int:
+        """Delete parked rows of either kind; returns how many were deleted."""
+        params = [(key.poller, key.partition, row_id) for row_id in dict.fromkeys(ids)]
+        if not params:
+            return 0
+
+        def write(conn: sqlite3.Connection) -> int:
+            with self._transaction(conn):
+                return conn.executemany(self._sql.delete_parked, params).rowcount
+
+        return await self._call("discard_parked", write)
+
+    async def held_keys(self, key: PKey) -> set[str]:
+        """Ordering keys held back by parked rows."""
+        rows = await self._fetchall("held_keys", self._sql.held, (key.poller, key.partition))
+        return {row[0] for row in rows}
+
+    # --- validators ----------------------------------------------------------------------
+
+    async def get_validator(self, key: PKey, url_hash: str) -> Validator | None:
+        """The stored ETag / Last-Modified for a URL hash."""
+        params = (key.poller, key.partition, url_hash)
+        row = await self._fetchone("get_validator", self._sql.validator, params)
+        return None if row is None else Validator(row[0], row[1], row[2])
+
+    async def set_validator(
+        self, key: PKey, lease: Lease, url_hash: str, validator: Validator
+    ) -> None:
+        """Store validators for a URL hash (fenced)."""
+        v = validator
+        values = (key.poller, key.partition, url_hash, v.etag, v.last_modified, v.stored_at)
+
+        def write(conn: sqlite3.Connection) -> None:
+            with self._transaction(conn):
+                self._fence(conn, key, lease)
+                conn.execute(self._sql.set_validator, values)
+
+        await self._call("set_validator", write)
+
+    # --- event log -----------------------------------------------------------------------
+
+    async def read_log(
+        self,
+        key: PKey,
+        *,
+        after_sequence: int | None = None,
+        from_time: int | None = None,
+        to_time: int | None = None,
+        limit: int = 1000,
+    ) -> list[LoggedEvent]:
+        """Logged events in sequence order, filtered by sequence and time (inclusive)."""
+        if limit <= 0:
+            return []
+        sql = self._sql.log
+        params: list[Any] = [key.poller, key.partition]
+        for clause, value in (
+            (" AND seq > ?", after_sequence),
+            (" AND created_at >= ?", from_time),
+            (" AND created_at <= ?", to_time),
+        ):
+            if value is not None:
+                sql += clause
+                params.append(value)
+        sql += " ORDER BY seq LIMIT ?"
+        params.append(limit)
+        rows = await self._fetchall("read_log", sql, params)
+        return [LoggedEvent(r[0], r[1], r[2]) for r in rows]
+
+    async def prune_log(self, key: PKey, older_than: int) -> int:
+        """Delete log entries created before ``older_than``; returns how many."""
+        params = (key.poller, key.partition, older_than)
+        return await self._call(
+            "prune_log", lambda conn: conn.execute(self._sql.prune_log, params).rowcount
+        )
+
+
+def _envelope_sequence(event: str) -> int:
+    """The ``sequence`` of an event envelope, for poison rows parked without one."""
+    try:
+        value = wkjson.loads(event).get("sequence")
+    except (ValueError, AttributeError):
+        return 0
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

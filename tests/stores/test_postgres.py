@@ -1,0 +1,392 @@
+"""PostgresStore on a real server: the contract suite plus what only PostgreSQL can show."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from psycopg_pool import AsyncConnectionPool
+
+from watukuy.core.errors import ConfigError, StoreError
+from watukuy.core.ports import StateStore
+from watukuy.core.rows import CommitBatch, PKey, StatePatch
+from watukuy.stores.postgres import PostgresStore
+from watukuy.testing.store_contract import (
+    KEY,
+    T0,
+    TTL,
+    StoreContract,
+    batch,
+    item_row,
+    outbox_row,
+    parked_invalid,
+    parked_poison,
+)
+
+pytestmark = pytest.mark.postgres
+
+
+class TestPostgresStoreContract(StoreContract):
+    @pytest.fixture
+    async def store(self, postgres_store: PostgresStore) -> StateStore:
+        return postgres_store
+
+
+class TestPostgresStoreContractWithAPrefix(StoreContract):
+    """The same contract with a non-default table prefix and an injected pool."""
+
+    @pytest.fixture
+    async def store(self, postgres_url: str, pg_schema: str) -> AsyncIterator[StateStore]:
+        async with AsyncConnectionPool(postgres_url, open=False, min_size=1) as pool:
+            store = PostgresStore(pool, schema=pg_schema, table_prefix="wk2_")
+            await store.migrate()
+            yield store
+            await store.close()
+
+
+async def _query(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Run one statement on a fresh connection of its own (never the store's pool)."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(sql, params or None)
+        return await cur.fetchall() if cur.description is not None else []
+
+
+# --- construction and lifecycle ---------------------------------------------------------
+
+
+async def test_the_constructor_does_no_io() -> None:
+    store = PostgresStore("postgresql://nobody@127.0.0.1:1/nowhere")
+    assert store.pool.closed is True  # not opened, no connection attempted
+    await store.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"schema": "bad-name"}, "schema: expected letters, digits and underscores"),
+        ({"schema": "1abc"}, "got '1abc'"),
+        ({"table_prefix": "x;drop"}, "table_prefix: expected letters"),
+        ({"table_prefix": "p" * 41}, "table_prefix: expected letters"),
+    ],
+)
+def test_bad_identifiers_are_config_errors(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        PostgresStore("postgresql://localhost/x", **kwargs)
+
+
+@pytest.mark.parametrize("value", ["", "   ", 42, None])
+def test_a_missing_dsn_is_a_config_error(value: Any) -> None:
+    with pytest.raises(ConfigError, match=rf"dsn_or_pool: expected a DSN .*got {value!r}"):
+        PostgresStore(value)
+
+
+def test_an_empty_prefix_is_allowed() -> None:
+    assert repr(PostgresStore("postgresql://x/y", table_prefix="")) == (
+        "PostgresStore(schema='public', table_prefix='')"
+    )
+
+
+def test_without_psycopg_the_class_says_what_to_install() -> None:
+    code = (
+        "import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None\n"
+        "from watukuy.stores.postgres import PostgresStore\n"
+        "try:\n"
+        "    PostgresStore('postgresql://x/y')\n"
+        "except ImportError as error:\n"
+        "    print(error)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == (
+        "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'watukuy[postgres]'"
+    )
+
+
+async def test_an_owned_pool_opens_lazily_and_closes(postgres_url: str, pg_schema: str) -> None:
+    store = PostgresStore(postgres_url, schema=pg_schema)
+    assert store.pool.closed is True
+    assert await store.acquire_lease(KEY, "node-a", TTL, T0) is not None  # migrates lazily
+    assert store.pool.closed is False
+    await store.close()
+    assert store.pool.closed is True
+
+
+async def test_an_injected_pool_is_never_closed(postgres_url: str, pg_schema: str) -> None:
+    async with AsyncConnectionPool(postgres_url, min_size=1) as pool:
+        store = PostgresStore(pool, schema=pg_schema)
+        await store.migrate()
+        await store.close()
+        assert pool.closed is False
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT 41 + 1")
+            assert await cur.fetchone() == (42,)
+
+
+async def test_an_unreachable_server_is_a_store_error() -> None:
+    async with AsyncConnectionPool(
+        "postgresql://nobody@127.0.0.1:1/nowhere", min_size=1, timeout=0.2, open=False
+    ) as pool:
+        store = PostgresStore(pool)
+        with pytest.raises(StoreError, match=r"^load_state: ") as info:
+            await store.load_state(KEY)
+        assert isinstance(info.value.__cause__, psycopg.OperationalError)
+
+
+# --- migrations ---------------------------------------------------------------------------
+
+
+async def test_migrate_creates_the_schema_and_records_each_version(
+    postgres_url: str, pg_schema: str
+) -> None:
+    store = PostgresStore(postgres_url, schema=pg_schema, table_prefix="t_")
+    await store.migrate()
+    await store.migrate()
+    await store.close()
+    versions = await _query(
+        postgres_url, f'SELECT version, name FROM "{pg_schema}"."t_migrations" ORDER BY version'
+    )
+    assert versions == [(1, "initial")]
+    tables = await _query(
+        postgres_url,
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
+        " ORDER BY table_name",
+        pg_schema,
+    )
+    assert [t for (t,) in tables] == [
+        "t_items",
+        "t_log",
+        "t_migrations",
+        "t_outbox",
+        "t_parked",
+        "t_pollers",
+        "t_validators",
+    ]
+
+
+async def test_concurrent_migrations_apply_each_version_once(
+    postgres_url: str, pg_schema: str
+) -> None:
+    stores = [PostgresStore(postgres_url, schema=pg_schema) for _ in range(6)]
+    try:
+        await asyncio.gather(*(store.migrate() for store in stores))
+        # A second wave on the now-migrated schema, also concurrent, changes nothing.
+        await asyncio.gather(*(store.migrate() for store in stores))
+    finally:
+        await asyncio.gather(*(store.close() for store in stores))
+    versions = await _query(postgres_url, f'SELECT version FROM "{pg_schema}"."watukuy_migrations"')
+    assert versions == [(1,)]
+
+
+async def test_two_prefixes_share_a_schema(postgres_url: str, pg_schema: str) -> None:
+    first = PostgresStore(postgres_url, schema=pg_schema, table_prefix="a_")
+    second = PostgresStore(postgres_url, schema=pg_schema, table_prefix="b_")
+    try:
+        await asyncio.gather(first.migrate(), second.migrate())
+        await first.save_state_unfenced(KEY, {"paused": True}, T0)
+        assert await first.list_keys() == [KEY]
+        assert await second.list_keys() == []
+    finally:
+        await first.close()
+        await second.close()
+
+
+# --- JSON documents -----------------------------------------------------------------------
+
+
+async def test_nul_characters_survive_in_every_json_document(
+    postgres_store: PostgresStore,
+) -> None:
+    lease = await postgres_store.acquire_lease(KEY, "node-a", TTL, T0)
+    assert lease is not None
+    nul_error = {"name": "Error", "message": "bad byte \x00 here"}
+    patch: StatePatch = {"cursors": {"live": "tok\x00en"}}
+    await postgres_store.commit_poll(
+        KEY,
+        lease,
+        batch(
+            state_patch=patch,
+            upserts=[item_row("a", payload='{"s":"\\u0000"}')],
+            events=[outbox_row("e1", 1, event='{"s":"\\u0000"}')],
+            parked=[parked_invalid("p1", error=nul_error, item='"\\u0000"')],
+            log=True,
+        ),
+    )
+    await postgres_store.record_attempt(KEY, lease, "e1", nul_error, None)
+    state = await postgres_store.load_state(KEY)
+    assert state is not None
+    assert state.cursors == {"live": "tok\x00en"}
+    pending = await postgres_store.load_pending(KEY, 10)
+    assert (pending[0].event, pending[0].last_error) == ('{"s":"\\u0000"}', nul_error)
+    parked = await postgres_store.list_parked(KEY)
+    assert (parked[0].error, parked[0].item) == (nul_error, '"\\u0000"')
+    assert (await postgres_store.read_log(KEY))[0].event == '{"s":"\\u0000"}'
+
+
+async def test_payloads_are_stored_as_written(postgres_url: str, pg_schema: str) -> None:
+    store = PostgresStore(postgres_url, schema=pg_schema)
+    try:
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        text = '{"b": 1.50, "a": 123456789012345678901234567890}'
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("x", payload=text)]))
+    finally:
+        await store.close()
+    rows = await _query(postgres_url, f'SELECT payload::text FROM "{pg_schema}".watukuy_items')
+    assert rows == [(text,)]  # not reformatted: json, not jsonb
+
+
+# --- round trips and failures -------------------------------------------------------------
+
+
+class _CountingConnection(psycopg.AsyncConnection[Any]):
+    """Counts the statements the store sends (injected through the pool)."""
+
+    statements: list[str] = []  # noqa: RUF012 - shared on purpose: the pool makes instances
+
+    async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        type(self).statements.append(str(query).split(None, 1)[0])
+        return await super().execute(query, params, **kwargs)
+
+
+async def test_a_commit_costs_the_same_statements_for_any_page_size(
+    postgres_url: str, pg_schema: str
+) -> None:
+    def page(start: int, size: int, delete: str) -> CommitBatch:
+        return batch(
+            state_patch={"sequence": start + size},
+            upserts=[item_row(f"i{n}") for n in range(start, start + size)],
+            deletes=[delete],
+            events=[outbox_row(f"e{n}", n) for n in range(start, start + size)],
+            parked=[parked_invalid(f"p{start}")],
+            log=True,
+        )
+
+    async with AsyncConnectionPool(
+        postgres_url, min_size=1, connection_class=_CountingConnection, kwargs={"autocommit": True}
+    ) as pool:
+        store = PostgresStore(pool, schema=pg_schema)
+        await store.migrate()
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        counts: list[list[str]] = []
+        for start, size, delete in ((1, 3, "i0"), (10, 2_000, "i1")):
+            _CountingConnection.statements.clear()
+            await store.commit_poll(KEY, lease, page(start, size, delete))
+            counts.append(list(_CountingConnection.statements))
+    # The lock, then one statement per table: items, deletes, outbox, log, parked, state.
+    expected = ["SELECT", "INSERT", "DELETE", "INSERT", "INSERT", "INSERT", "UPDATE"]
+    assert counts == [expected, expected]
+    assert await _query(postgres_url, f'SELECT count(*) FROM "{pg_schema}".watukuy_items') == [
+        (3 + 2_000 - 1,)
+    ]
+
+
+async def test_a_connection_killed_mid_commit_writes_nothing(
+    postgres_url: str, pg_schema: str
+) -> None:
+    app = f"wk-kill-{pg_schema}"
+    store = PostgresStore(make_conninfo(postgres_url, application_name=app), schema=pg_schema)
+    blocker = await psycopg.AsyncConnection.connect(postgres_url)
+    try:
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        # Another transaction inserts the parked row the commit will also write, and keeps
+        # it uncommitted: the commit's items, outbox and log rows are in, and it waits.
+        await blocker.execute(
+            f'INSERT INTO "{pg_schema}".watukuy_parked (poller, "partition", id, kind, error,'
+            " attempts, parked_at) VALUES (%s, %s, 'p1', 'invalid', '{}', 0, 0)",
+            (KEY.poller, KEY.partition),
+        )
+        doomed = batch(
+            state_patch={"sequence": 2, "cursors": {"live": '"c2"'}},
+            upserts=[item_row("a"), item_row("b")],
+            events=[outbox_row("e1", 1), outbox_row("e2", 2)],
+            parked=[parked_invalid("p1")],
+            log=True,
+        )
+        commit = asyncio.create_task(store.commit_poll(KEY, lease, doomed))
+        killed: list[tuple[Any, ...]] = []
+        for _ in range(500):
+            killed = await _query(
+                postgres_url,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s AND wait_event_type = 'Lock'",
+                app,
+            )
+            if killed or commit.done():
+                break
+        assert killed == [(True,)], "the commit never blocked on the parked row"
+        with pytest.raises(StoreError, match=r"^commit_poll: ") as info:
+            await commit
+        assert isinstance(info.value.__cause__, psycopg.OperationalError)
+        await blocker.rollback()
+        s = f'"{pg_schema}"'
+        for table in ("items", "outbox", "log", "parked"):
+            assert await _query(postgres_url, f"SELECT count(*) FROM {s}.watukuy_{table}") == [
+                (0,)
+            ], table
+        state = await store.load_state(KEY)  # the pool replaced the killed connection
+        assert state is not None
+        assert (state.sequence, dict(state.cursors)) == (0, {})
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("after")]))
+        assert await store.count_items(KEY) == 1
+    finally:
+        await blocker.close()
+        await store.close()
+
+
+async def test_stream_identities_sees_rows_written_after_its_position(
+    postgres_store: PostgresStore,
+) -> None:
+    lease = await postgres_store.acquire_lease(KEY, "node-a", TTL, T0)
+    assert lease is not None
+    await postgres_store.commit_poll(KEY, lease, batch(upserts=[item_row("b"), item_row("d")]))
+    seen: list[list[str]] = []
+    async for chunk in postgres_store.stream_identities(KEY, 1):
+        seen.append(chunk)
+        if chunk == ["b"]:
+            await postgres_store.commit_poll(
+                KEY, lease, batch(upserts=[item_row("a"), item_row("c")])
+            )
+    assert seen == [["b"], ["c"], ["d"]]  # keyset paging: "a" sorts before the position
+
+
+async def test_partitions_keep_their_own_rows(postgres_store: PostgresStore) -> None:
+    other = PKey(KEY.poller, "tenant:x")
+    for key in (KEY, other):
+        lease = await postgres_store.acquire_lease(key, "node-a", TTL, T0)
+        assert lease is not None
+        await postgres_store.commit_poll(key, lease, batch(upserts=[item_row(str(key))]))
+    assert await postgres_store.load_versions(other, [str(KEY), str(other)]) == {
+        str(other): item_row(str(other))
+    }
+
+
+async def test_retry_of_a_row_parked_without_a_sequence_uses_the_envelope(
+    postgres_store: PostgresStore,
+) -> None:
+    lease = await postgres_store.acquire_lease(KEY, "node-a", TTL, T0)
+    assert lease is not None
+    row = dataclasses.replace(parked_poison("e4", 4), sequence=None)
+    await postgres_store.park_event(KEY, lease, row)
+    assert await postgres_store.list_parked(KEY) == [row]
+    assert await postgres_store.retry_parked(KEY, ["e4"]) == 1
+    pending = await postgres_store.load_pending(KEY, 10)
+    assert [(r.event_id, r.sequence, r.created_at) for r in pending] == [("e4", 4, T0 + 100)]
+
+
+@pytest.mark.parametrize("size", [0, -1])
+async def test_stream_identities_rejects_a_batch_size_below_one(
+    postgres_store: PostgresStore, size: int
+) -> None:
+    with pytest.raises(ConfigError, match=rf"^batch_size: must be at least 1, got {size}$"):
+        async for _ in postgres_store.stream_identities(KEY, size):
+            pass

@@ -1,0 +1,397 @@
+"""SqliteStore: the contract suite on a file and in memory, then what only SQLite has."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from watukuy.core.errors import ConfigError, LeaseLostError, StoreError
+from watukuy.core.ports import StateStore
+from watukuy.core.rows import Lease, PKey
+from watukuy.stores import MemoryStore, store_from_url
+from watukuy.stores.sqlite import SqliteStore, sqlite_migrations
+from watukuy.testing.store_contract import (
+    KEY,
+    T0,
+    TTL,
+    StoreContract,
+    batch,
+    item_row,
+    outbox_row,
+    parked_invalid,
+)
+
+
+class TestSqliteFileContract(StoreContract):
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[StateStore]:
+        store = SqliteStore(tmp_path / "watukuy.db")
+        await store.migrate()
+        yield store
+        await store.close()
+
+
+class TestSqliteMemoryContract(StoreContract):
+    @pytest.fixture
+    async def store(self) -> AsyncIterator[StateStore]:
+        store = SqliteStore(":memory:", table_prefix="")
+        await store.migrate()
+        yield store
+        await store.close()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "watukuy.db"
+
+
+@pytest.fixture
+def raw(db: Path) -> Iterator[sqlite3.Connection]:
+    """A second, plain connection to the same file, as another process would hold."""
+    conn = sqlite3.connect(db, isolation_level=None, timeout=0)
+    yield conn
+    conn.close()
+
+
+async def _lease(store: SqliteStore, key: PKey = KEY) -> Lease:
+    lease = await store.acquire_lease(key, "node-a", TTL, T0)
+    assert lease is not None
+    return lease
+
+
+# --- configuration and lifecycle ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"path": ""}, "path: expected a file path or ':memory:', got ''"),
+        ({"path": "x.db", "table_prefix": "bad-prefix"}, "table_prefix: expected letters"),
+        ({"path": "x.db", "table_prefix": "1st_"}, "got '1st_'"),
+        ({"path": "x.db", "table_prefix": 'x"y'}, "table_prefix:"),
+        ({"path": "x.db", "busy_timeout": "soon"}, "busy_timeout: expected a duration"),
+        ({"path": "x.db", "busy_timeout": -1}, "busy_timeout: expected a non-negative"),
+    ],
+)
+def test_bad_configuration_names_the_field(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        SqliteStore(**kwargs)  # type: ignore[arg-type]
+
+
+async def test_the_constructor_does_no_io(db: Path) -> None:
+    store = SqliteStore(db)
+    assert not db.exists()  # noqa: ASYNC240
+    assert await store.list_keys() == []
+    assert db.exists()  # noqa: ASYNC240
+    await store.close()
+
+
+async def test_close_is_idempotent_and_a_closed_store_reopens(db: Path) -> None:
+    store = SqliteStore(db)
+    await store.close()
+    await store.save_state_unfenced(KEY, {"sequence": 3}, T0)
+    await store.close()
+    await store.close()
+    state = await store.load_state(KEY)
+    assert state is not None
+    assert state.sequence == 3
+    await store.close()
+
+
+async def test_data_survives_a_new_store_on_the_same_file(db: Path) -> None:
+    first = SqliteStore(db)
+    lease = await _lease(first)
+    await first.commit_poll(KEY, lease, batch(upserts=[item_row("a")], events=[outbox_row("e", 1)]))
+    await first.close()
+    second = SqliteStore(db)
+    assert await second.load_versions(KEY, ["a"]) == {"a": item_row("a")}
+    assert await second.get_lease(KEY) == lease
+    await second.close()
+
+
+async def test_a_memory_database_is_private_and_gone_after_close() -> None:
+    one, two = SqliteStore(":memory:"), SqliteStore(":memory:")
+    await one.save_state_unfenced(KEY, {}, T0)
+    assert await one.list_keys() == [KEY]
+    assert await two.list_keys() == []
+    await one.close()
+    assert await one.list_keys() == []
+    await one.close()
+    await two.close()
+
+
+async def test_wal_mode_and_the_schema_version_are_on_disk(
+    db: Path, raw: sqlite3.Connection
+) -> None:
+    store = SqliteStore(db, table_prefix="wk_")
+    await store.migrate()
+    assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert raw.execute('SELECT version FROM "wk_migrations"').fetchall() == [(1,)]
+    tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    expected = {"pollers", "items", "outbox", "parked", "validators", "log", "migrations"}
+    assert tables == {f"wk_{name}" for name in expected}
+    await store.close()
+
+
+async def test_migrations_ship_as_versioned_files() -> None:
+    [(version, script)] = sqlite_migrations("p_")
+    assert version == 1
+    assert 'CREATE TABLE IF NOT EXISTS "p_pollers"' in script
+    assert "{prefix}" not in script
+    with pytest.raises(ConfigError, match="table_prefix"):
+        sqlite_migrations("p-")
+
+
+async def test_two_prefixes_share_a_file_without_seeing_each_other(db: Path) -> None:
+    left, right = SqliteStore(db, table_prefix="left_"), SqliteStore(db, table_prefix="right_")
+    await left.save_state_unfenced(KEY, {}, T0)
+    assert await left.list_keys() == [KEY]
+    assert await right.list_keys() == []
+    await left.close()
+    await right.close()
+
+
+async def test_concurrent_migrations_on_one_file_all_succeed(db: Path) -> None:
+    stores = [SqliteStore(db) for _ in range(4)]
+    await asyncio.gather(*(store.migrate() for store in stores))
+    await asyncio.gather(*(store.migrate() for store in stores))
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT version FROM watukuy_migrations").fetchall() == [(1,)]
+    conn.close()
+    for store in stores:
+        await store.close()
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+async def test_an_unopenable_file_is_a_store_error(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "missing-dir" / "x.db")
+    with pytest.raises(StoreError, match=r"^list_keys: unable to open database file") as info:
+        await store.list_keys()
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    await store.close()
+
+
+async def test_a_driver_error_inside_commit_rolls_everything_back(
+    db: Path, raw: sqlite3.Connection
+) -> None:
+    store = SqliteStore(db)
+    lease = await _lease(store)
+    await store.commit_poll(KEY, lease, batch(upserts=[item_row("kept")]))
+    # The database itself refuses the last write of the transaction.
+    raw.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON watukuy_parked "
+        "BEGIN SELECT RAISE(ABORT, 'parked rows are refused'); END"
+    )
+    doomed = batch(
+        state_patch={"sequence": 7},
+        upserts=[item_row("new")],
+        deletes=["kept"],
+        events=[outbox_row("e1", 1)],
+        log=True,
+        parked=[parked_invalid("bad")],
+    )
+    with pytest.raises(StoreError, match=r"^commit_poll: parked rows are refused") as info:
+        await store.commit_poll(KEY, lease, doomed)
+    assert isinstance(info.value.__cause__, sqlite3.IntegrityError)
+    assert await store.load_versions(KEY, ["kept", "new"]) == {"kept": item_row("kept")}
+    assert await store.count_pending(KEY) == 0
+    assert await store.read_log(KEY) == []
+    state = await store.load_state(KEY)
+    assert state is not None
+    assert state.sequence == 0
+    raw.execute("DROP TRIGGER refuse")
+    await store.commit_poll(KEY, lease, doomed)
+    assert await store.count_parked(KEY) == 1
+    await store.close()
+
+
+async def test_out_of_range_integers_are_store_errors(db: Path) -> None:
+    store = SqliteStore(db)
+    lease = await _lease(store)
+    with pytest.raises(StoreError, match=r"^commit_poll: ") as info:
+        await store.commit_poll(KEY, lease, batch(events=[outbox_row("e1", 2**63)]))
+    assert isinstance(info.value.__cause__, OverflowError)
+    assert await store.count_pending(KEY) == 0
+    await store.close()
+
+
+async def test_lease_lost_is_not_wrapped(db: Path) -> None:
+    store = SqliteStore(db)
+    lease = await _lease(store)
+    await store.release_lease(KEY, lease)
+    with pytest.raises(LeaseLostError) as info:
+        await store.save_state(KEY, lease, {"paused": True})
+    assert info.value.__cause__ is None
+    await store.close()
+
+
+# --- locks, busy timeout and the event loop -------------------------------------------------
+
+
+async def test_a_lock_held_longer_than_the_busy_timeout_fails_cleanly(
+    db: Path, raw: sqlite3.Connection
+) -> None:
+    store = SqliteStore(db, busy_timeout="200ms")
+    await store.migrate()
+    raw.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    with pytest.raises(StoreError, match=r"^acquire_lease: database is locked") as info:
+        await store.acquire_lease(KEY, "node-a", TTL, T0)
+    waited = time.monotonic() - started
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    assert 0.15 <= waited < 3.0
+    raw.execute("ROLLBACK")
+    assert await store.acquire_lease(KEY, "node-a", TTL, T0) == Lease("node-a", 1, T0 + TTL)
+    await store.close()
+
+
+async def test_the_event_loop_keeps_running_while_a_call_waits_for_a_lock(
+    db: Path, raw: sqlite3.Connection
+) -> None:
+    store = SqliteStore(db, busy_timeout="5s")
+    lease = await _lease(store)
+    raw.execute("BEGIN IMMEDIATE")
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    asyncio.get_running_loop().call_later(0.3, raw.execute, "ROLLBACK")
+    started = time.monotonic()
+    await store.commit_poll(KEY, lease, batch(upserts=[item_row("a")]))
+    waited = time.monotonic() - started
+    task.cancel()
+    assert waited >= 0.25  # the commit really waited for the other connection
+    assert ticks >= 10  # ...while the loop ran other tasks (about 30 at 10 ms each)
+    assert await store.count_items(KEY) == 1
+    await store.close()
+
+
+async def test_a_cancelled_call_leaves_the_store_usable(db: Path, raw: sqlite3.Connection) -> None:
+    store = SqliteStore(db, busy_timeout="5s")
+    lease = await _lease(store)
+    raw.execute("BEGIN IMMEDIATE")
+    call = asyncio.create_task(store.commit_poll(KEY, lease, batch(upserts=[item_row("a")])))
+    await asyncio.sleep(0.05)
+    call.cancel()
+    raw.execute("ROLLBACK")
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    # The worker finished what it had started; the next call runs normally after it.
+    await store.commit_poll(KEY, lease, batch(upserts=[item_row("b")]))
+    assert sorted(await store.load_versions(KEY, ["a", "b"])) == ["a", "b"]
+    await store.close()
+
+
+async def test_two_connections_fence_each_other(db: Path) -> None:
+    first, second = SqliteStore(db), SqliteStore(db)
+    lease = await _lease(first)
+    assert await second.acquire_lease(KEY, "node-b", TTL, T0 + 1) is None
+    taken = await second.acquire_lease(KEY, "node-b", TTL, T0 + TTL)
+    assert taken == Lease("node-b", 2, T0 + 2 * TTL)
+    with pytest.raises(LeaseLostError):
+        await first.commit_poll(KEY, lease, batch(upserts=[item_row("stale")]))
+    assert await second.count_items(KEY) == 0
+    await first.close()
+    await second.close()
+
+
+# --- store URLs ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("sqlite:///relative.db", "relative.db"),
+        ("sqlite:///dir/relative.db", "dir/relative.db"),
+        ("sqlite:////abs/path.db", "/abs/path.db"),
+        ("sqlite:////abs/with%20space.db", "/abs/with space.db"),
+        ("sqlite://:memory:", ":memory:"),
+        ("sqlite:///:memory:", ":memory:"),
+        ("SQLITE:///upper.db", "upper.db"),
+    ],
+)
+def test_sqlite_urls(url: str, path: str) -> None:
+    store = store_from_url(url)
+    assert isinstance(store, SqliteStore)
+    assert repr(store) == f"SqliteStore({path!r}, table_prefix='watukuy_')"
+
+
+async def test_sqlite_url_options(tmp_path: Path) -> None:
+    store = store_from_url(f"sqlite:///{tmp_path}/x.db?table_prefix=app_&busy_timeout=250ms")
+    assert isinstance(store, SqliteStore)
+    assert repr(store) == f"SqliteStore('{tmp_path}/x.db', table_prefix='app_')"
+    await store.migrate()
+    conn = sqlite3.connect(tmp_path / "x.db")
+    assert conn.execute("SELECT version FROM app_migrations").fetchall() == [(1,)]
+    conn.close()
+    await store.close()
+
+
+def test_memory_url() -> None:
+    assert isinstance(store_from_url("memory://"), MemoryStore)
+    assert store_from_url("memory://") is not store_from_url("memory://")
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (
+            "mysql://root:hunter2@db/app",
+            "store: expected a URL starting with memory://, sqlite://, postgresql://, "
+            "postgres://, redis:// or rediss://, got 'mysql://root:***@db/app'",
+        ),
+        ("ftp://user:p%40ss@host:21/x", "got 'ftp://user:***@host:21/x'"),
+        ("no-scheme.db", "got 'no-scheme.db'"),
+        ("sqlite://relative.db", "store: expected sqlite:///relative.db"),
+        ("sqlite://", "store: expected sqlite:///relative.db"),
+        ("sqlite:///x.db?journal=off", "store: unknown SQLite option 'journal'"),
+        ("sqlite:///x.db?busy_timeout=soon", "busy_timeout: expected a duration"),
+        ("memory://somewhere", "store: memory:// takes no path or options"),
+    ],
+)
+def test_bad_urls_are_config_errors(url: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        store_from_url(url)
+    assert message in str(info.value)
+    assert "hunter2" not in str(info.value)
+    assert "p%40ss" not in str(info.value)
+
+
+def test_remote_urls_pick_the_remote_stores() -> None:
+    pytest.importorskip("psycopg")
+    pytest.importorskip("redis")
+    from watukuy.stores.postgres import PostgresStore
+    from watukuy.stores.redis import RedisStore
+
+    assert isinstance(store_from_url("postgresql://u@127.0.0.1:1/db"), PostgresStore)
+    assert isinstance(store_from_url("postgres://u@127.0.0.1:1/db"), PostgresStore)
+    assert isinstance(store_from_url("redis://127.0.0.1:1/0"), RedisStore)
+    assert isinstance(store_from_url("rediss://127.0.0.1:1/0"), RedisStore)
+
+
+def test_importing_the_stores_loads_no_optional_driver() -> None:
+    code = (
+        "import sys, watukuy.stores as s; "
+        "assert not {'psycopg', 'psycopg_pool', 'redis'} & set(sys.modules), sorted(sys.modules); "
+        "assert 'PostgresStore' in dir(s); "
+        "s.PostgresStore; assert 'psycopg' in sys.modules; "
+        "s.RedisStore; s.RedisBudgetStore; assert 'redis' in sys.modules; print('ok')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.stdout.strip() == "ok", result.stderr
