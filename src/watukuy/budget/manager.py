@@ -1,0 +1,343 @@
+"""Who gets the next budget token: lane priority first, then fairness among requesters.
+
+:class:`BudgetManager` is the engine's :class:`~watukuy.core.http_port.BudgetGate`. Every
+request ``ctx.http`` sends on a poller with a ``budget`` first calls :meth:`acquire
+<BudgetManager.acquire>`, which takes tokens from the :class:`~watukuy.core.ports.BudgetStore`
+before anything goes on the wire, so a budget is never exceeded.
+
+While tokens are available, requests are granted as they arrive. When the bucket runs dry,
+requests queue per budget and one worker per budget serves them as tokens refill:
+
+1. **Lane priority**: ``live`` before ``reconcile`` before ``backfill`` before ``replay``.
+2. **Fairness** among requesters (``"poller/partition"`` strings) of the same lane:
+
+   - ``"round-robin"`` serves the requester that was served least recently (never served
+     comes first);
+   - ``"weighted"`` serves the requester with the fewest tokens served per unit of weight.
+     A requester that starts waiting after an idle spell is brought up to the share of the
+     last grant, so it cannot claim the whole budget to "catch up" on time it did not ask.
+
+3. **Arrival order** breaks every remaining tie.
+
+The worker sleeps through the :class:`~watukuy.core.ports.Clock` until the store says the
+head of the queue can be served, or until the earliest waiter's deadline, whichever comes
+first, so a ``VirtualClock`` drives it exactly. A waiter gives up with
+:class:`~watukuy.core.errors.BudgetTimeoutError` when its ``max_wait`` has passed without
+tokens; cancelling a waiting task removes it from the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from watukuy.core.errors import BudgetTimeoutError, ConfigError
+from watukuy.core.options import Budget
+from watukuy.core.ports import BudgetPolicy, BudgetStore, Clock
+from watukuy.core.rows import Lane
+
+__all__ = ["LANE_PRIORITY", "BudgetManager"]
+
+LANE_PRIORITY: Final[Mapping[Lane, int]] = {"live": 0, "reconcile": 1, "backfill": 2, "replay": 3}
+"""Rank of each lane when requests wait for tokens; lower is served first."""
+
+
+@dataclass(eq=False, slots=True)
+class _Waiter:
+    seq: int
+    requester: str
+    rank: int
+    weight: float
+    cost: float
+    enqueued_at: int
+    deadline: int
+    future: asyncio.Future[int]
+
+
+@dataclass(slots=True)
+class _Share:
+    """Fairness bookkeeping of one requester on one budget."""
+
+    last_served: int = -1
+    served_per_weight: float = 0.0
+    waiting: int = 0
+
+
+@dataclass(eq=False, slots=True)
+class _Line:
+    """The queue of one budget and the state of its worker."""
+
+    name: str
+    budget: Budget
+    policy: BudgetPolicy
+    queue: list[_Waiter] = field(default_factory=list)
+    shares: dict[str, _Share] = field(default_factory=dict)
+    grants: int = 0
+    # Share of the most recent grant: where a requester returning from idle starts.
+    virtual: float = 0.0
+    worker: asyncio.Task[None] | None = None
+    wake: asyncio.Future[None] | None = None
+    # Set when the queue changed while the worker was talking to the store.
+    dirty: bool = False
+
+
+def _number(value: object, field_name: str, *, positive: bool) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+        or (positive and value == 0)
+    ):
+        bound = "> 0" if positive else ">= 0"
+        raise ConfigError(f"expected a finite number {bound}, got {value!r}", field=field_name)
+    return float(value)
+
+
+class BudgetManager:
+    """Grants tokens of named rate budgets to the requests of every poller sharing them.
+
+    Args:
+        budgets: The engine's budgets by name.
+        store: Where the token buckets live (``InMemoryBudgetStore`` in one process,
+            ``RedisBudgetStore`` across processes).
+        clock: The engine's clock; every wait goes through ``clock.sleep``.
+
+    Raises:
+        ConfigError: A budget name is empty or a value is not a :class:`Budget`.
+    """
+
+    def __init__(self, budgets: Mapping[str, Budget], store: BudgetStore, clock: Clock) -> None:
+        if not isinstance(budgets, Mapping):
+            raise ConfigError(
+                f"expected a mapping of names to Budget, got {budgets!r}", field="budgets"
+            )
+        self._lines: dict[str, _Line] = {}
+        for name, budget in budgets.items():
+            if not isinstance(name, str) or not name:
+                raise ConfigError(f"expected a non-empty name, got {name!r}", field="budgets")
+            if not isinstance(budget, Budget):
+                raise ConfigError(f"expected a Budget, got {budget!r}", field=f"budgets.{name}")
+            policy = BudgetPolicy(requests=budget.requests, per_ms=budget.per_ms)
+            self._lines[name] = _Line(name=name, budget=budget, policy=policy)
+        self._store = store
+        self._clock = clock
+        self._seq = itertools.count()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The budgets this manager knows, in declaration order."""
+        return tuple(self._lines)
+
+    def waiting(self, budget: str) -> int:
+        """Requests currently queued on ``budget`` (``0`` for an unknown name)."""
+        line = self._lines.get(budget)
+        return 0 if line is None else sum(not w.future.done() for w in line.queue)
+
+    async def acquire(
+        self,
+        budget: str,
+        *,
+        requester: str,
+        lane: Lane,
+        weight: float,
+        cost: float,
+        max_wait_ms: int,
+    ) -> int:
+        """Wait until ``cost`` tokens of ``budget`` are taken for this request.
+
+        Args:
+            budget: Name of the budget.
+            requester: Who asks, ``"poller/partition"``; fairness is computed per requester.
+            lane: The lane of the request (priority).
+            weight: The poller's ``budget_weight`` (used by ``"weighted"`` fairness).
+            cost: Tokens to take; ``0`` is granted at once without touching the store.
+            max_wait_ms: Longest wait when the budget sets no ``max_wait`` of its own.
+
+        Returns:
+            Milliseconds spent waiting (``0`` when granted at once).
+
+        Raises:
+            ConfigError: Unknown budget, or an invalid lane, weight, cost or wait; or a cost
+                larger than the budget's size, which could never be served.
+            BudgetTimeoutError: No tokens within the wait limit; the waiter left the queue.
+        """
+        line = self._lines.get(budget)
+        if line is None:
+            known = ", ".join(repr(name) for name in self._lines) or "none"
+            raise ConfigError(f"unknown budget {budget!r} (declared: {known})", field="budget")
+        tokens = _number(cost, "cost", positive=False)
+        share_weight = _number(weight, "budget_weight", positive=True)
+        if lane not in LANE_PRIORITY:
+            raise ConfigError(
+                f"expected one of {sorted(LANE_PRIORITY)}, got {lane!r}", field="lane"
+            )
+        if not isinstance(requester, str):
+            raise ConfigError(f"expected a string, got {requester!r}", field="requester")
+        if tokens == 0:
+            return 0
+        if tokens > line.policy.requests:
+            raise ConfigError(
+                f"a cost of {cost!r} can never be served by budget {budget!r}, which holds "
+                f"{line.policy.requests} tokens",
+                field="cost",
+            )
+        limit = line.budget.max_wait_ms if line.budget.max_wait_ms is not None else max_wait_ms
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ConfigError(f"expected an integer >= 0, got {limit!r}", field="max_wait_ms")
+
+        now = self._clock.now()
+        waiter = _Waiter(
+            seq=next(self._seq),
+            requester=requester,
+            rank=LANE_PRIORITY[lane],
+            weight=share_weight,
+            cost=tokens,
+            enqueued_at=now,
+            deadline=now + limit,
+            future=asyncio.get_running_loop().create_future(),
+        )
+        share = line.shares.setdefault(requester, _Share())
+        if share.waiting == 0:
+            share.served_per_weight = max(share.served_per_weight, line.virtual)
+        share.waiting += 1
+        line.queue.append(waiter)
+        self._kick(line)
+        try:
+            return await waiter.future
+        except asyncio.CancelledError:
+            if waiter.future.done() and not waiter.future.cancelled():
+                # Granted or failed just before the cancellation landed; the outcome is
+                # dropped (granted tokens are forfeited: the request is never sent).
+                waiter.future.exception()
+            if self._remove(line, waiter):
+                self._kick(line)
+            raise
+
+    # --- the worker ---------------------------------------------------------------------
+
+    def _kick(self, line: _Line) -> None:
+        """Make the budget's worker look at the queue again (starting it if needed)."""
+        loop = asyncio.get_running_loop()
+        if line.worker is not None and line.worker.get_loop() is not loop:
+            # An earlier event loop ended (an engine run again under a new ``asyncio.run``):
+            # its worker and waiters died with it and must not block this loop's requests.
+            for stale in [w for w in line.queue if w.future.get_loop() is not loop]:
+                self._remove(line, stale)
+            line.worker = line.wake = None
+        if line.worker is None:
+            line.worker = loop.create_task(self._serve(line), name=f"watukuy-budget-{line.name}")
+        elif line.wake is not None and not line.wake.done():
+            line.wake.set_result(None)
+        else:
+            line.dirty = True
+
+    async def _serve(self, line: _Line) -> None:
+        me = asyncio.current_task()
+        try:
+            while True:
+                line.dirty = False
+                waiter = self._pick(line)
+                if waiter is None:
+                    return
+                try:
+                    wait = await self._store.try_take(
+                        line.name, line.policy, waiter.cost, self._clock.now()
+                    )
+                except Exception as error:
+                    # The store failed for this request only; the others still get a try.
+                    self._remove(line, waiter)
+                    if not waiter.future.done():
+                        waiter.future.set_exception(error)
+                    continue
+                if waiter.future.done():
+                    continue  # cancelled while the store answered
+                now = self._clock.now()
+                if wait <= 0:
+                    self._grant(line, waiter, now)
+                elif not self._expire(line, now) and not line.dirty:
+                    deadline = min(w.deadline for w in line.queue if not w.future.done())
+                    await self._nap(line, max(1, min(wait, deadline - now)))
+        except asyncio.CancelledError:
+            if line.worker is me:
+                self._fail_all(line, None)
+            raise
+        except Exception as error:  # pragma: no cover - a bug; never leave waiters hanging
+            if line.worker is me:
+                self._fail_all(line, error)
+        finally:
+            # A worker of an event loop that already ended must not touch its successor.
+            if line.worker is me:
+                line.worker = None
+                line.wake = None
+
+    def _pick(self, line: _Line) -> _Waiter | None:
+        weighted = line.budget.fairness == "weighted"
+        best: _Waiter | None = None
+        best_key: tuple[int, float, int] | None = None
+        for waiter in line.queue:
+            if waiter.future.done():
+                continue
+            share = line.shares[waiter.requester]
+            fair = share.served_per_weight if weighted else float(share.last_served)
+            key = (waiter.rank, fair, waiter.seq)
+            if best_key is None or key < best_key:
+                best, best_key = waiter, key
+        return best
+
+    def _grant(self, line: _Line, waiter: _Waiter, now: int) -> None:
+        self._remove(line, waiter)
+        share = line.shares[waiter.requester]
+        line.grants += 1
+        share.last_served = line.grants
+        line.virtual = max(line.virtual, share.served_per_weight)
+        share.served_per_weight += waiter.cost / waiter.weight
+        waiter.future.set_result(max(0, now - waiter.enqueued_at))
+
+    def _expire(self, line: _Line, now: int) -> bool:
+        expired = [w for w in line.queue if not w.future.done() and w.deadline <= now]
+        for waiter in expired:
+            self._remove(line, waiter)
+            waiter.future.set_exception(BudgetTimeoutError(line.name, now - waiter.enqueued_at))
+        return bool(expired)
+
+    def _remove(self, line: _Line, waiter: _Waiter) -> bool:
+        """Take ``waiter`` off the queue; ``False`` when it was no longer on it."""
+        try:
+            line.queue.remove(waiter)
+        except ValueError:
+            return False
+        line.shares[waiter.requester].waiting -= 1
+        return True
+
+    def _fail_all(self, line: _Line, error: Exception | None) -> None:
+        for waiter in list(line.queue):
+            self._remove(line, waiter)
+            if waiter.future.done():
+                continue
+            if error is None:
+                waiter.future.cancel()
+            else:
+                waiter.future.set_exception(error)
+
+    async def _nap(self, line: _Line, ms: int) -> None:
+        """Sleep ``ms`` on the clock, or less when the queue changes meanwhile."""
+        loop = asyncio.get_running_loop()
+        wake: asyncio.Future[None] = loop.create_future()
+        line.wake = wake
+        sleeper = loop.create_task(self._clock.sleep(ms))
+        try:
+            await asyncio.wait((sleeper, wake), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            line.wake = None
+            sleeper.cancel()
+            if not wake.done():
+                wake.cancel()
+
+    def __repr__(self) -> str:
+        queued = {name: self.waiting(name) for name in self._lines}
+        return f"BudgetManager(waiting={queued})"

@@ -1,0 +1,337 @@
+"""``ctx.http``: one request at a time, done the way a rate-limited API expects.
+
+For every request the helper builds the URL, charges the budget, adds conditional
+headers from stored validators, sends exactly once (it never retries: the scheduler owns
+retries), reads rate-limit headers, stores new validators, and turns error answers into
+:class:`~watukuy.core.errors.HttpError`. Network errors and timeouts propagate as httpx
+raised them; the scheduler treats them as fetch failures.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import httpx
+
+from watukuy.core.durations import Duration, parse_duration
+from watukuy.core.errors import (
+    ConfigError,
+    HttpError,
+    LeaseLostError,
+    serialize_error,
+)
+from watukuy.core.http_port import HttpScope
+from watukuy.core.rows import Validator
+
+from ._problem import parse_problem_details, problem_summary
+from ._ratelimit import parse_rate_limit, parse_retry_after
+from ._redact import REDACTED, is_sensitive_header, redact_headers
+from ._response import HttpResponse, read_error_text
+from ._url import QueryParams, build_url, url_hash
+
+__all__ = ["HttpClient"]
+
+_CONDITIONAL_METHODS: Final = frozenset({"GET", "HEAD"})
+
+
+def _method(value: object) -> str:
+    if not isinstance(value, str) or not value.strip().isalpha():
+        raise ConfigError(f"expected an HTTP method like 'GET', got {value!r}", field="method")
+    return value.strip().upper()
+
+
+def _cost(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"expected a number >= 0, got {value!r}", field="cost")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"expected a finite number >= 0, got {value!r}", field="cost")
+    return float(value)
+
+
+def _headers(defaults: Mapping[str, str], given: Mapping[str, str] | None) -> httpx.Headers:
+    headers = httpx.Headers(defaults)
+    if given is None:
+        return headers
+    if not isinstance(given, Mapping):
+        raise ConfigError(
+            f"expected a mapping of header names to strings, got {given!r}", field="headers"
+        )
+    # Typed as objects: callers outside mypy pass anything, and the check below says so.
+    pairs: Iterable[tuple[object, object]] = given.items()
+    for name, value in pairs:
+        if not isinstance(name, str) or not isinstance(value, str):
+            shown = REDACTED if is_sensitive_header(name) else repr(value)
+            raise ConfigError(
+                f"expected string header names and values, got {name!r}: {shown}",
+                field="headers",
+            )
+        # Caller headers replace the defaults of the same name, whatever their casing.
+        headers[name] = value
+    return headers
+
+
+class HttpClient:
+    """The ``ctx.http`` of one lane cycle of one (poller, partition) key.
+
+    Build it with :meth:`HttpxFactory.bind <watukuy.http.HttpxFactory.bind>`; the engine
+    does that for you. Every request goes out once, with ``user-agent`` and
+    ``accept: application/json`` unless you pass your own.
+
+    Args:
+        client: Returns the shared ``httpx.AsyncClient`` (called once per request).
+        scope: The key, lane, store, budget and observations of this cycle.
+        user_agent: Default ``User-Agent`` header.
+    """
+
+    def __init__(
+        self, client: Callable[[], httpx.AsyncClient], scope: HttpScope, *, user_agent: str
+    ) -> None:
+        self._client = client
+        self._scope = scope
+        self._defaults = {"user-agent": user_agent, "accept": "application/json"}
+
+    async def get(
+        self,
+        url: str | httpx.URL,
+        *,
+        params: QueryParams | None = None,
+        headers: Mapping[str, str] | None = None,
+        cost: float | None = None,
+        validators: bool | None = None,
+        timeout: Duration | None = None,
+        raise_for_status: bool = True,
+    ) -> HttpResponse:
+        """Send a ``GET``; conditional (``If-None-Match`` / ``If-Modified-Since``) by default.
+
+        See :meth:`request` for the arguments.
+        """
+        return await self.request(
+            "GET",
+            url,
+            params=params,
+            headers=headers,
+            cost=cost,
+            validators=validators,
+            timeout=timeout,
+            raise_for_status=raise_for_status,
+        )
+
+    async def request(
+        self,
+        method: str,
+        url: str | httpx.URL,
+        *,
+        params: QueryParams | None = None,
+        headers: Mapping[str, str] | None = None,
+        json: Any = None,
+        content: str | bytes | None = None,
+        cost: float | None = None,
+        validators: bool | None = None,
+        timeout: Duration | None = None,
+        raise_for_status: bool = True,
+    ) -> HttpResponse:
+        """Send one request.
+
+        Args:
+            method: HTTP method, any case.
+            url: Absolute URL; ``params`` are appended to its query string.
+            params: Query parameters: ``None`` values are left out, lists repeat the key,
+                booleans are written ``true`` / ``false``.
+            headers: Extra headers; they replace the defaults of the same name.
+            json: A JSON body (sets ``content-type: application/json``).
+            content: A raw body.
+            cost: Budget tokens to charge (default: the poller's ``budget_cost``);
+                ``0`` skips the budget.
+            validators: Send stored ``ETag`` / ``Last-Modified`` validators and store new
+                ones. Default: on for ``GET`` and ``HEAD``.
+            timeout: Request timeout (default: the HTTP client's own).
+            raise_for_status: Raise :class:`HttpError` for answers other than 2xx and
+                304; with ``False`` they are returned with ``ok`` false.
+
+        Returns:
+            The response, body read.
+
+        Raises:
+            ConfigError: A bad argument (relative URL, unsupported query value...).
+            BudgetTimeoutError: No budget tokens within the budget's ``max_wait``.
+            HttpError: A non-2xx answer other than 304 (unless ``raise_for_status=False``).
+            LeaseLostError: Storing validators found the key's lease taken over.
+            httpx.HTTPError: The request could not be sent or timed out.
+        """
+        scope = self._scope
+        verb = _method(method)
+        final_url = build_url(url, params)
+        request_headers = _headers(self._defaults, headers)
+        if json is not None and content is not None:
+            raise ConfigError("pass either json or content, not both", field="json")
+        seconds = None if timeout is None else parse_duration(timeout, "timeout") / 1_000
+        charge = scope.budget_cost if cost is None else _cost(cost)
+        conditional = verb in _CONDITIONAL_METHODS if validators is None else bool(validators)
+
+        await self._charge(charge)
+        key = url_hash(final_url) if conditional else None
+        if key is not None:
+            await self._add_conditions(key, final_url, request_headers)
+
+        client = self._client()
+        request = client.build_request(
+            verb,
+            final_url,
+            headers=request_headers,
+            json=json,
+            content=content,
+            timeout=httpx.USE_CLIENT_DEFAULT if seconds is None else httpx.Timeout(seconds),
+        )
+        started = scope.clock.now()
+        scope.observations.requests += 1
+        try:
+            raw = await client.send(request, stream=True)
+        except Exception as error:
+            scope.logger.debug(
+                "%s %s failed: %s",
+                verb,
+                final_url,
+                error,
+                extra={
+                    "method": verb,
+                    "url": final_url,
+                    "duration_ms": scope.clock.now() - started,
+                    "request_headers": redact_headers(request_headers),
+                    "error": serialize_error(error),
+                },
+            )
+            raise
+        try:
+            return await self._receive(
+                raw, verb, final_url, key, request_headers, started, raise_for_status
+            )
+        finally:
+            await raw.aclose()
+
+    async def _receive(
+        self,
+        raw: httpx.Response,
+        verb: str,
+        url: str,
+        key: str | None,
+        request_headers: httpx.Headers,
+        started: int,
+        raise_for_status: bool,
+    ) -> HttpResponse:
+        scope = self._scope
+        now = scope.clock.now()
+        rate_limit = parse_rate_limit(raw.headers, now)
+        if rate_limit is not None:
+            scope.observations.rate_limit = rate_limit
+        status = raw.status_code
+        scope.logger.debug(
+            "%s %s -> %d",
+            verb,
+            url,
+            status,
+            extra={
+                "method": verb,
+                "url": url,
+                "status": status,
+                "duration_ms": now - started,
+                "request_headers": redact_headers(request_headers),
+                "response_headers": redact_headers(raw.headers),
+            },
+        )
+        if status == 304:
+            scope.observations.not_modified = True
+            await raw.aread()
+            return HttpResponse(raw, url=url, rate_limit=rate_limit)
+        if 200 <= status < 300:
+            await raw.aread()
+            if key is not None:
+                await self._store_validator(key, url, raw.headers)
+            return HttpResponse(raw, url=url, rate_limit=rate_limit)
+        if not raise_for_status:
+            await raw.aread()
+            return HttpResponse(raw, url=url, rate_limit=rate_limit)
+
+        body_text = await read_error_text(raw)
+        problem = parse_problem_details(raw.headers.get("content-type"), body_text)
+        summary = problem_summary(problem)
+        message = f"{verb} {url} responded {status}" + (f": {summary}" if summary else "")
+        raise HttpError(
+            message,
+            status=status,
+            url=url,
+            method=verb,
+            retry_after=parse_retry_after(raw.headers.get("retry-after"), scope.clock.now()),
+            rate_limit=rate_limit,
+            problem=problem,
+            body_text=body_text,
+        )
+
+    async def _charge(self, cost: float) -> None:
+        scope = self._scope
+        if scope.budget is None or scope.gate is None or cost <= 0:
+            return
+        waited = await scope.gate.acquire(
+            scope.budget,
+            requester=f"{scope.key.poller}/{scope.key.partition}",
+            lane=scope.lane,
+            weight=scope.budget_weight,
+            cost=cost,
+            max_wait_ms=scope.max_wait_ms,
+        )
+        if waited <= 0:
+            return
+        scope.observations.waited_ms += waited
+        try:
+            outcome = scope.on_budget_wait(scope.budget, waited)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception as error:
+            # A hook never changes what the request does.
+            scope.logger.warning(
+                "on_budget_wait failed: %s", error, extra={"error": serialize_error(error)}
+            )
+
+    async def _add_conditions(self, key: str, url: str, headers: httpx.Headers) -> None:
+        scope = self._scope
+        try:
+            stored = await scope.store.get_validator(scope.key, key)
+        except Exception as error:
+            # Validators only save bandwidth; without them the request is unconditional.
+            scope.logger.warning(
+                "could not load HTTP validators for %s: %s",
+                url,
+                error,
+                extra={"url": url, "error": serialize_error(error)},
+            )
+            return
+        if stored is None:
+            return
+        if stored.etag and "if-none-match" not in headers:
+            headers["if-none-match"] = stored.etag
+        if stored.last_modified and "if-modified-since" not in headers:
+            headers["if-modified-since"] = stored.last_modified
+
+    async def _store_validator(self, key: str, url: str, headers: httpx.Headers) -> None:
+        etag = headers.get("etag")
+        last_modified = headers.get("last-modified")
+        if etag is None and last_modified is None:
+            return
+        scope = self._scope
+        validator = Validator(etag=etag, last_modified=last_modified, stored_at=scope.clock.now())
+        try:
+            await scope.store.set_validator(scope.key, scope.lease(), key, validator)
+        except LeaseLostError:
+            raise
+        except Exception as error:
+            scope.logger.warning(
+                "could not store HTTP validators for %s: %s",
+                url,
+                error,
+                extra={"url": url, "error": serialize_error(error)},
+            )
+
+    def __repr__(self) -> str:
+        return f"<HttpClient {self._scope.key} lane={self._scope.lane}>"

@@ -1,0 +1,261 @@
+"""Reading what an API says about its limits: rate-limit headers and ``Retry-After``.
+
+Both parsers are pure (``now`` is passed in), lenient about spacing and unknown
+parameters, and return ``None`` instead of raising when a value makes no sense.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Final
+
+from watukuy.core.rows import RateLimitInfo, RateLimitSource
+
+__all__ = ["parse_rate_limit", "parse_retry_after"]
+
+# A reset value of 10+ digits is an epoch in seconds, 13+ digits an epoch in milliseconds;
+# anything smaller is a delta in seconds.
+_EPOCH_SECONDS_FROM: Final = 1_000_000_000
+_EPOCH_MS_FROM: Final = 1_000_000_000_000
+# An epoch-seconds reset older than this is neither a plausible delta nor a plausible
+# timestamp (a stale or broken header), so it is dropped.
+_STALE_EPOCH_S: Final = 86_400
+
+_LEADING_NUMBER: Final = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)", re.ASCII)
+_SECONDS: Final = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?", re.ASCII)
+
+
+def _lowered(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    out: dict[str, str] = {}
+    for name, value in pairs:
+        key = name.lower()
+        # Repeated fields combine into one list, as HTTP defines for list-valued headers.
+        out[key] = f"{out[key]}, {value}" if key in out else value
+    return out
+
+
+def _number(value: str | None) -> float | None:
+    """The leading non-negative decimal of a value (``"100, 100;w=60"`` gives 100)."""
+    if value is None:
+        return None
+    match = _LEADING_NUMBER.match(value)
+    if match is None:
+        return None
+    number = float(match.group(1))
+    return number if math.isfinite(number) else None
+
+
+def _count(value: str | None) -> int | None:
+    number = _number(value)
+    return None if number is None else int(number)
+
+
+def _ms(seconds: float) -> int | None:
+    ms = seconds * 1_000
+    # Half-up rounding, the way the original watukuy rounds, so both agree on reset_at.
+    return math.floor(ms + 0.5) if math.isfinite(ms) else None
+
+
+def _after(now: int, seconds: float | None) -> int | None:
+    if seconds is None:
+        return None
+    delta = _ms(seconds)
+    return None if delta is None else now + delta
+
+
+def _reset(value: str | None, now: int) -> int | None:
+    """A reset value: epoch ms (13+ digits), recent epoch seconds (10+), else a delta."""
+    number = _number(value)
+    if number is None:
+        return None
+    if number >= _EPOCH_MS_FROM:
+        return math.floor(number + 0.5)
+    if number >= _EPOCH_SECONDS_FROM:
+        return _ms(number) if number > now / 1_000 - _STALE_EPOCH_S else None
+    return _after(now, number)
+
+
+def _split(value: str, separator: str) -> list[str]:
+    """Split on ``separator`` outside double quotes; trimmed, empty parts dropped."""
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
+    escaped = False
+    for char in value:
+        if escaped:
+            escaped = False
+        elif quoted and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == separator and not quoted:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    parts.append("".join(current))
+    return [part.strip() for part in parts if part.strip()]
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return re.sub(r"\\(.)", r"\1", value[1:-1])
+    return value
+
+
+@dataclass(slots=True)
+class _Member:
+    """One structured-field member: an optional bare item and its ``key=value`` params."""
+
+    name: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def _member(text: str) -> _Member:
+    member = _Member()
+    for segment in _split(text, ";"):
+        key, eq, raw = segment.partition("=")
+        if not eq:
+            if member.name is None:
+                member.name = _unquote(segment)
+            continue
+        key = key.strip().lower()
+        if key and key not in member.params:
+            member.params[key] = _unquote(raw.strip())
+    return member
+
+
+def _info(
+    source: RateLimitSource,
+    limit: int | None,
+    remaining: int | None,
+    reset_at: int | None,
+    policy: str | None = None,
+) -> RateLimitInfo | None:
+    if limit is None and remaining is None and reset_at is None:
+        return None
+    return RateLimitInfo(
+        limit=limit, remaining=remaining, reset_at=reset_at, policy=policy, source=source
+    )
+
+
+def _ietf(headers: dict[str, str], now: int) -> RateLimitInfo | None:
+    current = headers.get("ratelimit")
+    policy = headers.get("ratelimit-policy")
+    if current is None and policy is None:
+        return None
+    name: str | None = None
+    limit = remaining = reset_at = None
+    if current is not None:
+        # Parameters of every member are merged, which reads both the item form
+        # ('"default";r=50;t=30') and the older dictionary form ('limit=100, remaining=50').
+        params: dict[str, str] = {}
+        for text in _split(current, ","):
+            member = _member(text)
+            name = name if name is not None else member.name
+            for key, value in member.params.items():
+                params.setdefault(key, value)
+        remaining = _count(params.get("r", params.get("remaining")))
+        reset_at = _after(now, _number(params.get("t", params.get("reset"))))
+        limit = _count(params.get("limit", params.get("q")))
+    if policy is not None:
+        members = [_member(text) for text in _split(policy, ",")]
+        named = [m for m in members if name is not None and m.name == name]
+        chosen = named[0] if named else (members[0] if members else None)
+        if chosen is not None:
+            quota = _count(chosen.params.get("q", chosen.params.get("limit")))
+            limit = quota if quota is not None else limit
+    return _info("ietf", limit, remaining, reset_at, policy)
+
+
+def _legacy(headers: dict[str, str], now: int) -> RateLimitInfo | None:
+    return _info(
+        "legacy",
+        _count(headers.get("ratelimit-limit")),
+        _count(headers.get("ratelimit-remaining")),
+        _reset(headers.get("ratelimit-reset"), now),
+    )
+
+
+def _vendor(headers: dict[str, str], now: int) -> RateLimitInfo | None:
+    def first(suffix: str) -> str | None:
+        value = headers.get(f"x-ratelimit-{suffix}")
+        return value if value is not None else headers.get(f"x-rate-limit-{suffix}")
+
+    reset_after = _number(first("reset-after"))
+    reset_at = _after(now, reset_after) if reset_after is not None else _reset(first("reset"), now)
+    return _info("vendor", _count(first("limit")), _count(first("remaining")), reset_at)
+
+
+def parse_rate_limit(
+    headers: Mapping[str, str] | Iterable[tuple[str, str]], now: int
+) -> RateLimitInfo | None:
+    """Read rate-limit response headers, trying three header families in order.
+
+    The first family that yields anything wins:
+
+    1. IETF structured fields: ``RateLimit: "default";r=50;t=30`` (remaining, seconds to
+       reset) with ``RateLimit-Policy: "default";q=100;w=60`` (quota, window). Unknown
+       parameters are ignored, the quoted policy name is optional, the policy named by
+       ``RateLimit`` is chosen among several (else the first), and the older dictionary
+       form ``limit=100, remaining=50, reset=30`` is read too.
+    2. The legacy triple ``RateLimit-Limit`` / ``-Remaining`` / ``-Reset`` (delta seconds).
+    3. Vendor headers ``X-RateLimit-*`` and ``X-Rate-Limit-*``: a reset of 10+ digits is
+       an epoch in seconds (dropped when more than a day old), of 13+ digits an epoch in
+       milliseconds, otherwise a delta in seconds; ``X-RateLimit-Reset-After`` (delta
+       seconds) is preferred when present.
+
+    Header names are matched case-insensitively. Fractional limits are truncated.
+
+    Args:
+        headers: Response headers (a mapping such as ``httpx.Headers``, or pairs).
+        now: Current time in epoch milliseconds, to turn deltas into ``reset_at``.
+
+    Returns:
+        The parsed information, or ``None`` when no family yields a usable value.
+    """
+    try:
+        lowered = _lowered(headers)
+        return _ietf(lowered, now) or _legacy(lowered, now) or _vendor(lowered, now)
+    except (ValueError, OverflowError, TypeError):  # pragma: no cover - defensive
+        return None
+
+
+def parse_retry_after(value: str | None, now: int) -> float | None:
+    """Read a ``Retry-After`` value as seconds to wait.
+
+    A non-negative number of seconds (``"120"``, ``"1.5"``) is returned as is; an HTTP-date
+    (``"Wed, 21 Oct 2015 07:28:00 GMT"``) becomes the seconds from ``now`` until then,
+    ``0.0`` when it is already past.
+
+    Args:
+        value: The raw header value, or ``None`` when the header is absent.
+        now: Current time in epoch milliseconds.
+
+    Returns:
+        Seconds to wait, or ``None`` for a missing, negative or unreadable value.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    if _SECONDS.fullmatch(text):
+        seconds = float(text)
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    try:
+        moment = parsedate_to_datetime(text)
+        # A date without a zone ("-0000") is taken as UTC, which HTTP-dates always are.
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.UTC)
+        epoch_s = moment.timestamp()
+    except (ValueError, TypeError, OverflowError, IndexError):
+        return None
+    delta_ms = math.floor(epoch_s * 1_000) - now
+    return max(0.0, delta_ms / 1_000)
