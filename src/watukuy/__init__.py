@@ -1,3 +1,163 @@
-"""watukuy: webhooks for APIs that don't have them."""
+"""watukuy: webhooks for APIs that don't have them.
+
+Declare how to fetch a page and how to identify an item; watukuy owns cursors, pagination,
+scheduling, diffing, dedup, rate budgets, retries, leases and durability, and hands your
+handler a correct stream of ``created`` / ``updated`` / ``deleted`` events::
+
+    import watukuy as wk
+
+    orders = wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+        fetch=fetch_orders,
+    )
+    engine = wk.Engine(store=wk.SqliteStore("watukuy.db"), pollers=[orders])
+
+    @engine.on("orders")
+    async def on_order(event: wk.Event, ctx: wk.HandlerContext) -> None: ...
+
+    engine.run()
+"""
 
 from __future__ import annotations
+
+from importlib import metadata as _metadata
+from typing import TYPE_CHECKING, Any
+
+from ._system import SystemClock, SystemRandom
+from .core.consumers import Subscription
+from .core.context import FetchContext, HandlerContext
+from .core.durations import Duration, format_duration, parse_duration
+from .core.errors import (
+    BudgetTimeoutError,
+    ConfigError,
+    HandlerError,
+    HttpError,
+    LeaseLostError,
+    ReplayUnavailableError,
+    StoreError,
+    ValidationError,
+    WatukuyError,
+)
+from .core.events import Event, EventType
+from .core.operations import InspectReport, PollerInspect
+from .core.options import (
+    Backoff,
+    Budget,
+    Circuit,
+    Delivery,
+    EventLog,
+    Poison,
+    Reconcile,
+    Retry,
+    Schedule,
+)
+from .core.page import Page
+from .core.poller import Partition, PollerDefinition, define_poller
+from .core.results import EngineStatus, LeaseOptions, ReplayResult, TickPollResult, TickResult
+from .core.rows import Lane, RateLimitInfo
+from .cursor import (
+    AdvanceContext,
+    CursorConfig,
+    CustomCursor,
+    PageCursor,
+    PagePosition,
+    SnapshotDiff,
+    TimestampCursor,
+    TimestampPosition,
+    TokenCursor,
+    TokenPosition,
+)
+from .engine import Engine
+from .stores import MemoryStore, SqliteStore, store_from_url
+
+if TYPE_CHECKING:
+    from .stores.postgres import PostgresStore
+    from .stores.redis import RedisBudgetStore, RedisStore
+
+try:
+    __version__ = _metadata.version("watukuy")
+except _metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+_LAZY = {
+    "PostgresStore": ("watukuy.stores.postgres", "PostgresStore"),
+    "RedisStore": ("watukuy.stores.redis", "RedisStore"),
+    "RedisBudgetStore": ("watukuy.stores.redis", "RedisBudgetStore"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    # The Postgres and Redis stores need optional drivers; import them on first use only.
+    if name in _LAZY:
+        import importlib
+
+        module_name, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module_name), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'watukuy' has no attribute {name!r}")
+
+
+__all__ = [
+    "AdvanceContext",
+    "Backoff",
+    "Budget",
+    "BudgetTimeoutError",
+    "Circuit",
+    "ConfigError",
+    "CursorConfig",
+    "CustomCursor",
+    "Delivery",
+    "Duration",
+    "Engine",
+    "EngineStatus",
+    "Event",
+    "EventLog",
+    "EventType",
+    "FetchContext",
+    "HandlerContext",
+    "HandlerError",
+    "HttpError",
+    "InspectReport",
+    "Lane",
+    "LeaseLostError",
+    "LeaseOptions",
+    "MemoryStore",
+    "Page",
+    "PageCursor",
+    "PagePosition",
+    "Partition",
+    "Poison",
+    "PollerDefinition",
+    "PollerInspect",
+    "PostgresStore",
+    "RateLimitInfo",
+    "Reconcile",
+    "RedisBudgetStore",
+    "RedisStore",
+    "ReplayResult",
+    "ReplayUnavailableError",
+    "Retry",
+    "Schedule",
+    "SnapshotDiff",
+    "SqliteStore",
+    "StoreError",
+    "Subscription",
+    "SystemClock",
+    "SystemRandom",
+    "TickPollResult",
+    "TickResult",
+    "TimestampCursor",
+    "TimestampPosition",
+    "TokenCursor",
+    "TokenPosition",
+    "ValidationError",
+    "WatukuyError",
+    "__version__",
+    "define_poller",
+    "format_duration",
+    "parse_duration",
+    "store_from_url",
+]

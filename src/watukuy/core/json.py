@@ -14,6 +14,7 @@ import datetime as dt
 import enum
 import json as _stdjson
 import math
+import re
 import uuid
 from collections.abc import Mapping
 from decimal import Decimal
@@ -36,7 +37,8 @@ def _stdlib_dumps(value: Any) -> str:
 
 
 def dumps(value: Any) -> str:
-    """Serialise JSON data (already plain) to compact text; NaN and Infinity are rejected."""
+    """Serialise plain JSON data to compact text (pass it through :func:`to_jsonable` first:
+    that is where NaN and Infinity are rejected; orjson itself would write them as null)."""
     try:
         return orjson.dumps(value).decode()
     except orjson.JSONEncodeError as error:
@@ -45,13 +47,17 @@ def dumps(value: Any) -> str:
         raise TypeError(str(error)) from error
 
 
+# orjson reads integers beyond 64 bits as floats, silently; a run of 19+ digits not part of
+# a fraction or exponent might be one, so such text goes through the exact stdlib parser.
+_LONG_INTEGER = re.compile(rb"(?<![\d.eE+-])-?\d{19,}(?![\d.eE])")
+
+
 def loads(text: str | bytes) -> Any:
     """Parse JSON text; integers beyond 64 bits are read exactly."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        # orjson refuses integers it cannot hold; the standard library reads them exactly.
-        return _stdjson.loads(text)
+    raw = text.encode() if isinstance(text, str) else text
+    if _LONG_INTEGER.search(raw):
+        return _stdjson.loads(raw)
+    return orjson.loads(raw)
 
 
 def _iso(value: dt.datetime | dt.date | dt.time) -> str:

@@ -172,8 +172,11 @@ class StateStore(Protocol):
         """Write the whole batch in one transaction, fenced by ``lease``."""
         ...
 
-    async def load_pending(self, key: PKey, limit: int) -> list[OutboxRow]:
-        """Up to ``limit`` pending rows in sequence order, regardless of ``next_attempt_at``."""
+    async def load_pending(
+        self, key: PKey, limit: int, after_sequence: int | None = None
+    ) -> list[OutboxRow]:
+        """Up to ``limit`` pending rows in sequence order, regardless of ``next_attempt_at``;
+        only rows with ``sequence > after_sequence`` when it is given (keyset paging)."""
         ...
 
     async def count_pending(self, key: PKey) -> int:

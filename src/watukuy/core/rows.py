@@ -150,6 +150,8 @@ class ScheduleState:
         last_poll: Summary of the last live cycle.
         last_error: The last cycle's error, serialised; ``None`` after a success.
         next_retry_at: Earliest time a failed delivery may be retried.
+        drain_blocked: Every pending event waits behind a parked event of its ordering key;
+            nothing is deliverable until ``parked.retry``/``discard`` or a new commit.
     """
 
     next_due_at: int | None = None
@@ -163,6 +165,7 @@ class ScheduleState:
     last_poll: PollSummary | None = None
     last_error: SerializedError | None = None
     next_retry_at: int | None = None
+    drain_blocked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,6 +435,7 @@ def schedule_to_json(schedule: ScheduleState) -> dict[str, Any]:
         "last_poll": _summary_to_json(schedule.last_poll),
         "last_error": dict(schedule.last_error) if schedule.last_error is not None else None,
         "next_retry_at": schedule.next_retry_at,
+        "drain_blocked": schedule.drain_blocked,
     }
 
 
@@ -452,6 +456,7 @@ def schedule_from_json(data: Mapping[str, Any] | None) -> ScheduleState:
         last_poll=_summary_from_json(data.get("last_poll")),
         last_error=cast(SerializedError, dict(last_error)) if last_error is not None else None,
         next_retry_at=data.get("next_retry_at"),
+        drain_blocked=bool(data.get("drain_blocked", False)),
     )
 
 

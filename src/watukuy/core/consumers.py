@@ -1,0 +1,175 @@
+"""Who receives events: a handler (push) or a subscription (pull with backpressure)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Generic, Protocol, TypeVar
+
+from .context import HandlerContext
+from .errors import WatukuyError
+from .events import Event
+
+__all__ = [
+    "Consumer",
+    "DeliveryAbandoned",
+    "Handler",
+    "HandlerConsumer",
+    "ManualAckMissing",
+    "Subscription",
+]
+
+T = TypeVar("T")
+
+Handler = Callable[[Event[Any], HandlerContext], "Awaitable[None] | None"]
+"""``(event, ctx)``, sync or async. Raising fails the delivery (it is retried)."""
+
+
+class DeliveryAbandoned(WatukuyError):
+    """The consumer went away before acknowledging: the event stays pending, no attempt is
+    counted, and it is delivered again later."""
+
+
+class ManualAckMissing(WatukuyError):
+    """A handler in ``ack_mode="manual"`` returned without calling ``ctx.ack()``."""
+
+
+class Consumer(Protocol):
+    """Something the dispatcher can hand an event to."""
+
+    async def deliver(self, event: Event[Any], ctx: HandlerContext) -> None:
+        """Process one event; return to ack, raise to fail."""
+        ...
+
+
+class HandlerConsumer:
+    """Runs a user handler; sync handlers run in a worker thread so they may block."""
+
+    def __init__(self, handler: Handler, *, manual_ack: bool) -> None:
+        self.handler = handler
+        self._manual_ack = manual_ack
+        self._is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+            getattr(handler, "__call__", None)  # noqa: B004 - callable objects with async __call__
+        )
+
+    async def deliver(self, event: Event[Any], ctx: HandlerContext) -> None:
+        try:
+            if self._is_async:
+                result = self.handler(event, ctx)
+                if inspect.isawaitable(result):
+                    await result
+            else:
+                result = await asyncio.to_thread(self.handler, event, ctx)
+                if inspect.isawaitable(result):
+                    await result
+        finally:
+            ctx._open = False
+        if self._manual_ack and not ctx.acked:
+            raise ManualAckMissing(
+                'handler returned without ctx.ack() while delivery.ack_mode is "manual"'
+            )
+
+
+class Subscription(Generic[T]):
+    """An async iterator of events with backpressure (``engine.subscribe(name)``).
+
+    The dispatcher hands over one event and waits; the event is acknowledged when you ask for
+    the next one. If your loop body raises, or the task is cancelled, the event in hand is
+    **not** acknowledged and is delivered again later (at least once). Used as an async
+    context manager, leaving the ``async with`` block normally also acknowledges the event in
+    hand (so ``break`` inside it is safe)::
+
+        async with engine.subscribe("orders") as events:
+            async for event in events:
+                await handle(event)
+
+    Iteration ends when the engine stops or :meth:`close` is called.
+    """
+
+    def __init__(self, name: str, on_close: Callable[[Subscription[Any]], None]) -> None:
+        self.name = name
+        self._on_close = on_close
+        self._offers: asyncio.Queue[tuple[Event[T], asyncio.Future[None]] | None] = asyncio.Queue()
+        self._current: tuple[Event[T], asyncio.Future[None]] | None = None
+        self._closed = False
+
+    # --- the dispatcher side ------------------------------------------------------------
+
+    async def deliver(self, event: Event[Any], ctx: HandlerContext) -> None:
+        if self._closed:
+            raise DeliveryAbandoned("the subscription is closed")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await self._offers.put((event, future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+
+    # --- the consumer side --------------------------------------------------------------
+
+    def __aiter__(self) -> Subscription[T]:
+        return self
+
+    async def __anext__(self) -> Event[T]:
+        self.ack()
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            offer = await self._offers.get()
+            if offer is None:
+                self._closed = True
+                raise StopAsyncIteration
+            event, future = offer
+            if future.done():  # the dispatcher gave up on it (cancelled)
+                continue
+            self._current = offer
+            return event
+
+    def ack(self) -> None:
+        """Acknowledge the event in hand now (the next ``__anext__`` does it implicitly)."""
+        current, self._current = self._current, None
+        if current is not None and not current[1].done():
+            current[1].set_result(None)
+
+    def _abandon_current(self) -> None:
+        current, self._current = self._current, None
+        if current is not None and not current[1].done():
+            current[1].set_exception(DeliveryAbandoned("the consumer did not acknowledge"))
+
+    def close(self, *, ack_current: bool = False) -> None:
+        """Stop the subscription; the event in hand is acked only when ``ack_current``."""
+        if ack_current:
+            self.ack()
+        else:
+            self._abandon_current()
+        if not self._closed:
+            self._closed = True
+            while not self._offers.empty():
+                offer = self._offers.get_nowait()
+                if offer is not None and not offer[1].done():
+                    offer[1].set_exception(DeliveryAbandoned("the subscription closed"))
+            self._offers.put_nowait(None)
+            self._on_close(self)
+
+    async def aclose(self) -> None:
+        """Close without acknowledging the event in hand."""
+        self.close()
+
+    async def __aenter__(self) -> Subscription[T]:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close(ack_current=exc_type is None)
+
+    @property
+    def closed(self) -> bool:
+        """True once closed (by you or by the engine stopping)."""
+        return self._closed

@@ -1,0 +1,331 @@
+"""Delivering a key's outbox: ordered per ordering key, concurrent across keys.
+
+The dispatcher loads pending rows in sequence order, a batch at a time (keyset paging, so a
+held or retrying key at the head never starves the rows behind it), groups each batch by
+ordering key and runs at most ``delivery.concurrency`` groups at once, strictly one event at a
+time within a group. Every success is acked on its own (so a crash redelivers at most the
+events in flight). A failure records the attempt with a full-jitter retry time and blocks its
+group for the rest of the drain; after ``retry.attempts`` the event is parked as poison, with
+its ordering key held when ``poison.hold_key`` is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from watukuy.scheduler import backoff_delay
+
+from .consumers import Consumer, DeliveryAbandoned
+from .context import HandlerContext
+from .errors import LeaseLostError, SerializedError, serialize_error
+from .events import Event, event_from_json
+from .hooks import DeliveredDetails, HookBus, ParkedDetails, RetryDetails
+from .poller import Partition, PollerDefinition
+from .ports import Clock, Random, StateStore
+from .rows import OutboxRow, ParkedRow, PKey
+
+__all__ = ["DrainResult", "Dispatcher"]
+
+_MAX_HISTORY = 20
+
+
+@dataclass(slots=True)
+class DrainResult:
+    """What one drain did.
+
+    Attributes:
+        delivered: Events acked.
+        parked: Events parked as poison.
+        failed: Failed attempts scheduled for retry.
+        next_retry_at: Earliest retry time of a failed event, if any.
+        halted: A poison event hit ``poison.action="halt"``.
+        held: Groups skipped because a parked event holds their ordering key.
+        abandoned: A subscriber went away with an event in hand.
+    """
+
+    delivered: int = 0
+    parked: int = 0
+    failed: int = 0
+    next_retry_at: int | None = None
+    halted: bool = False
+    held: int = 0
+    abandoned: bool = False
+    parked_rows: list[ParkedRow] = field(default_factory=list)
+
+    def note_retry(self, at: int) -> None:
+        """Remember the earliest retry time."""
+        if self.next_retry_at is None or at < self.next_retry_at:
+            self.next_retry_at = at
+
+    def merge(self, other: DrainResult) -> None:
+        """Fold another drain of the same run into this one."""
+        self.delivered += other.delivered
+        self.parked += other.parked
+        self.failed += other.failed
+        if other.next_retry_at is not None:
+            self.note_retry(other.next_retry_at)
+        self.halted = self.halted or other.halted
+        self.held = max(self.held, other.held)
+        self.abandoned = self.abandoned or other.abandoned
+        self.parked_rows.extend(other.parked_rows)
+
+
+class Dispatcher:
+    """Drains one key's outbox into its consumer.
+
+    Args:
+        store: The state store.
+        key: The key being drained.
+        poller: Its definition (delivery options, schema for rehydration).
+        partition: Its partition (handed to handlers).
+        lease: Returns the current lease.
+        clock: The engine's clock.
+        random: The engine's randomness (retry jitter).
+        hooks: The engine's hook bus.
+        instance_id: This engine's id (for hook records).
+        batch_size: Rows loaded per batch.
+        logger: Logger scoped to the key.
+        cancel: Set when the run is cancelled (handlers see ``ctx.cancelled``).
+    """
+
+    def __init__(
+        self,
+        *,
+        store: StateStore,
+        key: PKey,
+        poller: PollerDefinition[Any],
+        partition: Partition,
+        lease: Any,
+        clock: Clock,
+        random: Random,
+        hooks: HookBus,
+        instance_id: str,
+        batch_size: int,
+        logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
+        cancel: asyncio.Event,
+    ) -> None:
+        self._store = store
+        self._key = key
+        self._poller = poller
+        self._partition = partition
+        self._lease = lease
+        self._clock = clock
+        self._random = random
+        self._hooks = hooks
+        self._instance_id = instance_id
+        self._batch_size = batch_size
+        self._logger = logger
+        self._cancel = cancel
+        self._ordering_key = poller.delivery.ordering_key
+
+    async def drain(self, consumer: Consumer | None) -> DrainResult:
+        """Deliver everything deliverable now; returns what happened."""
+        result = DrainResult()
+        if consumer is None:
+            return result
+        blocked: set[str] = set(await self._store.held_keys(self._key))
+        held_at_start = set(blocked)
+        after: int | None = None
+        while not (result.halted or result.abandoned or self._cancel.is_set()):
+            rows = await self._store.load_pending(self._key, self._batch_size, after)
+            if not rows:
+                break
+            after = rows[-1].sequence
+            groups: dict[str, list[tuple[OutboxRow, Event[Any]]]] = {}
+            for row in rows:
+                event = event_from_json(row.event)
+                okey = self._ordering_key_of(event)
+                if okey in blocked:
+                    if okey in held_at_start:
+                        result.held += 1
+                    continue
+                groups.setdefault(okey, []).append((row, event))
+            if groups:
+                await self._run_groups(consumer, list(groups.items()), blocked, result)
+            if len(rows) < self._batch_size:
+                break
+        return result
+
+    def _ordering_key_of(self, event: Event[Any]) -> str:
+        if self._ordering_key is None:
+            return event.subject
+        try:
+            return str(self._ordering_key(event))
+        except Exception as error:
+            self._logger.warning(
+                "delivery.ordering_key raised %s; using the subject %r", error, event.subject
+            )
+            return event.subject
+
+    async def _run_groups(
+        self,
+        consumer: Consumer,
+        groups: list[tuple[str, list[tuple[OutboxRow, Event[Any]]]]],
+        blocked: set[str],
+        result: DrainResult,
+    ) -> None:
+        queue = iter(groups)
+
+        async def worker() -> None:
+            for okey, items in queue:
+                for row, event in items:
+                    if result.halted or result.abandoned or self._cancel.is_set():
+                        return
+                    outcome = await self._deliver_one(consumer, okey, row, event, result)
+                    if outcome == "stop-group":
+                        blocked.add(okey)
+                        break
+
+        workers = min(self._poller.delivery.concurrency, len(groups))
+        if workers == 1:
+            await worker()
+            return
+        tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _deliver_one(
+        self,
+        consumer: Consumer,
+        okey: str,
+        row: OutboxRow,
+        stored: Event[Any],
+        result: DrainResult,
+    ) -> str:
+        now = self._clock.now()
+        if row.next_attempt_at is not None and row.next_attempt_at > now:
+            result.note_retry(row.next_attempt_at)
+            return "stop-group"
+        attempt = row.attempts + 1
+        event = self._hydrate(stored, attempt)
+        ctx = HandlerContext(
+            partition=self._partition, attempt=attempt, logger=self._logger, _cancel=self._cancel
+        )
+        try:
+            await consumer.deliver(event, ctx)
+        except DeliveryAbandoned:
+            result.abandoned = True
+            return "stop-group"
+        except LeaseLostError:
+            raise
+        except Exception as error:
+            return await self._failed(okey, row, event, attempt, error, result)
+        await self._store.ack_events(self._key, self._lease(), [row.event_id])
+        result.delivered += 1
+        if self._hooks.has("on_delivered"):
+            await self._hooks.emit(
+                "on_delivered",
+                DeliveredDetails(
+                    poller=self._key.poller,
+                    partition=self._key.partition,
+                    lane=event.lane,
+                    instance_id=self._instance_id,
+                    event=event,
+                    attempt=attempt,
+                    duration_ms=self._clock.now() - now,
+                ),
+            )
+        return "next"
+
+    def _hydrate(self, stored: Event[Any], attempt: int) -> Event[Any]:
+        adapter = self._poller.adapter
+        data = stored.data if stored.data is None else adapter.load(stored.data)
+        previous = stored.previous if stored.previous is None else adapter.load(stored.previous)
+        return Event(
+            id=stored.id,
+            type=stored.type,
+            source=stored.source,
+            subject=stored.subject,
+            time=stored.time,
+            poller=stored.poller,
+            partition=stored.partition,
+            lane=stored.lane,
+            sequence=stored.sequence,
+            cursor=stored.cursor,
+            data=data,
+            previous=previous,
+            attempt=attempt,
+        )
+
+    async def _failed(
+        self,
+        okey: str,
+        row: OutboxRow,
+        event: Event[Any],
+        attempt: int,
+        error: Exception,
+        result: DrainResult,
+    ) -> str:
+        now = self._clock.now()
+        serialized = serialize_error(error)
+        history = list((row.last_error or {}).get("history", []))
+        history.append({"at": now, "attempt": attempt, "message": serialized.get("message", "")})
+        serialized["history"] = history[-_MAX_HISTORY:]
+        delivery = self._poller.delivery
+        context: dict[str, Any] = {
+            "poller": self._key.poller,
+            "partition": self._key.partition,
+            "lane": event.lane,
+            "instance_id": self._instance_id,
+        }
+        if attempt >= delivery.retry.attempts:
+            parked = ParkedRow(
+                id=row.event_id,
+                kind="poison",
+                event=row.event,
+                item=None,
+                error=serialized,
+                attempts=attempt,
+                parked_at=now,
+                hold_key=okey if delivery.poison.hold_key else None,
+                sequence=row.sequence,
+            )
+            await self._store.park_event(self._key, self._lease(), parked)
+            result.parked += 1
+            result.parked_rows.append(parked)
+            self._logger.warning(
+                "event %s parked as poison after %d attempts: %s",
+                row.event_id,
+                attempt,
+                serialized.get("message"),
+                extra={"event_id": row.event_id, "attempts": attempt},
+            )
+            await self._hooks.emit("on_parked", ParkedDetails(**context, row=parked))
+            if delivery.poison.action == "halt":
+                result.halted = True
+                return "stop-group"
+            return "stop-group" if delivery.poison.hold_key else "next"
+        delay = backoff_delay(attempt, delivery.retry.backoff, self._random)
+        retry_at = now + delay
+        await self._store.record_attempt(
+            self._key, self._lease(), row.event_id, serialized, retry_at
+        )
+        result.failed += 1
+        result.note_retry(retry_at)
+        self._logger.info(
+            "handler failed on %s (attempt %d), retrying in %dms: %s",
+            row.event_id,
+            attempt,
+            delay,
+            serialized.get("message"),
+        )
+        await self._hooks.emit(
+            "on_retry",
+            RetryDetails(
+                **context, event=event, attempt=attempt, error=_strip(serialized), delay_ms=delay
+            ),
+        )
+        return "stop-group"
+
+
+def _strip(error: SerializedError) -> SerializedError:
+    """The error without its attempt history (hooks get the current failure)."""
+    return {k: v for k, v in error.items() if k != "history"}  # type: ignore[return-value]

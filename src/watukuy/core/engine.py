@@ -1,0 +1,720 @@
+"""The engine: pollers, a store, and the loop that runs whatever is due.
+
+:class:`EngineCore` holds everything that is pure (scheduling, consumers, operations);
+``watukuy.Engine`` adds the real-world defaults (system clock, httpx, signal handling).
+Two ways to run it: ``start()``/``stop()`` (or ``async with``) for a daemon that wakes
+exactly when the next key is due, and ``tick()`` for one pass from a cron or a serverless
+function. Both agree because every decision is read from, and written to, the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar, overload
+
+from watukuy.budget.bucket import InMemoryBudgetStore
+from watukuy.budget.manager import BudgetManager
+from watukuy.cursor import PageCursor, make_strategy
+
+from .consumers import Consumer, Handler, HandlerConsumer, Subscription
+from .durations import Duration, parse_duration
+from .errors import ConfigError, WatukuyError
+from .events import Event
+from .hooks import HookBus, as_hook_list
+from .http_port import HttpFactory
+from .operations import Operations, ParkedOperations, PartitionOperations
+from .options import Budget
+from .poller import Partition, PollerDefinition
+from .ports import BudgetStore, Clock, Random, StateStore
+from .results import EngineStatus, LeaseOptions, TickResult
+from .rows import PKey
+from .runner import EngineDeps, KeyRunner, KeyRunResult, TickPollResult, wake_time
+
+__all__ = ["EngineCore"]
+
+T = TypeVar("T")
+H = TypeVar("H", bound=Callable[..., Any])
+
+_log = logging.getLogger("watukuy")
+
+DEFAULT_TICK_CONCURRENCY = 4
+_RETRY_LEASED_MIN_MS = 1_000
+_STORE_ERROR_RETRY_MS = 5_000
+
+
+class EngineCore(Operations):
+    """The engine without defaults for the outside world (see ``watukuy.Engine``).
+
+    Args:
+        store: Where all state lives (``MemoryStore``, ``SqliteStore``, ...).
+        pollers: The poller definitions (a list, or a mapping whose keys equal the names).
+        clock: Time (required here; ``watukuy.Engine`` defaults to the system clock).
+        random: Randomness (jitter, ids).
+        budgets: Named rate budgets, ``{"erp": Budget(requests=100, per="1m")}``.
+        budget_store: Where budget buckets live (default in-process; ``RedisBudgetStore``
+            shares them across processes).
+        instance_id: This process's id in leases and ``inspect()``.
+        hooks: A hook set or a list of them.
+        lease: Lease TTL and renewal period.
+        http: The factory behind ``ctx.http`` (``None``: fetch gets ``ctx.http = None``).
+        dispatch_batch_size: Outbox rows loaded per dispatcher batch.
+        max_concurrent_keys: Keys run at once by the daemon (default: no limit).
+        tick_concurrency: Keys run at once by ``tick()``.
+        resync_every: How often the daemon re-reads every key's state from the store, to
+            see changes made by other processes (triggers from the CLI, other replicas).
+        auto_migrate: Run ``store.migrate()`` once before the first pass.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: StateStore,
+        pollers: Sequence[PollerDefinition[Any]] | Mapping[str, PollerDefinition[Any]],
+        clock: Clock,
+        random: Random,
+        budgets: Mapping[str, Budget] | None = None,
+        budget_store: BudgetStore | None = None,
+        instance_id: str | None = None,
+        hooks: object | Sequence[object] | None = None,
+        lease: LeaseOptions | None = None,
+        http: HttpFactory | None = None,
+        dispatch_batch_size: int = 100,
+        max_concurrent_keys: int | None = None,
+        tick_concurrency: int = DEFAULT_TICK_CONCURRENCY,
+        resync_every: Duration = "15s",
+        auto_migrate: bool = True,
+    ) -> None:
+        if not isinstance(store, StateStore):
+            raise ConfigError(f"expected a StateStore, got {store!r}", field="store")
+        self._pollers = _index_pollers(pollers)
+        self._budgets = _check_budgets(budgets, self._pollers)
+        for name, value in (
+            ("dispatch_batch_size", dispatch_batch_size),
+            ("tick_concurrency", tick_concurrency),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"expected an integer >= 1, got {value!r}", field=name)
+        if max_concurrent_keys is not None and (
+            isinstance(max_concurrent_keys, bool)
+            or not isinstance(max_concurrent_keys, int)
+            or max_concurrent_keys < 1
+        ):
+            raise ConfigError(
+                f"expected an integer >= 1 or None, got {max_concurrent_keys!r}",
+                field="max_concurrent_keys",
+            )
+        self.store = store
+        self.clock = clock
+        self.random = random
+        self.instance_id = instance_id or f"watukuy-{int(random.random() * 16**10):010x}"
+        self._lease = lease or LeaseOptions()
+        self._hooks = HookBus(as_hook_list(hooks), _log)
+        self._http = http
+        self._budget_manager = (
+            BudgetManager(self._budgets, budget_store or InMemoryBudgetStore(), clock)
+            if self._budgets
+            else None
+        )
+        self._deps = EngineDeps(
+            store=store,
+            clock=clock,
+            random=random,
+            hooks=self._hooks,
+            instance_id=self.instance_id,
+            lease_ttl_ms=self._lease.ttl_ms,
+            lease_renew_ms=self._lease.renew_every_ms,
+            batch_size=dispatch_batch_size,
+            http=http,
+            budgets=self._budget_manager,
+            reconcile_strategy=make_strategy(PageCursor(initial=1)),
+            budget_max_wait=lambda name: (
+                self._budgets[name].max_wait_ms if name in self._budgets else None
+            ),
+        )
+        self._max_concurrent = max_concurrent_keys
+        self._tick_concurrency = tick_concurrency
+        self._resync_ms = parse_duration(resync_every, "resync_every")
+        self._auto_migrate = auto_migrate
+        self._migrated = False
+        self._migrate_lock = asyncio.Lock()
+        self._consumers: dict[str, Consumer] = {}
+        self._warned_no_consumer: set[str] = set()
+        self._partitions: dict[str, list[Partition]] = {}
+        self._partitions_at: dict[str, int] = {}
+        self._removed: dict[str, set[str]] = {}
+        self._status = EngineStatus.IDLE
+        # daemon state
+        self._loop_task: asyncio.Task[None] | None = None
+        self._running: dict[PKey, asyncio.Task[KeyRunResult]] = {}
+        self._wake = asyncio.Event()
+        self._heap: list[tuple[int, int, PKey]] = []
+        self._wake_at: dict[PKey, int] = {}
+        self._forced: set[PKey] = set()
+        self._seq = itertools.count()
+        self._next_resync = 0
+        self.parked = ParkedOperations(self)
+        self.partitions = PartitionOperations(self)
+
+    # --- public state -------------------------------------------------------------------
+
+    @property
+    def status(self) -> EngineStatus:
+        """``idle``, ``running``, ``stopping`` or ``stopped``."""
+        return self._status
+
+    @property
+    def pollers(self) -> Mapping[str, PollerDefinition[Any]]:
+        """The poller definitions by name."""
+        return dict(self._pollers)
+
+    # --- consumers ----------------------------------------------------------------------
+
+    @overload
+    def on(self, poller: PollerDefinition[T] | str, handler: None = None) -> Callable[[H], H]: ...
+
+    @overload
+    def on(self, poller: PollerDefinition[T] | str, handler: H) -> H: ...
+
+    def on(self, poller: PollerDefinition[Any] | str, handler: Any = None) -> Any:
+        """Attach the handler of a poller: ``(event, ctx)``, sync or async.
+
+        Use it directly, ``engine.on("orders", handle)``, or as a decorator,
+        ``@engine.on("orders")``. One consumer per poller: a second ``on()`` or a
+        ``subscribe()`` raises ``ConfigError``. Returns the handler.
+        """
+        name = self._poller_name(poller)
+        if handler is None:
+
+            def decorator(fn: H) -> H:
+                self._attach(name, fn)
+                return fn
+
+            return decorator
+        self._attach(name, handler)
+        return handler
+
+    def off(self, poller: PollerDefinition[Any] | str) -> None:
+        """Detach the consumer of a poller (its events wait in the outbox meanwhile)."""
+        name = self._poller_name(poller)
+        consumer = self._consumers.pop(name, None)
+        if isinstance(consumer, Subscription):
+            consumer.close()
+
+    def subscribe(self, poller: PollerDefinition[T] | str) -> Subscription[T]:
+        """Pull events with backpressure: ``async for event in engine.subscribe("orders")``.
+
+        An event is acknowledged when you pull the next one (or leave an ``async with``
+        block normally); an exception or cancellation leaves it unacknowledged, and it is
+        delivered again. Mutually exclusive with :meth:`on`.
+        """
+        name = self._poller_name(poller)
+        subscription: Subscription[T] = Subscription(name, self._subscription_closed)
+        self._attach_consumer(name, subscription)
+        return subscription
+
+    def _subscription_closed(self, subscription: Subscription[Any]) -> None:
+        if self._consumers.get(subscription.name) is subscription:
+            del self._consumers[subscription.name]
+
+    def _attach(self, name: str, handler: Handler) -> None:
+        if not callable(handler):
+            raise ConfigError(f"expected a callable handler, got {handler!r}", field="handler")
+        manual = self._pollers[name].delivery.ack_mode == "manual"
+        self._attach_consumer(name, HandlerConsumer(handler, manual_ack=manual))
+
+    def _attach_consumer(self, name: str, consumer: Consumer) -> None:
+        if name in self._consumers:
+            raise ConfigError(
+                f"poller {name!r} already has a consumer; on() and subscribe() take one each",
+                field="handler",
+            )
+        self._consumers[name] = consumer
+        self._warned_no_consumer.discard(name)
+        # Events may be waiting for a consumer: let the daemon look at every key now.
+        for key in list(self._wake_at):
+            if key.poller == name:
+                self._schedule(key, self.clock.now())
+        self._wake.set()
+
+    def _poller_name(self, poller: PollerDefinition[Any] | str) -> str:
+        name = poller.name if isinstance(poller, PollerDefinition) else poller
+        if name not in self._pollers:
+            raise WatukuyError(
+                f"unknown poller {name!r}; known: {sorted(self._pollers)}", code="UNKNOWN_POLLER"
+            )
+        return name
+
+    # --- setup --------------------------------------------------------------------------
+
+    async def migrate(self) -> None:
+        """Create the store's tables/keys (idempotent)."""
+        await self.store.migrate()
+        self._migrated = True
+
+    async def _ensure_migrated(self) -> None:
+        if self._migrated or not self._auto_migrate:
+            return
+        async with self._migrate_lock:
+            if not self._migrated:
+                await self.store.migrate()
+                self._migrated = True
+
+    async def _partitions_of(self, name: str, *, force: bool = False) -> list[Partition]:
+        """The current partitions of a poller, refreshing them when due (or forced)."""
+        poller = self._pollers[name]
+        if poller.partitions is None:
+            return [Partition("")]
+        now = self.clock.now()
+        last = self._partitions_at.get(name)
+        if not force and last is not None and now - last < poller.partitions_refresh_ms:
+            return self._partitions[name]
+        try:
+            listed = await _call_partitions(poller)
+        except Exception as error:
+            if name not in self._partitions:
+                raise
+            _log.warning("partitions() of %s failed, keeping the previous list: %s", name, error)
+            self._partitions_at[name] = now
+            return self._partitions[name]
+        await self._apply_partitions(name, listed, first=last is None)
+        self._partitions_at[name] = now
+        return self._partitions[name]
+
+    async def _apply_partitions(self, name: str, listed: list[Partition], *, first: bool) -> None:
+        previous = {p.key for p in self._partitions.get(name, [])}
+        current = {p.key for p in listed}
+        now = self.clock.now()
+        if first:
+            stored = {key.partition for key in await self.store.list_keys(name)}
+            gone = stored - current
+        else:
+            gone = previous - current
+        removed = self._removed.setdefault(name, set())
+        for partition in sorted(gone):
+            state = await self.store.load_state(PKey(name, partition))
+            if state is not None and not state.paused:
+                await self.store.save_state_unfenced(
+                    PKey(name, partition), {"paused": True, "updated_at": now}, now
+                )
+                removed.add(partition)
+            self._forget(PKey(name, partition))
+        for partition in sorted(current - previous):
+            key = PKey(name, partition)
+            if partition in removed:
+                removed.discard(partition)
+                await self.store.save_state_unfenced(key, {"paused": False, "updated_at": now}, now)
+            self._schedule(key, now)
+        self._partitions[name] = listed
+        self._wake.set()
+
+    # --- one pass -----------------------------------------------------------------------
+
+    async def tick(
+        self, max_duration: Duration | None = None, only: Sequence[str] | str | None = None
+    ) -> TickResult:
+        """One pass over every due key: drain, poll, persist, release. Never raises for
+        fetch or handler failures; they are in ``TickResult.polled[i].error``.
+
+        Args:
+            max_duration: Cooperative deadline for the whole pass, checked before each key
+                and between pages (a running page is never interrupted).
+            only: Restrict the pass to these poller names.
+        """
+        if self._status in (EngineStatus.STOPPING, EngineStatus.STOPPED):
+            raise WatukuyError(f"tick() on a {self._status.value} engine", code="NOT_RUNNING")
+        names = self._select(only)
+        started = self.clock.now()
+        deadline = (
+            None if max_duration is None else started + parse_duration(max_duration, "max_duration")
+        )
+        await self._ensure_migrated()
+        keys: list[tuple[PollerDefinition[Any], Partition]] = []
+        for name in names:
+            for partition in await self._partitions_of(name):
+                keys.append((self._pollers[name], partition))
+        results: list[TickPollResult] = []
+        counts = {"leased": 0, "not_due": 0}
+        timed_out = False
+        queue = iter(keys)
+
+        async def worker() -> None:
+            nonlocal timed_out
+            for poller, partition in queue:
+                if deadline is not None and self.clock.now() >= deadline:
+                    timed_out = True
+                    return
+                key = PKey(poller.name, partition.key)
+                forced = key in self._forced
+                self._forced.discard(key)
+                outcome = await self._run_key(poller, partition, force=forced, deadline=deadline)
+                results.extend(outcome.results)
+                if outcome.outcome == "leased":
+                    counts["leased"] += 1
+                elif outcome.outcome in ("not-due", "paused"):
+                    counts["not_due"] += 1
+
+        workers = [
+            asyncio.create_task(worker())
+            for _ in range(min(self._tick_concurrency, max(1, len(keys))))
+        ]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+        return TickResult(
+            polled=results,
+            skipped_leased=counts["leased"],
+            skipped_not_due=counts["not_due"],
+            duration_ms=self.clock.now() - started,
+            timed_out=timed_out,
+        )
+
+    def _select(self, only: Sequence[str] | str | None) -> list[str]:
+        if only is None:
+            return list(self._pollers)
+        names = [only] if isinstance(only, str) else list(only)
+        return [self._poller_name(name) for name in names]
+
+    async def _run_key(
+        self,
+        poller: PollerDefinition[Any],
+        partition: Partition,
+        *,
+        force: bool = False,
+        deadline: int | None = None,
+    ) -> KeyRunResult:
+        consumer = self._consumers.get(poller.name)
+        runner = KeyRunner(
+            self._deps,
+            poller,
+            partition,
+            consumer,
+            force=force,
+            deadline=deadline,
+            stopping=lambda: self._status is EngineStatus.STOPPING,
+        )
+        try:
+            result = await runner.run()
+        except WatukuyError as error:
+            # A store failure before the lane could run (load_state, acquire_lease, the final
+            # save): report it like a failed cycle; the next pass retries.
+            _log.warning("run of %s failed: %s", runner.key, error)
+            from .errors import serialize_error
+
+            return KeyRunResult(
+                "ran",
+                results=[
+                    TickPollResult(
+                        poller=poller.name,
+                        partition=partition.key,
+                        lane="live",
+                        items=0,
+                        events=0,
+                        delivered=0,
+                        duration_ms=0,
+                        error=serialize_error(error),
+                    )
+                ],
+            )
+        waiting = consumer is None and any(r.events for r in result.results)
+        if waiting and poller.name not in self._warned_no_consumer:
+            self._warned_no_consumer.add(poller.name)
+            _log.warning(
+                "poller %s has no handler: its events wait in the outbox until on() or "
+                "subscribe() is called",
+                poller.name,
+            )
+        return result
+
+    # --- daemon -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Run the daemon in the background until :meth:`stop`."""
+        if self._status is EngineStatus.RUNNING:
+            raise WatukuyError("the engine is already running", code="INVALID_STATE")
+        if self._status in (EngineStatus.STOPPING, EngineStatus.STOPPED):
+            raise WatukuyError(
+                f"the engine is {self._status.value}; create a new one", code="NOT_RUNNING"
+            )
+        await self._ensure_migrated()
+        self._status = EngineStatus.RUNNING
+        await self._resync(initial=True)
+        self._loop_task = asyncio.create_task(self._loop(), name="watukuy-engine")
+
+    async def stop(self, drain: bool = True, timeout: Duration = "30s") -> None:
+        """Stop the daemon.
+
+        Args:
+            drain: Let in-flight cycles finish their current page, deliveries and schedule
+                write (up to ``timeout``); ``False`` cancels them at once. Cancelled
+                deliveries are not acked and are delivered again later.
+            timeout: Longest wait for in-flight work when draining.
+        """
+        if self._status is EngineStatus.STOPPED:
+            return
+        timeout_ms = parse_duration(timeout, "timeout")
+        self._status = EngineStatus.STOPPING
+        self._wake.set()
+        loop_task, self._loop_task = self._loop_task, None
+        if loop_task is not None:
+            loop_task.cancel()
+            await asyncio.gather(loop_task, return_exceptions=True)
+        running = list(self._running.values())
+        if running and drain:
+            await _wait_with_clock(running, self.clock, timeout_ms)
+        for task in running:
+            if not task.done():
+                task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+        self._running.clear()
+        for consumer in list(self._consumers.values()):
+            if isinstance(consumer, Subscription):
+                consumer.close()
+        if self._http is not None:
+            await self._http.aclose()
+        self._status = EngineStatus.STOPPED
+
+    async def __aenter__(self) -> EngineCore:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop(drain=exc_type is None)
+
+    def _schedule(self, key: PKey, at: int | None) -> None:
+        if at is None:
+            self._wake_at.pop(key, None)
+            return
+        current = self._wake_at.get(key)
+        if current is not None and current <= at and key not in self._running:
+            return
+        self._wake_at[key] = at
+        heapq.heappush(self._heap, (at, next(self._seq), key))
+
+    def _forget(self, key: PKey) -> None:
+        self._wake_at.pop(key, None)
+
+    def _wake_key(self, key: PKey, *, force: bool = False) -> None:
+        """Make a key due now in this process (operations call it after unfenced writes)."""
+        if force:
+            self._forced.add(key)
+        if self._status is EngineStatus.RUNNING:
+            self._wake_at.pop(key, None)
+            self._schedule(key, self.clock.now())
+            self._wake.set()
+
+    async def _resync(self, *, initial: bool = False) -> None:
+        """Re-read every key's state to rebuild the wake-up index."""
+        now = self.clock.now()
+        for name, poller in self._pollers.items():
+            try:
+                partitions = await self._partitions_of(name)
+            except Exception as error:
+                _log.warning("partitions() of %s failed: %s", name, error)
+                continue
+            for partition in partitions:
+                key = PKey(name, partition.key)
+                if key in self._running:
+                    continue
+                state = await self.store.load_state(key)
+                has_consumer = name in self._consumers
+                at = wake_time(poller, state, has_consumer=has_consumer, now=now)
+                recovering = initial and has_consumer and state is not None and not state.paused
+                if recovering and await self.store.count_pending(key) > 0:
+                    at = now  # a previous process left events in the outbox: deliver them first
+                self._wake_at.pop(key, None)
+                self._schedule(key, at)
+        self._next_resync = now + self._resync_ms
+
+    async def _loop(self) -> None:
+        while self._status is EngineStatus.RUNNING:
+            now = self.clock.now()
+            try:
+                if now >= self._next_resync:
+                    await self._resync()
+                for name in self._pollers:
+                    await self._partitions_of(name)
+            except WatukuyError as error:
+                _log.warning("engine loop: %s", error)
+            self._launch_due(now)
+            self._wake.clear()
+            await self._sleep_until(self._next_wake())
+
+    def _launch_due(self, now: int) -> None:
+        while self._heap and self._heap[0][0] <= now:
+            if self._max_concurrent is not None and len(self._running) >= self._max_concurrent:
+                return
+            at, _, key = heapq.heappop(self._heap)
+            if self._wake_at.get(key) != at or key in self._running:
+                continue
+            del self._wake_at[key]
+            poller = self._pollers.get(key.poller)
+            partition = self._partition_named(key)
+            if poller is None or partition is None:
+                continue
+            force = key in self._forced
+            self._forced.discard(key)
+            task = asyncio.create_task(self._run_and_reschedule(poller, partition, force))
+            self._running[key] = task
+
+    def _partition_named(self, key: PKey) -> Partition | None:
+        for partition in self._partitions.get(key.poller, [Partition("")]):
+            if partition.key == key.partition:
+                return partition
+        return None
+
+    async def _run_and_reschedule(
+        self, poller: PollerDefinition[Any], partition: Partition, force: bool
+    ) -> KeyRunResult:
+        key = PKey(poller.name, partition.key)
+        result = KeyRunResult("not-due")
+        try:
+            result = await self._run_key(poller, partition, force=force)
+        finally:
+            self._running.pop(key, None)
+            now = self.clock.now()
+            if result.outcome == "leased":
+                at: int | None = now + max(_RETRY_LEASED_MIN_MS, self._lease.ttl_ms // 2)
+            elif result.outcome == "lease-lost":
+                at = now + self._lease.ttl_ms // 2
+            elif result.state is None:
+                at = now + _STORE_ERROR_RETRY_MS
+            else:
+                at = wake_time(
+                    poller, result.state, has_consumer=poller.name in self._consumers, now=now
+                )
+            if key not in self._wake_at or (at is not None and at < self._wake_at[key]):
+                self._wake_at.pop(key, None)
+                self._schedule(key, at)
+            self._wake.set()
+        return result
+
+    def _next_wake(self) -> int:
+        candidates = [self._next_resync]
+        while self._heap and self._wake_at.get(self._heap[0][2]) != self._heap[0][0]:
+            heapq.heappop(self._heap)
+        if self._heap and not (
+            self._max_concurrent is not None and len(self._running) >= self._max_concurrent
+        ):
+            candidates.append(self._heap[0][0])
+        for name, poller in self._pollers.items():
+            if poller.partitions is not None and name in self._partitions_at:
+                candidates.append(self._partitions_at[name] + poller.partitions_refresh_ms)
+        return min(candidates)
+
+    async def _sleep_until(self, at: int) -> None:
+        delay = at - self.clock.now()
+        if delay <= 0 or self._wake.is_set():
+            await self.clock.sleep(0)
+            return
+        sleeper = asyncio.ensure_future(self.clock.sleep(delay))
+        waker = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in (sleeper, waker):
+                if not future.done():
+                    future.cancel()
+            await asyncio.gather(sleeper, waker, return_exceptions=True)
+
+
+async def _wait_with_clock(tasks: list[asyncio.Task[Any]], clock: Clock, timeout_ms: int) -> None:
+    timer = asyncio.ensure_future(clock.sleep(timeout_ms))
+    everything = asyncio.ensure_future(asyncio.gather(*tasks, return_exceptions=True))
+    try:
+        await asyncio.wait({timer, everything}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+        await asyncio.gather(timer, return_exceptions=True)
+        if not everything.done():
+            everything.cancel()
+            await asyncio.gather(everything, return_exceptions=True)
+
+
+async def _call_partitions(poller: PollerDefinition[Any]) -> list[Partition]:
+    assert poller.partitions is not None
+    listed: Any = poller.partitions()
+    if isinstance(listed, Awaitable):
+        listed = await listed
+    partitions: list[Partition] = []
+    seen: set[str] = set()
+    for entry in listed:
+        partition = entry if isinstance(entry, Partition) else Partition(entry)
+        if not isinstance(partition.key, str) or not partition.key:
+            raise ConfigError(
+                f"poller {poller.name!r}: partition keys must be non-empty strings, got "
+                f"{partition.key!r}",
+                field="partitions",
+            )
+        if partition.key in seen:
+            raise ConfigError(
+                f"poller {poller.name!r}: duplicate partition key {partition.key!r}",
+                field="partitions",
+            )
+        seen.add(partition.key)
+        partitions.append(partition)
+    return partitions
+
+
+def _index_pollers(
+    pollers: Sequence[PollerDefinition[Any]] | Mapping[str, PollerDefinition[Any]],
+) -> dict[str, PollerDefinition[Any]]:
+    index: dict[str, PollerDefinition[Any]] = {}
+    if isinstance(pollers, Mapping):
+        items = list(pollers.items())
+        for key, poller in items:
+            if isinstance(poller, PollerDefinition) and key != poller.name:
+                raise ConfigError(
+                    f"key {key!r} must equal the poller name {poller.name!r}", field="pollers"
+                )
+        values = [poller for _, poller in items]
+    else:
+        values = list(pollers)
+    if not values:
+        raise ConfigError("at least one poller is required", field="pollers")
+    for poller in values:
+        if not isinstance(poller, PollerDefinition):
+            raise ConfigError(
+                f"expected definitions from define_poller(), got {poller!r}", field="pollers"
+            )
+        if poller.name in index:
+            raise ConfigError(f"duplicate poller name {poller.name!r}", field="pollers")
+        index[poller.name] = poller
+    return index
+
+
+def _check_budgets(
+    budgets: Mapping[str, Budget] | None, pollers: Mapping[str, PollerDefinition[Any]]
+) -> dict[str, Budget]:
+    resolved: dict[str, Budget] = {}
+    for name, budget in (budgets or {}).items():
+        if isinstance(budget, Mapping):
+            budget = Budget(**budget)
+        if not isinstance(budget, Budget):
+            raise ConfigError(f"expected a Budget, got {budget!r}", field=f"budgets.{name}")
+        resolved[name] = budget
+    for poller in pollers.values():
+        if poller.budget is not None and poller.budget not in resolved:
+            raise ConfigError(
+                f"poller {poller.name!r} uses budget {poller.budget!r}, which is not in "
+                f"budgets ({sorted(resolved)})",
+                field="budgets",
+            )
+    return resolved
+
+
+# Re-exported for type checkers reading EngineCore.on overloads.
+__all__ += ["Event"]

@@ -1,0 +1,599 @@
+"""One lane cycle: fetch pages, diff them, commit each page atomically, deliver.
+
+The live, reconcile and backfill lanes share this loop; they differ in the cursor strategy
+(reconcile always pages from 1), the fetch function (reconcile has its own), whether the
+listing is a full scan (snapshot diff and reconcile emit ``deleted`` for what was not seen),
+and the backfill rules (stop at the target cursor, ``force`` re-emits known items).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from watukuy.cursor import CursorStrategy
+from watukuy.diff import (
+    content_hash,
+    dedupe,
+    detect_deletes,
+    diff_candidates,
+    event_id,
+    identity_text,
+    prepare_candidates,
+    version_text,
+)
+from watukuy.validate import Invalid
+
+from . import json as wkjson
+from .consumers import Consumer
+from .context import FetchContext
+from .dispatcher import Dispatcher, DrainResult
+from .errors import (
+    LeaseLostError,
+    SerializedError,
+    StoreError,
+    ValidationError,
+    ValidationIssue,
+    serialize_error,
+)
+from .events import Event, EventType, event_to_json, iso_time
+from .hooks import (
+    BudgetWaitDetails,
+    CommitDetails,
+    ErrorPhase,
+    EventDetails,
+    FetchDetails,
+    InvalidDetails,
+    PollStartDetails,
+)
+from .http_port import HttpObservations, HttpScope
+from .lease import LeaseKeeper
+from .page import Page, coerce_page
+from .poller import Partition, PollerDefinition
+from .rows import (
+    CommitBatch,
+    EventCounts,
+    ItemRow,
+    Lane,
+    OutboxRow,
+    ParkedRow,
+    PKey,
+    PollerState,
+    PollSummary,
+    RateLimitInfo,
+    StatePatch,
+    apply_patch,
+)
+
+__all__ = ["LaneCycle"]
+
+_IDENTITY_BATCH = 1000
+
+
+class _PageSource:
+    """Calls ``fetch`` in whichever shape it has: coroutine, async generator, or plain."""
+
+    def __init__(self, fetch: Callable[[Any], Any]) -> None:
+        self._fetch = fetch
+        self._native = inspect.iscoroutinefunction(fetch) or inspect.isasyncgenfunction(fetch)
+        self._generator: AsyncIterator[Any] | None = None
+        self.is_generator = False
+        self.exhausted = False
+
+    async def next(self, ctx: FetchContext[Any]) -> Page[Any] | None:
+        if self._generator is not None:
+            try:
+                return coerce_page(await anext(self._generator))
+            except StopAsyncIteration:
+                self.exhausted = True
+                return None
+        if self._native:
+            result = self._fetch(ctx)
+        else:
+            result = await asyncio.to_thread(self._fetch, ctx)
+        if hasattr(result, "__anext__"):
+            self._generator = result
+            self.is_generator = True
+            return await self.next(ctx)
+        if inspect.isawaitable(result):
+            result = await result
+        return coerce_page(result)
+
+    async def aclose(self) -> None:
+        generator, self._generator = self._generator, None
+        if generator is not None:
+            aclose = getattr(generator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+class LaneCycle:
+    """Runs one lane of one key; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        deps: Any,
+        poller: PollerDefinition[Any],
+        partition: Partition,
+        key: PKey,
+        lane: Lane,
+        keeper: LeaseKeeper,
+        dispatcher: Dispatcher,
+        consumer: Consumer | None,
+        cancel: asyncio.Event,
+        should_stop: Callable[[], bool],
+        force: bool,
+        logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
+    ) -> None:
+        self._deps = deps
+        self._poller = poller
+        self._partition = partition
+        self._key = key
+        self._lane = lane
+        self._keeper = keeper
+        self._dispatcher = dispatcher
+        self._consumer = consumer
+        self._cancel = cancel
+        self._should_stop = should_stop
+        self._logger = logger
+        self._strategy: CursorStrategy[Any] = (
+            deps.reconcile_strategy if lane == "reconcile" else poller.strategy
+        )
+        self._fetch = (
+            poller.reconcile.fetch
+            if lane == "reconcile" and poller.reconcile is not None
+            else poller.fetch
+        )
+        self._full_scan = lane == "reconcile" or self._strategy.full_scan
+        self._log_events = poller.log is not None
+        self.drain = DrainResult()
+        self.rate_limit: RateLimitInfo | None = None
+        self.raised: BaseException | None = None
+        self._force_backfill = False
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "poller": self._key.poller,
+            "partition": self._key.partition,
+            "lane": self._lane,
+            "instance_id": self._deps.instance_id,
+        }
+
+    # --- the loop -------------------------------------------------------------------------
+
+    async def run(
+        self, state: PollerState
+    ) -> tuple[PollerState, PollSummary, SerializedError | None, ErrorPhase]:
+        """Run the lane; returns the new state, the summary, the error (if any) and the phase
+        the error happened in. ``LeaseLostError`` and cancellation propagate."""
+        deps = self._deps
+        clock = deps.clock
+        started = clock.now()
+        await deps.hooks.emit(
+            "on_poll_start", PollStartDetails(**self._fields(), started_at=started)
+        )
+        strategy = self._strategy
+        observations = HttpObservations(rate_limit=state.schedule.rate_limit)
+        http = self._bind_http(observations)
+
+        cursor, target = self._start_cursor(state)
+        pages = items = 0
+        counts = {"created": 0, "updated": 0, "deleted": 0}
+        truncated = saw_not_modified = done = False
+        seen: set[str] = set()
+        phase: ErrorPhase = "fetch"
+        source = _PageSource(self._fetch)
+        error: SerializedError | None = None
+        try:
+            while True:
+                if pages >= self._poller.max_pages_per_cycle:
+                    truncated = True
+                    break
+                if pages > 0 and self._should_stop():
+                    truncated = True
+                    break
+                if self._cancel.is_set():
+                    raise asyncio.CancelledError
+                phase = "fetch"
+                observations.reset_page()
+                ctx: FetchContext[Any] = FetchContext(
+                    cursor=strategy.view(cursor, clock.now()),
+                    page=pages + 1,
+                    partition=self._partition,
+                    lane=self._lane,
+                    http=http,
+                    attempt=state.schedule.consecutive_failures + 1,
+                    logger=self._logger,
+                    _cancel=self._cancel,
+                )
+                fetch_started = clock.now()
+                page = await source.next(ctx)
+                if page is None:
+                    done = True
+                    break
+                pages += 1
+                saw_not_modified = saw_not_modified or observations.not_modified
+                await deps.hooks.emit(
+                    "on_fetch",
+                    FetchDetails(
+                        **self._fields(),
+                        page=pages,
+                        duration_ms=clock.now() - fetch_started,
+                        items=len(page.items),
+                        not_modified=observations.not_modified,
+                    ),
+                )
+                state, cursor, page_done, page_items, page_counts, phase = await self._page(
+                    state, cursor, page, seen
+                )
+                items += page_items
+                for name, value in page_counts.items():
+                    counts[name] += value
+                if target is not None and strategy.reached(cursor, target):
+                    page_done = True
+                if source.is_generator:
+                    page_done = False  # a generator's cycle ends when it is exhausted
+                if self.drain.halted:
+                    break  # a poison halt opens the circuit: no further pages
+                if page_done:
+                    done = True
+                    break
+            if done and self._full_scan and not truncated and not saw_not_modified:
+                phase = "commit"
+                state, deleted = await self._deletes(state, seen)
+                counts["deleted"] += deleted
+            state = self._finish(state, cursor, done=done and not truncated)
+        except (LeaseLostError, asyncio.CancelledError):
+            raise
+        except Exception as failure:
+            self.raised = failure
+            error = serialize_error(failure)
+            if isinstance(failure, StoreError):
+                phase = "commit"
+        finally:
+            try:
+                await source.aclose()
+            except Exception as close_error:  # a generator that fails to close
+                self._logger.warning("fetch generator failed to close: %s", close_error)
+        self.rate_limit = observations.rate_limit
+        summary = PollSummary(
+            lane=self._lane,
+            started_at=started,
+            duration_ms=clock.now() - started,
+            pages=pages,
+            items=items,
+            events=EventCounts(**counts),
+            not_modified=saw_not_modified and items == 0,
+            truncated=truncated,
+        )
+        return state, summary, error, phase
+
+    def _start_cursor(self, state: PollerState) -> tuple[Any, Any]:
+        strategy = self._strategy
+        stored = state.cursors.get(self._lane)
+        if self._lane == "backfill" and state.backfill is not None:
+            backfill = state.backfill
+            self._force_backfill = backfill.force
+            start = stored if stored is not None else backfill.from_cursor
+            target = (
+                None if backfill.to_cursor is None else strategy.deserialize(backfill.to_cursor)
+            )
+            return strategy.deserialize(start), target
+        if stored is None:
+            return strategy.initial(), None
+        return strategy.deserialize(stored), None
+
+    def _finish(self, state: PollerState, cursor: Any, *, done: bool) -> PollerState:
+        now = self._deps.clock.now()
+        if self._lane == "reconcile" and done:
+            return dataclasses.replace(state, last_reconcile_at=now)
+        if self._lane == "backfill" and done:
+            cursors = dict(state.cursors)
+            cursors.pop("backfill", None)
+            return dataclasses.replace(state, backfill=None, cursors=cursors)
+        return state
+
+    def _bind_http(self, observations: HttpObservations) -> Any:
+        deps = self._deps
+        if deps.http is None:
+            return None
+        poller = self._poller
+        budget_wait = deps.budget_max_wait(poller.budget) if poller.budget is not None else None
+
+        async def on_budget_wait(budget: str, waited: int) -> None:
+            await deps.hooks.emit(
+                "on_budget_wait", BudgetWaitDetails(**self._fields(), budget=budget, wait_ms=waited)
+            )
+
+        return deps.http.bind(
+            HttpScope(
+                key=self._key,
+                lane=self._lane,
+                store=deps.store,
+                lease=lambda: self._keeper.lease,
+                observations=observations,
+                budget=poller.budget,
+                budget_weight=poller.budget_weight,
+                budget_cost=poller.budget_cost,
+                max_wait_ms=budget_wait if budget_wait is not None else poller.schedule.max_ms,
+                gate=deps.budgets,
+                clock=deps.clock,
+                logger=self._logger,
+                on_budget_wait=on_budget_wait,
+            )
+        )
+
+    # --- one page -------------------------------------------------------------------------
+
+    async def _page(
+        self, state: PollerState, cursor: Any, page: Page[Any], seen: set[str]
+    ) -> tuple[PollerState, Any, bool, int, dict[str, int], ErrorPhase]:
+        deps = self._deps
+        poller = self._poller
+        strategy = self._strategy
+        now = deps.clock.now()
+        kept = strategy.select(page, now)
+        valid: list[tuple[str, Any]] = []
+        invalid: list[tuple[Any, list[ValidationIssue]]] = []
+        for raw in kept:
+            outcome = poller.adapter.validate(raw)
+            if isinstance(outcome, Invalid):
+                invalid.append((raw, outcome.issues))
+                continue
+            try:
+                identity = identity_text(poller.identity(outcome.item))
+            except Exception as error:
+                invalid.append((raw, [{"message": f"identity() failed: {error}"}]))
+                continue
+            valid.append((identity, outcome.item))
+        if invalid and poller.on_invalid == "fail":
+            raw, issues = invalid[0]
+            raise ValidationError(
+                f"{len(invalid)} item(s) failed the schema: {issues[0].get('message', '')}", issues
+            )
+        next_cursor, done = strategy.advance(cursor, page, kept, [item for _, item in valid], now)
+
+        pairs = dedupe(valid)
+        identities = [identity for identity, _ in pairs]
+        existing = await deps.store.load_versions(self._key, identities) if identities else {}
+        candidates, _unchanged = prepare_candidates(
+            pairs,
+            existing,
+            version=poller.version,
+            fingerprint=poller.fingerprint,
+            schema_version=poller.schema_version,
+        )
+        diff = diff_candidates(
+            candidates,
+            existing,
+            schema_version=poller.schema_version,
+            on_schema_change=poller.on_schema_change,
+            retain_payload=poller.retain_payload,
+            now=now,
+        )
+        if self._full_scan:
+            seen.update(identities)
+
+        sequence = state.sequence
+        rows: list[OutboxRow] = []
+        events: list[Event[Any]] = []
+        counts = {"created": 0, "updated": 0}
+        for change in diff.changes:
+            sequence += 1
+            version = change.version if change.version is not None else change.hash
+            event, row = self._event(
+                change.type,
+                change.identity,
+                version,
+                change.item,
+                self._load_payload(change.previous),
+                sequence,
+                now,
+            )
+            rows.append(row)
+            events.append(event)
+            counts[change.type] += 1
+        if self._lane == "backfill" and self._force_backfill:
+            # force: re-emit every known item as `updated`, so a consumer can rebuild.
+            changed = {change.identity for change in diff.changes}
+            hashes = {candidate.identity: candidate.hash for candidate in candidates}
+            for identity, item in pairs:
+                if identity in changed:
+                    continue
+                version = self._version_or_hash(item, hashes.get(identity))
+                stored = existing.get(identity)
+                previous = stored.payload if stored is not None and poller.retain_payload else None
+                sequence += 1
+                event, row = self._event(
+                    "updated", identity, version, item, self._load_payload(previous), sequence, now
+                )
+                rows.append(row)
+                events.append(event)
+                counts["updated"] += 1
+
+        parked = [
+            self._quarantine(raw, issues, now)
+            for raw, issues in invalid
+            if poller.on_invalid == "quarantine"
+        ]
+        if invalid and poller.on_invalid == "skip":
+            self._logger.warning("skipped %d invalid item(s)", len(invalid))
+        cursors = dict(state.cursors)
+        cursors[self._lane] = strategy.serialize(next_cursor)
+        patch: StatePatch = {
+            "cursors": cursors,
+            "sequence": sequence,
+            "schema_version": poller.schema_version,
+            "updated_at": now,
+        }
+        await self._commit(
+            CommitBatch(
+                state_patch=patch,
+                upserts=diff.upserts,
+                events=rows,
+                log=self._log_events,
+                parked=parked,
+                now=now,
+            ),
+            events,
+            deletes=0,
+        )
+        for raw, issues in invalid:
+            if poller.on_invalid == "quarantine":
+                await deps.hooks.emit(
+                    "on_invalid", InvalidDetails(**self._fields(), item=raw, issues=issues)
+                )
+        state = apply_patch(state, patch)
+        if rows:
+            state = dataclasses.replace(
+                state, schedule=dataclasses.replace(state.schedule, drain_blocked=False)
+            )
+            self.drain.merge(await self._dispatcher.drain(self._consumer))
+        await self._keeper.renew_now()
+        return state, next_cursor, done, len(kept), counts, "fetch"
+
+    def _version_or_hash(self, item: Any, known_hash: str | None) -> str:
+        poller = self._poller
+        if poller.version is not None:
+            version = version_text(poller.version(item))
+            if version is not None:
+                return version
+        if known_hash is not None:
+            return known_hash
+        fingerprint = poller.fingerprint(item) if poller.fingerprint else poller.adapter.dump(item)
+        return content_hash(fingerprint)
+
+    def _load_payload(self, payload: str | None) -> Any:
+        if payload is None:
+            return None
+        return self._poller.adapter.load(wkjson.loads(payload))
+
+    def _event(
+        self,
+        type_: EventType,
+        identity: str,
+        version: str,
+        data: Any,
+        previous: Any,
+        sequence: int,
+        now: int,
+    ) -> tuple[Event[Any], OutboxRow]:
+        poller = self._poller
+        eid = event_id(
+            poller.source, self._key.partition, identity, version, poller.schema_version, type_
+        )
+        event: Event[Any] = Event(
+            id=eid,
+            type=type_,
+            source=poller.source,
+            subject=identity,
+            time=iso_time(now),
+            poller=self._key.poller,
+            partition=self._key.partition,
+            lane=self._lane,
+            sequence=sequence,
+            data=data,
+            previous=previous,
+        )
+        return event, OutboxRow(
+            event_id=eid, sequence=sequence, event=event_to_json(event), created_at=now
+        )
+
+    def _quarantine(self, raw: Any, issues: list[ValidationIssue], now: int) -> ParkedRow:
+        try:
+            item_json = wkjson.dumps(wkjson.to_jsonable(raw))
+        except TypeError:
+            item_json = wkjson.dumps(repr(raw))
+        digest = content_hash(item_json)
+        message = "; ".join(
+            f"{'.'.join(str(p) for p in issue.get('path', []))}: {issue['message']}"
+            if issue.get("path")
+            else issue["message"]
+            for issue in issues
+        )
+        return ParkedRow(
+            id=f"invalid:{digest[:32]}",
+            kind="invalid",
+            event=None,
+            item=item_json,
+            error={
+                "name": "ValidationError",
+                "message": message,
+                "code": "VALIDATION",
+                "issues": [dict(i) for i in issues],
+            },
+            attempts=0,
+            parked_at=now,
+            hold_key=None,
+        )
+
+    async def _commit(self, batch: CommitBatch, events: list[Event[Any]], *, deletes: int) -> None:
+        deps = self._deps
+        started = deps.clock.now()
+        await deps.store.commit_poll(self._key, self._keeper.lease, batch)
+        await deps.hooks.emit(
+            "on_commit",
+            CommitDetails(
+                **self._fields(),
+                events=len(batch.events),
+                upserts=len(batch.upserts),
+                deletes=deletes,
+                duration_ms=deps.clock.now() - started,
+            ),
+        )
+        if deps.hooks.has("on_event"):
+            for event in events:
+                await deps.hooks.emit("on_event", EventDetails(**self._fields(), event=event))
+
+    # --- the end of a full scan -----------------------------------------------------------
+
+    async def _deletes(self, state: PollerState, seen: set[str]) -> tuple[PollerState, int]:
+        """Emit ``deleted`` for every stored identity this complete listing did not show."""
+        deps = self._deps
+        poller = self._poller
+        missing: list[str] = []
+        async for batch in deps.store.stream_identities(self._key, _IDENTITY_BATCH):
+            missing.extend(detect_deletes(batch, seen))
+        if not missing:
+            return state, 0
+        now = deps.clock.now()
+        sequence = state.sequence
+        rows: list[OutboxRow] = []
+        events: list[Event[Any]] = []
+        for start in range(0, len(missing), _IDENTITY_BATCH):
+            chunk = missing[start : start + _IDENTITY_BATCH]
+            stored: dict[str, ItemRow] = await deps.store.load_versions(self._key, chunk)
+            for identity in chunk:
+                row = stored.get(identity)
+                if row is None:
+                    continue
+                payload = self._load_payload(row.payload) if poller.retain_payload else None
+                sequence += 1
+                event, outbox_row = self._event(
+                    "deleted",
+                    identity,
+                    row.version if row.version is not None else row.hash,
+                    payload,
+                    payload,
+                    sequence,
+                    now,
+                )
+                rows.append(outbox_row)
+                events.append(event)
+        patch: StatePatch = {"sequence": sequence, "updated_at": now}
+        await self._commit(
+            CommitBatch(
+                state_patch=patch, deletes=missing, events=rows, log=self._log_events, now=now
+            ),
+            events,
+            deletes=len(missing),
+        )
+        state = apply_patch(state, patch)
+        if rows:
+            self.drain.merge(await self._dispatcher.drain(self._consumer))
+        return state, len(rows)

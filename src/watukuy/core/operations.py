@@ -1,0 +1,472 @@
+"""Operating a running system: trigger, pause, backfill, replay, reset, parked, inspect.
+
+Administrative writes are unfenced (they work from any process, including one that does not
+hold the key's lease); ``replay`` briefly takes the lease because it appends to the outbox.
+Every per-key operation takes ``partition=`` and raises ``ConfigError`` when a partitioned
+poller is called without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from watukuy.scheduler import trigger as trigger_schedule
+
+from . import json as wkjson
+from .errors import ConfigError, ReplayUnavailableError, WatukuyError
+from .events import event_from_json, event_to_json
+from .poller import Partition, PollerDefinition
+from .results import ReplayResult
+from .rows import (
+    BackfillState,
+    CommitBatch,
+    OutboxRow,
+    ParkedKind,
+    ParkedRow,
+    PKey,
+    PollerState,
+    empty_poller_state,
+    schedule_to_json,
+)
+
+if TYPE_CHECKING:
+    from .ports import Clock, StateStore
+    from .results import EngineStatus, LeaseOptions
+    from .runner import EngineDeps
+
+__all__ = [
+    "InspectReport",
+    "Operations",
+    "ParkedOperations",
+    "PartitionOperations",
+    "PollerInspect",
+    "TimeArg",
+]
+
+TimeArg = str | int | float | dt.datetime
+"""A point in time: ISO 8601 text, epoch milliseconds, or a ``datetime``."""
+
+_REPLAY_BATCH = 500
+_REPLAY_LEASE_ATTEMPTS = 20
+_REPLAY_LEASE_WAIT_MS = 250
+
+
+class PollerInspect(TypedDict):
+    """One key in :class:`InspectReport` (all plain JSON)."""
+
+    poller: str
+    partition: str
+    paused: bool
+    lease: dict[str, Any] | None
+    cursors: dict[str, Any]
+    schedule: dict[str, Any]
+    last_poll: dict[str, Any] | None
+    outbox_pending: int
+    parked: int
+    items: int
+    lag_ms: int | None
+
+
+class InspectReport(TypedDict):
+    """What ``engine.inspect()`` returns: a JSON-ready snapshot of persisted state."""
+
+    instance_id: str
+    status: str
+    generated_at: int
+    pollers: list[PollerInspect]
+
+
+def _epoch_ms(value: TimeArg, field: str) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"expected a time, got {value!r}", field=field)
+    if isinstance(value, int | float):
+        return int(value)
+    if isinstance(value, dt.datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+        return int(moment.timestamp() * 1000)
+    if isinstance(value, str):
+        try:
+            moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(f"expected an ISO 8601 time, got {value!r}", field=field) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.UTC)
+        return int(moment.timestamp() * 1000)
+    raise ConfigError(f"expected a time, got {value!r}", field=field)
+
+
+class Operations:
+    """The operations half of the engine (``EngineCore`` inherits it)."""
+
+    store: StateStore
+    clock: Clock
+    instance_id: str
+    _pollers: dict[str, PollerDefinition[Any]]
+    _lease: LeaseOptions
+    _deps: EngineDeps
+    _status: EngineStatus
+
+    # Provided by EngineCore.
+    def _poller_name(self, poller: PollerDefinition[Any] | str) -> str:
+        raise NotImplementedError
+
+    async def _ensure_migrated(self) -> None:
+        raise NotImplementedError
+
+    async def _partitions_of(self, name: str, *, force: bool = False) -> list[Partition]:
+        raise NotImplementedError
+
+    def _wake_key(self, key: PKey, *, force: bool = False) -> None:
+        raise NotImplementedError
+
+    def _forget(self, key: PKey) -> None:
+        raise NotImplementedError
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _key(self, name: str, partition: str | None) -> tuple[PollerDefinition[Any], PKey]:
+        poller = self._pollers.get(self._poller_name(name))
+        assert poller is not None
+        if poller.partitioned:
+            if partition is None:
+                raise ConfigError(
+                    f"poller {name!r} is partitioned; pass partition=...", field="partition"
+                )
+        elif partition not in (None, ""):
+            raise ConfigError(
+                f"poller {name!r} is not partitioned; got partition={partition!r}",
+                field="partition",
+            )
+        return poller, PKey(poller.name, partition or "")
+
+    async def _state(self, key: PKey) -> PollerState:
+        return await self.store.load_state(key) or empty_poller_state(self.clock.now())
+
+    # --- scheduling -------------------------------------------------------------------------
+
+    async def trigger(self, name: str, partition: str | None = None) -> None:
+        """Mark a key due now and clear any ``Retry-After`` window. On an open circuit the
+        run is a half-open probe (success closes it)."""
+        _, key = self._key(name, partition)
+        await self._ensure_migrated()
+        now = self.clock.now()
+        state = await self._state(key)
+        schedule = trigger_schedule(state.schedule, now)
+        await self.store.save_state_unfenced(key, {"schedule": schedule, "updated_at": now}, now)
+        self._wake_key(key, force=True)
+
+    async def pause(self, name: str, partition: str | None = None) -> None:
+        """Skip a key until :meth:`resume` (its outbox is not delivered meanwhile)."""
+        _, key = self._key(name, partition)
+        await self._ensure_migrated()
+        now = self.clock.now()
+        await self.store.save_state_unfenced(key, {"paused": True, "updated_at": now}, now)
+        self._forget(key)
+
+    async def resume(self, name: str, partition: str | None = None) -> None:
+        """Un-pause a key and mark it due now."""
+        _, key = self._key(name, partition)
+        await self._ensure_migrated()
+        now = self.clock.now()
+        state = await self._state(key)
+        schedule = dataclasses.replace(state.schedule, next_due_at=now, drain_blocked=False)
+        await self.store.save_state_unfenced(
+            key, {"paused": False, "schedule": schedule, "updated_at": now}, now
+        )
+        self._wake_key(key)
+
+    async def backfill(
+        self,
+        name: str,
+        from_: str | None,
+        to: str | None = None,
+        *,
+        force: bool = False,
+        partition: str | None = None,
+    ) -> None:
+        """Start (or replace) a backfill lane from the API's own raw cursor ``from_``.
+
+        Args:
+            name: Poller name.
+            from_: Raw cursor to start from (``None``: the strategy's initial cursor).
+            to: Raw cursor to stop at (default: the live cursor at the time of the call).
+            force: Re-emit items already known at the same version, as ``updated``.
+            partition: Required for partitioned pollers.
+        """
+        poller, key = self._key(name, partition)
+        if poller.strategy.full_scan:
+            raise ConfigError(
+                f"poller {name!r} uses a snapshot diff, which lists everything every cycle; "
+                "backfill() does not apply",
+                field="backfill",
+            )
+        await self._ensure_migrated()
+        strategy = poller.strategy
+        start = strategy.serialize(strategy.from_raw(from_, field="from_"))
+        state = await self._state(key)
+        if to is None:
+            live = state.cursors.get("live")
+            target = live if live is not None else strategy.serialize(strategy.initial())
+        else:
+            target = strategy.serialize(strategy.from_raw(to, field="to"))
+        now = self.clock.now()
+        cursors = {lane: value for lane, value in state.cursors.items() if lane != "backfill"}
+        await self.store.save_state_unfenced(
+            key,
+            {
+                "backfill": BackfillState(
+                    from_cursor=start, to_cursor=target, force=force, started_at=now
+                ),
+                "cursors": cursors,
+                "updated_at": now,
+            },
+            now,
+        )
+        self._wake_key(key)
+
+    async def reset_cursor(
+        self,
+        name: str,
+        to: str | None,
+        *,
+        clear_snapshot: bool = False,
+        partition: str | None = None,
+    ) -> None:
+        """Rewind the live lane to the raw cursor ``to`` (``None``: the initial cursor).
+
+        With ``clear_snapshot=True`` the item rows are dropped too, so everything is
+        re-emitted as ``created``, with the same ids as the first time.
+        """
+        poller, key = self._key(name, partition)
+        await self._ensure_migrated()
+        strategy = poller.strategy
+        cursor = strategy.serialize(strategy.from_raw(to, field="to"))
+        state = await self._state(key)
+        now = self.clock.now()
+        cursors = dict(state.cursors)
+        cursors["live"] = cursor
+        schedule = dataclasses.replace(state.schedule, next_due_at=now)
+        if clear_snapshot:
+            await self.store.clear_items(key)
+        await self.store.save_state_unfenced(
+            key, {"cursors": cursors, "schedule": schedule, "updated_at": now}, now
+        )
+        self._wake_key(key)
+
+    async def replay(
+        self,
+        name: str,
+        from_: TimeArg,
+        to: TimeArg | None = None,
+        *,
+        partition: str | None = None,
+    ) -> ReplayResult:
+        """Copy logged events in ``[from_, to]`` back into the outbox with their original
+        ids, fresh sequences and ``lane="replay"``; they are delivered on the next drain.
+
+        Raises:
+            ReplayUnavailableError: The poller keeps no event log (set ``log=EventLog()``).
+        """
+        poller, key = self._key(name, partition)
+        if poller.log is None:
+            raise ReplayUnavailableError(
+                f"poller {name!r} keeps no event log; define it with log=EventLog(retention=...)",
+                code="REPLAY_UNAVAILABLE",
+            )
+        await self._ensure_migrated()
+        start = _epoch_ms(from_, "from_")
+        end = None if to is None else _epoch_ms(to, "to")
+        lease = None
+        for _ in range(_REPLAY_LEASE_ATTEMPTS):
+            lease = await self.store.acquire_lease(
+                key, self.instance_id, self._lease.ttl_ms, self.clock.now()
+            )
+            if lease is not None:
+                break
+            await self.clock.sleep(_REPLAY_LEASE_WAIT_MS)
+        if lease is None:
+            raise WatukuyError(
+                f"replay(): {key} stayed leased by another instance; try again",
+                code="INVALID_STATE",
+            )
+        replayed = 0
+        try:
+            state = await self._state(key)
+            sequence = state.sequence
+            after: int | None = None
+            while True:
+                logged = await self.store.read_log(
+                    key, after_sequence=after, from_time=start, to_time=end, limit=_REPLAY_BATCH
+                )
+                if not logged:
+                    break
+                after = logged[-1].sequence
+                now = self.clock.now()
+                rows: list[OutboxRow] = []
+                for entry in logged:
+                    sequence += 1
+                    event = dataclasses.replace(
+                        event_from_json(entry.event), lane="replay", sequence=sequence
+                    )
+                    rows.append(
+                        OutboxRow(
+                            event_id=event.id,
+                            sequence=sequence,
+                            event=event_to_json(event),
+                            created_at=now,
+                        )
+                    )
+                await self.store.commit_poll(
+                    key,
+                    lease,
+                    CommitBatch(
+                        state_patch={"sequence": sequence, "updated_at": now},
+                        events=rows,
+                        now=now,
+                    ),
+                )
+                replayed += len(rows)
+                if len(logged) < _REPLAY_BATCH:
+                    break
+            if replayed:
+                schedule = dataclasses.replace(
+                    (await self._state(key)).schedule, next_retry_at=None, drain_blocked=False
+                )
+                await self.store.save_state(key, lease, {"schedule": schedule})
+        finally:
+            await self.store.release_lease(key, lease)
+        self._wake_key(key)
+        return ReplayResult(replayed=replayed)
+
+    # --- reporting ------------------------------------------------------------------------
+
+    async def inspect(self) -> InspectReport:
+        """A JSON-ready snapshot of every active key's persisted state (see the docs for
+        the fields worth alerting on)."""
+        await self._ensure_migrated()
+        now = self.clock.now()
+        report: list[PollerInspect] = []
+        for name, poller in self._pollers.items():
+            for partition in await self._partitions_of(name):
+                report.append(await self._inspect_key(poller, PKey(name, partition.key), now))
+        return {
+            "instance_id": self.instance_id,
+            "status": self._status.value,
+            "generated_at": now,
+            "pollers": report,
+        }
+
+    async def _inspect_key(
+        self, poller: PollerDefinition[Any], key: PKey, now: int
+    ) -> PollerInspect:
+        store = self.store
+        state = await store.load_state(key)
+        lease = await store.get_lease(key)
+        strategy = poller.strategy
+        cursors: dict[str, Any] = {}
+        lag_ms: int | None = None
+        if state is not None:
+            for lane, text in state.cursors.items():
+                if text is None:
+                    continue
+                lane_strategy = self._deps.reconcile_strategy if lane == "reconcile" else strategy
+                try:
+                    value = lane_strategy.deserialize(text)
+                    cursors[lane] = lane_strategy.describe(value)
+                    if lane == "live":
+                        lag_ms = lane_strategy.lag_ms(value, now)
+                except ConfigError:
+                    cursors[lane] = wkjson.loads(text) if text.startswith(("{", "[", '"')) else text
+        schedule = schedule_to_json(
+            state.schedule if state is not None else empty_poller_state(now).schedule
+        )
+        return {
+            "poller": key.poller,
+            "partition": key.partition,
+            "paused": bool(state and state.paused),
+            "lease": None
+            if lease is None
+            else {"owner": lease.owner, "epoch": lease.epoch, "expires_at": lease.expires_at},
+            "cursors": cursors,
+            "schedule": schedule,
+            "last_poll": schedule["last_poll"],
+            "outbox_pending": await store.count_pending(key),
+            "parked": await store.count_parked(key),
+            "items": await store.count_items(key),
+            "lag_ms": lag_ms,
+        }
+
+
+class ParkedOperations:
+    """``engine.parked``: poison events and quarantined items."""
+
+    def __init__(self, engine: Operations) -> None:
+        self._engine = engine
+
+    async def list(
+        self,
+        name: str,
+        *,
+        partition: str | None = None,
+        kind: ParkedKind | None = None,
+        limit: int | None = None,
+    ) -> list[ParkedRow]:
+        """Parked rows of a key, oldest first, optionally of one ``kind``."""
+        if kind not in (None, "poison", "invalid"):
+            raise ConfigError(f"expected 'poison' or 'invalid', got {kind!r}", field="kind")
+        _, key = self._engine._key(name, partition)
+        await self._engine._ensure_migrated()
+        return await self._engine.store.list_parked(key, kind=kind, limit=limit)
+
+    async def retry(self, name: str, ids: Sequence[str], *, partition: str | None = None) -> int:
+        """Put parked poison events back in the outbox (holds released); returns the count."""
+        engine = self._engine
+        _, key = engine._key(name, partition)
+        await engine._ensure_migrated()
+        moved = await engine.store.retry_parked(key, list(ids))
+        if moved:
+            await self._unblock(key)
+        return moved
+
+    async def discard(self, name: str, ids: Sequence[str], *, partition: str | None = None) -> int:
+        """Drop parked rows for good; returns the count."""
+        engine = self._engine
+        _, key = engine._key(name, partition)
+        await engine._ensure_migrated()
+        dropped = await engine.store.discard_parked(key, list(ids))
+        if dropped:
+            await self._unblock(key)
+        return dropped
+
+    async def _unblock(self, key: PKey) -> None:
+        engine = self._engine
+        now = engine.clock.now()
+        state = await engine._state(key)
+        schedule = dataclasses.replace(state.schedule, next_retry_at=now, drain_blocked=False)
+        await engine.store.save_state_unfenced(key, {"schedule": schedule, "updated_at": now}, now)
+        engine._wake_key(key)
+
+
+class PartitionOperations:
+    """``engine.partitions``: list (forcing a refresh) and remove partitions."""
+
+    def __init__(self, engine: Operations) -> None:
+        self._engine = engine
+
+    async def list(self, name: str) -> list[Partition]:
+        """Call the poller's ``partitions()`` now and return the result."""
+        engine = self._engine
+        await engine._ensure_migrated()
+        return list(await engine._partitions_of(engine._poller_name(name), force=True))
+
+    async def remove(self, name: str, partition: str) -> None:
+        """Delete every row of a partition (state, lease, items, outbox, parked,
+        validators, log). Use it when a tenant is gone for good."""
+        engine = self._engine
+        _, key = engine._key(name, partition)
+        await engine._ensure_migrated()
+        await engine.store.delete_key(key)
+        engine._forget(key)

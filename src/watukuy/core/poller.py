@@ -1,0 +1,309 @@
+"""Declaring a poller: how to fetch and how to identify items.
+
+:func:`define_poller` validates everything eagerly (a :class:`ConfigError` names the field
+and the value), applies the defaults of the original watukuy, and returns an immutable
+:class:`PollerDefinition`. Options are small value objects (``Schedule``, ``Delivery``, ...);
+a plain ``dict`` with the same keys is accepted for each of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, Literal, Protocol, TypeVar, cast
+
+from watukuy.cursor import CursorConfig, CursorStrategy, SnapshotDiff, make_strategy
+from watukuy.validate import SchemaAdapter, schema_adapter
+
+from .durations import Duration, parse_duration
+from .errors import ConfigError
+from .options import Circuit, Delivery, EventLog, Reconcile, Schedule
+
+__all__ = [
+    "FetchFn",
+    "OnInvalid",
+    "OnSchemaChange",
+    "Partition",
+    "PartitionsFn",
+    "PollerDefinition",
+    "Retain",
+    "define_poller",
+]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+Retain = Literal["hash", "payload"]
+OnInvalid = Literal["quarantine", "skip", "fail"]
+OnSchemaChange = Literal["rebaseline", "emit"]
+
+FetchFn = Callable[[Any], Any]
+"""``fetch(ctx)``: an ``async def`` returning a ``Page`` (or dict, or list of items), an async
+generator yielding pages, or a plain ``def`` (run in a worker thread)."""
+
+_NAME: Final = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """One partition of a partitioned poller (a tenant, an account, a region).
+
+    Attributes:
+        key: Stable string that identifies the partition in the store and in events.
+        data: Anything ``fetch`` needs for it (credentials, base URL); never persisted.
+    """
+
+    key: str
+    data: Any = None
+
+
+PartitionsFn = Callable[[], "Iterable[str | Partition] | Awaitable[Iterable[str | Partition]]"]
+
+
+class _TypeAdapterLike(Protocol[T_co]):
+    def validate_python(self, obj: Any, /) -> T_co: ...
+
+    def dump_python(self, obj: Any, /, *, mode: Any = ...) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PollerDefinition(Generic[T]):
+    """A validated poller, ready to hand to ``Engine(pollers=[...])``.
+
+    Built by :func:`define_poller`; every option is resolved (defaults applied, durations
+    parsed). Treat it as opaque except for reading.
+    """
+
+    name: str
+    fetch: FetchFn
+    identity: Callable[[T], Any]
+    cursor: CursorConfig
+    strategy: CursorStrategy[Any]
+    schema: Any
+    adapter: SchemaAdapter[T]
+    version: Callable[[T], Any] | None
+    fingerprint: Callable[[T], Any] | None
+    schema_version: int
+    schedule: Schedule
+    budget: str | None
+    budget_weight: float
+    budget_cost: float
+    partitions: PartitionsFn | None
+    partitions_refresh_ms: int
+    delivery: Delivery
+    retain: Retain
+    reconcile: Reconcile | None
+    on_invalid: OnInvalid
+    on_schema_change: OnSchemaChange
+    max_pages_per_cycle: int
+    circuit: Circuit
+    log: EventLog | None
+    source: str
+    probe_every_ms: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        probe = self.circuit.probe_every_ms
+        object.__setattr__(self, "probe_every_ms", self.schedule.max_ms if probe is None else probe)
+
+    @property
+    def partitioned(self) -> bool:
+        """True when the poller declares ``partitions``."""
+        return self.partitions is not None
+
+    @property
+    def retain_payload(self) -> bool:
+        """True when item payloads are stored (``retain="payload"``)."""
+        return self.retain == "payload"
+
+    def __repr__(self) -> str:
+        return f"PollerDefinition(name={self.name!r}, cursor={self.strategy.kind})"
+
+
+_OPTION_CLASSES: Final[dict[str, type[Any]]] = {
+    "schedule": Schedule,
+    "delivery": Delivery,
+    "circuit": Circuit,
+    "reconcile": Reconcile,
+    "log": EventLog,
+}
+
+
+def _coerce_option(name: str, value: Any, cls: type[T]) -> T:
+    """Accept an instance of ``cls`` or a mapping of its constructor arguments."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, Mapping):
+        known = {f.name for f in dataclasses.fields(cast(Any, cls)) if f.init}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown option(s) {unknown}; expected some of {sorted(known)}", field=name
+            )
+        try:
+            return cls(**value)
+        except TypeError as error:
+            raise ConfigError(str(error), field=name) from error
+    raise ConfigError(
+        f"expected a {cls.__name__} (or a dict of its options), got {value!r}", field=name
+    )
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...]) -> Any:
+    if value not in choices:
+        listed = ", ".join(repr(c) for c in choices)
+        raise ConfigError(f"expected one of {listed}, got {value!r}", field=name)
+    return value
+
+
+def _callable(name: str, value: Any, *, required: bool) -> Any:
+    if value is None:
+        if required:
+            raise ConfigError("is required", field=name)
+        return None
+    if not callable(value):
+        raise ConfigError(f"expected a callable, got {value!r}", field=name)
+    return value
+
+
+def _number(name: str, value: Any, *, minimum: float, exclusive: bool) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok and (value > minimum if exclusive else value >= minimum):
+        return float(value)
+    bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
+    raise ConfigError(f"expected a number {bound}, got {value!r}", field=name)
+
+
+def _int(name: str, value: Any, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"expected an integer >= {minimum}, got {value!r}", field=name)
+    return value
+
+
+def define_poller(
+    *,
+    name: str,
+    fetch: FetchFn,
+    identity: Callable[[T], Any],
+    cursor: CursorConfig,
+    schema: type[T] | _TypeAdapterLike[T] | Callable[[Any], T] | None = None,
+    version: Callable[[T], Any] | None = None,
+    fingerprint: Callable[[T], Any] | None = None,
+    schema_version: int = 1,
+    schedule: Schedule | Mapping[str, Any] | None = None,
+    budget: str | None = None,
+    budget_weight: float = 1,
+    budget_cost: float = 1,
+    partitions: PartitionsFn | None = None,
+    partitions_refresh: Duration = "5m",
+    delivery: Delivery | Mapping[str, Any] | None = None,
+    retain: Retain = "hash",
+    reconcile: Reconcile | Mapping[str, Any] | None = None,
+    on_invalid: OnInvalid = "quarantine",
+    on_schema_change: OnSchemaChange = "rebaseline",
+    max_pages_per_cycle: int = 50,
+    circuit: Circuit | Mapping[str, Any] | None = None,
+    log: EventLog | Mapping[str, Any] | None = None,
+    source: str | None = None,
+) -> PollerDefinition[T]:
+    """Declare a poller.
+
+    Args:
+        name: Unique name, ``^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$``.
+        fetch: Fetches one page: ``async def fetch(ctx) -> Page | dict``, an async
+            generator of pages, or a plain ``def`` (run in a worker thread).
+        identity: ``(item) -> str`` (an ``int`` is accepted and written in decimal).
+        cursor: ``TimestampCursor``, ``TokenCursor``, ``PageCursor``, ``SnapshotDiff`` or
+            ``CustomCursor``.
+        schema: Validates raw items: a pydantic model, a ``TypeAdapter``, a msgspec
+            ``Struct`` type, or a callable ``(raw) -> item``. Handlers then receive
+            ``Event[Item]``.
+        version: ``(item) -> str | int``; an unchanged version skips hashing. Default: the
+            content hash decides.
+        fingerprint: ``(item) -> data`` hashed to detect changes. Default: the whole item.
+        schema_version: Bump when the item shape changes (see ``on_schema_change``).
+        schedule: Polling interval bounds, AIMD, jitter and fetch backoff.
+        budget: Name of a shared rate budget given to the engine.
+        budget_weight: Share of the budget under ``fairness="weighted"``.
+        budget_cost: Tokens each HTTP call costs (``0`` is free).
+        partitions: ``() -> [str | Partition]`` (sync or async); one key per partition.
+        partitions_refresh: How often ``partitions`` is called again.
+        delivery: Ordering key, concurrency, retries, poison handling, ack mode.
+        retain: ``"hash"`` (default) or ``"payload"`` (deleted events carry the last
+            payload; updated events carry ``previous``).
+        reconcile: A slow full listing that emits deletes for incremental strategies.
+        on_invalid: Items failing the schema are ``"quarantine"``-d (parked, default),
+            ``"skip"``-ped, or ``"fail"`` the page.
+        on_schema_change: When ``schema_version`` changes: ``"rebaseline"`` silently, or
+            ``"emit"`` ``updated`` for items whose fingerprint changed.
+        max_pages_per_cycle: Catch-up pages per cycle before the cycle is truncated.
+        circuit: Consecutive failures that open the circuit, and the probe interval.
+        log: Keep an event log (enables ``engine.replay()``).
+        source: CloudEvents ``source``; default ``urn:watukuy:<name>``.
+
+    Returns:
+        The validated, immutable definition.
+
+    Raises:
+        ConfigError: Any option is invalid; the message names it and the value.
+    """
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(
+            f"must match ^[a-zA-Z0-9][a-zA-Z0-9._-]{{0,127}}$, got {name!r}", field="name"
+        )
+    _callable("fetch", fetch, required=True)
+    _callable("identity", identity, required=True)
+    _callable("version", version, required=False)
+    _callable("fingerprint", fingerprint, required=False)
+    strategy = make_strategy(cursor)  # raises ConfigError for anything that is not a cursor
+    adapter = schema_adapter(schema)
+    resolved_schedule = _coerce_option("schedule", schedule or Schedule(), Schedule)
+    resolved_delivery = _coerce_option("delivery", delivery or Delivery(), Delivery)
+    resolved_circuit = _coerce_option("circuit", circuit or Circuit(), Circuit)
+    resolved_reconcile = (
+        None if reconcile is None else _coerce_option("reconcile", reconcile, Reconcile)
+    )
+    resolved_log = None if log is None else _coerce_option("log", log, EventLog)
+    if resolved_reconcile is not None and isinstance(cursor, SnapshotDiff):
+        raise ConfigError(
+            "is redundant with the snapshot diff cursor, which finds deletes every cycle",
+            field="reconcile",
+        )
+    if budget is not None and (not isinstance(budget, str) or not budget):
+        raise ConfigError(f"expected a budget name, got {budget!r}", field="budget")
+    if partitions is not None:
+        _callable("partitions", partitions, required=True)
+    if source is not None and (not isinstance(source, str) or not source):
+        raise ConfigError(f"expected a non-empty string, got {source!r}", field="source")
+    if inspect.isclass(fetch):
+        raise ConfigError(f"expected a function, got the class {fetch!r}", field="fetch")
+
+    return PollerDefinition(
+        name=name,
+        fetch=fetch,
+        identity=identity,
+        cursor=cursor,
+        strategy=strategy,
+        schema=schema,
+        adapter=adapter,
+        version=version,
+        fingerprint=fingerprint,
+        schema_version=_int("schema_version", schema_version, minimum=1),
+        schedule=resolved_schedule,
+        budget=budget,
+        budget_weight=_number("budget_weight", budget_weight, minimum=0, exclusive=True),
+        budget_cost=_number("budget_cost", budget_cost, minimum=0, exclusive=False),
+        partitions=partitions,
+        partitions_refresh_ms=parse_duration(partitions_refresh, "partitions_refresh"),
+        delivery=resolved_delivery,
+        retain=_choice("retain", retain, ("hash", "payload")),
+        reconcile=resolved_reconcile,
+        on_invalid=_choice("on_invalid", on_invalid, ("quarantine", "skip", "fail")),
+        on_schema_change=_choice("on_schema_change", on_schema_change, ("rebaseline", "emit")),
+        max_pages_per_cycle=_int("max_pages_per_cycle", max_pages_per_cycle, minimum=1),
+        circuit=resolved_circuit,
+        log=resolved_log,
+        source=source if source is not None else f"urn:watukuy:{name}",
+    )

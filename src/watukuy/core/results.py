@@ -1,0 +1,100 @@
+"""Plain result records returned by engine operations."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .durations import Duration, parse_duration
+from .errors import ConfigError
+from .runner import TickPollResult
+
+__all__ = ["EngineStatus", "LeaseOptions", "ReplayResult", "TickPollResult", "TickResult"]
+
+
+class EngineStatus(StrEnum):
+    """Lifecycle of an engine: idle -> running -> stopping -> stopped."""
+
+    IDLE = "idle"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    """What one ``tick()`` pass did.
+
+    Attributes:
+        polled: One entry per (poller, partition, lane) cycle that ran.
+        skipped_leased: Due keys another instance (or run) was working on.
+        skipped_not_due: Keys not due yet, or paused.
+        duration_ms: Wall time of the pass (clock time).
+        timed_out: The deadline stopped the pass before every key was visited.
+    """
+
+    polled: list[TickPollResult] = field(default_factory=list)
+    skipped_leased: int = 0
+    skipped_not_due: int = 0
+    duration_ms: int = 0
+    timed_out: bool = False
+
+    @property
+    def errors(self) -> list[TickPollResult]:
+        """The cycles that failed."""
+        return [result for result in self.polled if result.error is not None]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "polled": [result.to_dict() for result in self.polled],
+            "skipped_leased": self.skipped_leased,
+            "skipped_not_due": self.skipped_not_due,
+            "duration_ms": self.duration_ms,
+            "timed_out": self.timed_out,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """What ``replay()`` did: how many logged events went back to the outbox."""
+
+    replayed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseOptions:
+    """Lease timing.
+
+    Args:
+        ttl: How long a lease lives without renewal. Keep it above the slowest page fetch.
+        renew_every: Heartbeat period; default ``ttl / 3``.
+    """
+
+    ttl: Duration = "30s"
+    renew_every: Duration | None = None
+    ttl_ms: int = field(init=False, repr=False, compare=False)
+    renew_every_ms: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ttl_ms = parse_duration(self.ttl, "lease.ttl")
+        if ttl_ms <= 0:
+            raise ConfigError(f"must be greater than zero, got {self.ttl!r}", field="lease.ttl")
+        renew_ms = (
+            max(1, ttl_ms // 3)
+            if self.renew_every is None
+            else parse_duration(self.renew_every, "lease.renew_every")
+        )
+        if not 0 < renew_ms < ttl_ms:
+            raise ConfigError(
+                f"must be between 0 and lease.ttl, got {self.renew_every!r}",
+                field="lease.renew_every",
+            )
+        object.__setattr__(self, "ttl_ms", ttl_ms)
+        object.__setattr__(self, "renew_every_ms", renew_ms)

@@ -1,0 +1,518 @@
+"""One run of one (poller, partition): the poll cycle of "How it works".
+
+In order: decide whether anything is due; take the lease (with a fenced epoch); deliver what
+the outbox still holds; run the live lane page by page, committing cursor, snapshot delta,
+events, log entries and quarantined items of each page in ONE store transaction; run the
+reconcile lane and the backfill lane when they are due; persist the schedule; release the
+lease. A lost lease cancels the run and throws its in-memory work away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from watukuy.cursor import CursorStrategy
+from watukuy.scheduler import begin_cycle, is_due, on_failure, on_poison_halt, on_success
+
+from .consumers import Consumer
+from .dispatcher import Dispatcher, DrainResult
+from .errors import (
+    BudgetTimeoutError,
+    HttpError,
+    LeaseLostError,
+    SerializedError,
+    StoreError,
+)
+from .hooks import (
+    CircuitCloseDetails,
+    CircuitOpenDetails,
+    ErrorDetails,
+    HookBus,
+    LeaseAcquiredDetails,
+    LeaseLostDetails,
+    PollEndDetails,
+    ScheduleChangeDetails,
+)
+from .http_port import BudgetGate, HttpFactory
+from .lane import LaneCycle
+from .lease import LeaseKeeper
+from .poller import Partition, PollerDefinition
+from .ports import Clock, Random, StateStore
+from .rows import (
+    CircuitState,
+    Lane,
+    Lease,
+    PKey,
+    PollerState,
+    StatePatch,
+    empty_poller_state,
+)
+
+__all__ = ["EngineDeps", "KeyRunResult", "KeyRunner", "TickPollResult", "wake_time"]
+
+_log = logging.getLogger("watukuy")
+
+
+class KeyLogger(logging.LoggerAdapter[logging.Logger]):
+    """Adds ``poller`` and ``partition`` to every record, keeping the caller's ``extra``."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs
+
+
+@dataclass(frozen=True, slots=True)
+class TickPollResult:
+    """One lane cycle that ran during a tick.
+
+    Attributes:
+        poller: Poller name.
+        partition: Partition key.
+        lane: Which lane ran.
+        items: Items fetched (after the lag filter).
+        events: Events committed.
+        delivered: Events delivered during the cycle.
+        duration_ms: Wall time of the cycle.
+        error: The failure, serialised; ``None`` on success. Failures are reported here,
+            never raised.
+    """
+
+    poller: str
+    partition: str
+    lane: Lane
+    items: int
+    events: int
+    delivered: int
+    duration_ms: int
+    error: SerializedError | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineDeps:
+    """What every key run shares with the engine."""
+
+    store: StateStore
+    clock: Clock
+    random: Random
+    hooks: HookBus
+    instance_id: str
+    lease_ttl_ms: int
+    lease_renew_ms: int
+    batch_size: int
+    http: HttpFactory | None
+    budgets: BudgetGate | None
+    reconcile_strategy: CursorStrategy[Any]
+    budget_max_wait: Callable[[str], int | None] = field(default=lambda name: None)
+
+
+RunOutcome = Literal["ran", "not-due", "paused", "leased", "lease-lost"]
+
+
+@dataclass(slots=True)
+class KeyRunResult:
+    """What :meth:`KeyRunner.run` did for one key."""
+
+    outcome: RunOutcome
+    results: list[TickPollResult] = field(default_factory=list)
+    state: PollerState | None = None
+    drain: DrainResult = field(default_factory=DrainResult)
+
+
+def _reconcile_due(poller: PollerDefinition[Any], state: PollerState, now: int) -> bool:
+    if poller.reconcile is None:
+        return False
+    last = state.last_reconcile_at
+    return last is None or last + poller.reconcile.every_ms <= now
+
+
+def wake_time(
+    poller: PollerDefinition[Any], state: PollerState | None, *, has_consumer: bool, now: int
+) -> int | None:
+    """When a key next needs a run, from its persisted state (``None``: only on demand)."""
+    if state is None:
+        return now
+    if state.paused:
+        return None
+    schedule = state.schedule
+    candidates = [now if schedule.next_due_at is None else schedule.next_due_at]
+    if has_consumer and schedule.next_retry_at is not None and not schedule.drain_blocked:
+        candidates.append(schedule.next_retry_at)
+    if poller.reconcile is not None:
+        last = state.last_reconcile_at
+        candidates.append(now if last is None else last + poller.reconcile.every_ms)
+    if state.backfill is not None:
+        candidates.append(now)
+    return min(candidates)
+
+
+class KeyRunner:
+    """Runs everything that is due for one key, once.
+
+    Args:
+        deps: Engine-wide dependencies.
+        poller: The poller.
+        partition: The partition (``Partition("")`` when not partitioned).
+        consumer: The handler or subscription, or ``None`` (events then wait in the outbox).
+        force: Run the live lane even if it is not due (``trigger()``).
+        deadline: Epoch ms after which no new page is fetched (``tick(max_duration=...)``).
+        stopping: Returns True once the engine is stopping (no new pages either).
+    """
+
+    def __init__(
+        self,
+        deps: EngineDeps,
+        poller: PollerDefinition[Any],
+        partition: Partition,
+        consumer: Consumer | None,
+        *,
+        force: bool = False,
+        deadline: int | None = None,
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._deps = deps
+        self._poller = poller
+        self._partition = partition
+        self._consumer = consumer
+        self._force = force
+        self._deadline = deadline
+        self._stopping = stopping
+        self._key = PKey(poller.name, partition.key)
+        self._logger = KeyLogger(_log, {"poller": poller.name, "partition": partition.key})
+
+    @property
+    def key(self) -> PKey:
+        """The key this runner serves."""
+        return self._key
+
+    def should_stop(self) -> bool:
+        """True when the deadline passed or the engine is stopping (checked between pages)."""
+        if self._stopping():
+            return True
+        return self._deadline is not None and self._deps.clock.now() >= self._deadline
+
+    async def _is_due(self, state: PollerState, now: int) -> bool:
+        if self._force or is_due(state.schedule, now):
+            return True
+        if _reconcile_due(self._poller, state, now) or state.backfill is not None:
+            return True
+        if self._consumer is None or state.schedule.drain_blocked:
+            return False
+        retry_at = state.schedule.next_retry_at
+        if retry_at is not None and retry_at > now:
+            return False
+        return await self._deps.store.count_pending(self._key) > 0
+
+    async def run(self) -> KeyRunResult:
+        """Do one run; never raises for poller failures (they are in ``results``)."""
+        deps = self._deps
+        now = deps.clock.now()
+        state = await deps.store.load_state(self._key) or empty_poller_state(now)
+        if state.paused:
+            return KeyRunResult("paused", state=state)
+        if not await self._is_due(state, now):
+            return KeyRunResult("not-due", state=state)
+        lease = await deps.store.acquire_lease(
+            self._key, deps.instance_id, deps.lease_ttl_ms, deps.clock.now()
+        )
+        if lease is None:
+            return KeyRunResult("leased", state=state)
+        await deps.hooks.emit(
+            "on_lease_acquired",
+            LeaseAcquiredDetails(**self._hook_fields("live"), lease=lease),
+        )
+        return await self._run_leased(lease)
+
+    def _hook_fields(self, lane: Lane) -> dict[str, Any]:
+        return {
+            "poller": self._key.poller,
+            "partition": self._key.partition,
+            "lane": lane,
+            "instance_id": self._deps.instance_id,
+        }
+
+    async def _run_leased(self, lease: Lease) -> KeyRunResult:
+        deps = self._deps
+        cancel = asyncio.Event()
+        result = KeyRunResult("ran")
+        lanes_task: asyncio.Task[None] | None = None
+
+        def lost() -> None:
+            cancel.set()
+            if lanes_task is not None:
+                lanes_task.cancel()
+
+        keeper = LeaseKeeper(
+            deps.store,
+            self._key,
+            lease,
+            ttl_ms=deps.lease_ttl_ms,
+            renew_every_ms=deps.lease_renew_ms,
+            clock=deps.clock,
+            logger=self._logger,
+            on_lost=lost,
+        )
+        lanes_task = asyncio.create_task(self._lanes(keeper, cancel, result))
+        keeper.start()
+        lease_lost = False
+        try:
+            await lanes_task
+        except LeaseLostError:
+            lease_lost = True
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if keeper.lost and (current is None or current.cancelling() == 0):
+                lease_lost = True
+            else:
+                cancel.set()
+                raise
+        finally:
+            cancel.set()
+            await keeper.stop()
+            if not lease_lost and not keeper.lost:
+                try:
+                    await deps.store.release_lease(self._key, keeper.lease)
+                except StoreError as error:
+                    self._logger.warning("lease release failed: %s", error)
+        if lease_lost or keeper.lost:
+            result.outcome = "lease-lost"
+            self._logger.warning("lease lost during the run; its in-memory work was discarded")
+            await deps.hooks.emit(
+                "on_lease_lost", LeaseLostDetails(**self._hook_fields("live"), epoch=lease.epoch)
+            )
+        return result
+
+    async def _lanes(self, keeper: LeaseKeeper, cancel: asyncio.Event, out: KeyRunResult) -> None:
+        deps = self._deps
+        poller = self._poller
+        state = await deps.store.load_state(self._key) or empty_poller_state(deps.clock.now())
+        dispatcher = Dispatcher(
+            store=deps.store,
+            key=self._key,
+            poller=poller,
+            partition=self._partition,
+            lease=lambda: keeper.lease,
+            clock=deps.clock,
+            random=deps.random,
+            hooks=deps.hooks,
+            instance_id=deps.instance_id,
+            batch_size=deps.batch_size,
+            logger=self._logger,
+            cancel=cancel,
+        )
+        # 1. Deliver what a previous run (or a crash) left behind, before any request.
+        drain = await dispatcher.drain(self._consumer)
+        out.drain.merge(drain)
+        if drain.halted:
+            state = await self._halt(state, drain)
+
+        lanes: list[Lane] = []
+        if not out.drain.halted and (self._force or is_due(state.schedule, deps.clock.now())):
+            lanes.append("live")
+        if _reconcile_due(poller, state, deps.clock.now()):
+            lanes.append("reconcile")
+        if state.backfill is not None:
+            lanes.append("backfill")
+
+        for lane in lanes:
+            if self._halted(out):
+                break
+            if lane != "live" and self.should_stop():
+                break
+            if lane == "live":
+                schedule = begin_cycle(state.schedule, deps.clock.now())
+                if self._force and schedule.circuit is CircuitState.OPEN:
+                    schedule = dataclasses.replace(schedule, circuit=CircuitState.HALF_OPEN)
+                state = dataclasses.replace(state, schedule=schedule)
+            state = await self._run_lane(lane, state, keeper, dispatcher, cancel, out)
+            if self._halted(out):
+                state = await self._halt(state, out.drain)
+
+        # 7. Persist the schedule (and lane bookkeeping), then the caller releases the lease.
+        schedule = dataclasses.replace(
+            state.schedule,
+            next_retry_at=out.drain.next_retry_at,
+            drain_blocked=out.drain.held > 0 and out.drain.next_retry_at is None,
+        )
+        patch: StatePatch = {
+            "schedule": schedule,
+            "last_reconcile_at": state.last_reconcile_at,
+            "backfill": state.backfill,
+            "cursors": state.cursors,
+            "updated_at": deps.clock.now(),
+        }
+        await deps.store.save_state(self._key, keeper.lease, patch)
+        out.state = dataclasses.replace(state, schedule=schedule)
+
+    @staticmethod
+    def _halted(out: KeyRunResult) -> bool:
+        return out.drain.halted
+
+    async def _halt(self, state: PollerState, drain: DrainResult) -> PollerState:
+        """A poison event with ``action="halt"``: open the circuit now."""
+        deps = self._deps
+        message = "poison event with delivery.poison.action='halt'; circuit opened"
+        if drain.parked_rows:
+            message += f" (event {drain.parked_rows[-1].id})"
+        error: SerializedError = {"name": "PoisonHalt", "message": message, "code": "CIRCUIT_OPEN"}
+        transition = on_poison_halt(
+            state.schedule,
+            schedule=self._poller.schedule,
+            circuit=self._poller.circuit,
+            error=error,
+            now=deps.clock.now(),
+        )
+        if transition.circuit_opened:
+            await deps.hooks.emit(
+                "on_circuit_open",
+                CircuitOpenDetails(
+                    **self._hook_fields("live"),
+                    failures=transition.state.consecutive_failures,
+                    probe_at=transition.state.next_due_at or deps.clock.now(),
+                ),
+            )
+        return dataclasses.replace(state, schedule=transition.state)
+
+    async def _run_lane(
+        self,
+        lane: Lane,
+        state: PollerState,
+        keeper: LeaseKeeper,
+        dispatcher: Dispatcher,
+        cancel: asyncio.Event,
+        out: KeyRunResult,
+    ) -> PollerState:
+        deps = self._deps
+        cycle = LaneCycle(
+            deps=deps,
+            poller=self._poller,
+            partition=self._partition,
+            key=self._key,
+            lane=lane,
+            keeper=keeper,
+            dispatcher=dispatcher,
+            consumer=self._consumer,
+            cancel=cancel,
+            should_stop=self.should_stop,
+            force=self._force,
+            logger=self._logger,
+        )
+        state, summary, error, phase = await cycle.run(state)
+        out.drain.merge(cycle.drain)
+        now = deps.clock.now()
+        schedule = state.schedule
+        if lane == "live":
+            if error is None:
+                tr = on_success(
+                    schedule,
+                    schedule=self._poller.schedule,
+                    circuit=self._poller.circuit,
+                    events=summary.events.total,
+                    not_modified=summary.not_modified,
+                    truncated=summary.truncated,
+                    rate_limit=cycle.rate_limit,
+                    now=now,
+                    random=deps.random,
+                    summary=summary,
+                )
+            else:
+                tr = self._failure_transition(schedule, error, cycle.raised, now)
+                tr = dataclasses.replace(
+                    tr,
+                    state=dataclasses.replace(
+                        tr.state, last_poll=summary, last_poll_at=summary.started_at
+                    ),
+                )
+            schedule = tr.state
+            if summary.events.total:
+                schedule = dataclasses.replace(schedule, drain_blocked=False)
+            if tr.circuit_closed:
+                await deps.hooks.emit(
+                    "on_circuit_close", CircuitCloseDetails(**self._hook_fields(lane))
+                )
+            if tr.circuit_opened:
+                await deps.hooks.emit(
+                    "on_circuit_open",
+                    CircuitOpenDetails(
+                        **self._hook_fields(lane),
+                        failures=schedule.consecutive_failures,
+                        probe_at=schedule.next_due_at or now,
+                    ),
+                )
+            await deps.hooks.emit(
+                "on_schedule_change",
+                ScheduleChangeDetails(
+                    **self._hook_fields(lane),
+                    interval_ms=schedule.interval_ms or self._poller.schedule.min_ms,
+                    next_due_at=schedule.next_due_at or now,
+                    reason=tr.reason,
+                ),
+            )
+        else:
+            schedule = dataclasses.replace(
+                schedule,
+                last_error=error if error is not None else schedule.last_error,
+            )
+        if error is not None:
+            self._logger.warning(
+                "%s cycle failed (%s): %s",
+                lane,
+                phase,
+                error.get("message", ""),
+                extra={"lane": lane, "phase": phase, "error_code": error.get("code")},
+            )
+            await deps.hooks.emit(
+                "on_error", ErrorDetails(**self._hook_fields(lane), error=error, phase=phase)
+            )
+        state = dataclasses.replace(state, schedule=schedule)
+        await deps.hooks.emit(
+            "on_poll_end", PollEndDetails(**self._hook_fields(lane), summary=summary)
+        )
+        out.results.append(
+            TickPollResult(
+                poller=self._key.poller,
+                partition=self._key.partition,
+                lane=lane,
+                items=summary.items,
+                events=summary.events.total,
+                delivered=cycle.drain.delivered,
+                duration_ms=summary.duration_ms,
+                error=error,
+            )
+        )
+        return state
+
+    def _failure_transition(
+        self, schedule: Any, error: SerializedError, raised: BaseException | None, now: int
+    ) -> Any:
+        retry_after_ms: int | None = None
+        status: int | None = None
+        throttle = False
+        if isinstance(raised, HttpError):
+            status = raised.status
+            throttle = raised.is_throttle
+            if raised.retry_after is not None:
+                retry_after_ms = round(raised.retry_after * 1000)
+        elif isinstance(raised, BudgetTimeoutError):
+            # Out of budget is not the API failing: defer, do not count a failure.
+            throttle = True
+            retry_after_ms = self._poller.schedule.min_ms
+        return on_failure(
+            schedule,
+            schedule=self._poller.schedule,
+            circuit=self._poller.circuit,
+            error=error,
+            error_status=status,
+            retry_after_ms=retry_after_ms,
+            is_throttle=throttle,
+            now=now,
+            random=self._deps.random,
+        )

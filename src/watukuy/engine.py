@@ -1,0 +1,145 @@
+"""``watukuy.Engine``: the engine with real-world defaults.
+
+:class:`~watukuy.core.engine.EngineCore` takes every dependency explicitly; this subclass
+fills in the system clock, process randomness, an httpx-based ``ctx.http`` and an instance
+id made of host name and process id, and adds :meth:`Engine.run`, the blocking daemon with
+SIGINT/SIGTERM handling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from ._system import SystemClock, SystemRandom
+from .core.durations import Duration
+from .core.engine import EngineCore
+from .core.errors import ConfigError
+from .core.options import Budget
+from .core.poller import PollerDefinition
+from .core.ports import BudgetStore, Clock, Random, StateStore
+from .core.results import LeaseOptions
+from .http import HttpxFactory
+
+__all__ = ["Engine"]
+
+
+def default_instance_id() -> str:
+    """``<host>-<pid>-<random>``: unique per process, readable in ``inspect()``."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class Engine(EngineCore):
+    """The watukuy engine: pollers, a store, and the loop that runs whatever is due.
+
+    Example::
+
+        engine = wk.Engine(store=wk.SqliteStore("watukuy.db"), pollers=[orders])
+
+        @engine.on("orders")
+        async def on_order(event: wk.Event[Order], ctx: wk.HandlerContext) -> None: ...
+
+        async with engine:          # start() ... stop(drain=True)
+            ...
+        engine.run()                # or: a blocking daemon that stops on SIGINT/SIGTERM
+        await engine.tick()         # or: one pass, for cron and serverless
+
+    Args:
+        store: Where all state lives (``MemoryStore``, ``SqliteStore``, ``PostgresStore``,
+            ``RedisStore``, or any ``StateStore``).
+        pollers: Definitions from ``define_poller`` (a list, or a mapping by name).
+        budgets: Named rate budgets, ``{"erp": Budget(requests=100, per="1m")}``.
+        budget_store: Where budget buckets live; ``RedisBudgetStore`` shares them across
+            processes (default: in this process).
+        instance_id: This process's id in leases (default ``<host>-<pid>-<random>``).
+        clock: Time (default the system clock; ``VirtualClock`` in tests).
+        random: Randomness for jitter (default process randomness; ``SeededRandom`` in tests).
+        hooks: A hook set (an object with any ``on_*`` methods) or a list of them.
+        lease: Lease TTL and renewal (``LeaseOptions(ttl="30s")`` or a dict).
+        http_client: The ``httpx.AsyncClient`` behind ``ctx.http`` (default: one created
+            lazily and closed by ``stop()``).
+        dispatch_batch_size: Outbox rows loaded per dispatcher batch.
+        max_concurrent_keys: Keys the daemon runs at once (default: no limit).
+        tick_concurrency: Keys ``tick()`` runs at once.
+        resync_every: How often the daemon re-reads all keys' state to notice changes made
+            by other processes.
+        auto_migrate: Run ``store.migrate()`` before the first pass.
+
+    Raises:
+        ConfigError: Invalid configuration, naming the field and value.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: StateStore,
+        pollers: Sequence[PollerDefinition[Any]] | Mapping[str, PollerDefinition[Any]],
+        budgets: Mapping[str, Budget] | None = None,
+        budget_store: BudgetStore | None = None,
+        instance_id: str | None = None,
+        clock: Clock | None = None,
+        random: Random | None = None,
+        hooks: object | Sequence[object] | None = None,
+        lease: LeaseOptions | Mapping[str, Any] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        dispatch_batch_size: int = 100,
+        max_concurrent_keys: int | None = None,
+        tick_concurrency: int = 4,
+        resync_every: Duration = "15s",
+        auto_migrate: bool = True,
+    ) -> None:
+        if isinstance(lease, Mapping):
+            try:
+                lease = LeaseOptions(**lease)
+            except TypeError as error:
+                raise ConfigError(str(error), field="lease") from error
+        if lease is not None and not isinstance(lease, LeaseOptions):
+            raise ConfigError(f"expected LeaseOptions or a dict, got {lease!r}", field="lease")
+        super().__init__(
+            store=store,
+            pollers=pollers,
+            clock=clock or SystemClock(),
+            random=random or SystemRandom(),
+            budgets=budgets,
+            budget_store=budget_store,
+            instance_id=instance_id or default_instance_id(),
+            hooks=hooks,
+            lease=lease,
+            http=HttpxFactory(http_client),
+            dispatch_batch_size=dispatch_batch_size,
+            max_concurrent_keys=max_concurrent_keys,
+            tick_concurrency=tick_concurrency,
+            resync_every=resync_every,
+            auto_migrate=auto_migrate,
+        )
+
+    async def serve(self, stop_timeout: Duration = "30s") -> None:
+        """Start, run until SIGINT or SIGTERM, then ``stop(drain=True)``."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        installed: list[signal.Signals] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError):  # not the main thread, or Windows
+                pass
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            await self.stop(drain=True, timeout=stop_timeout)
+
+    def run(self, stop_timeout: Duration = "30s") -> None:
+        """Blocking daemon (like ``uvicorn.run``): polls until SIGINT/SIGTERM, then drains
+        in-flight work for up to ``stop_timeout`` and returns."""
+        asyncio.run(self.serve(stop_timeout))

@@ -1,0 +1,136 @@
+"""Factories for engine integration tests: a world of clock, API, store and engine."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import watukuy as wk
+from watukuy.core.ports import StateStore
+from watukuy.testing import FakeApi, SeededRandom, VirtualClock
+
+BASE = "https://fake.api"
+
+
+def timestamp_fetch(limit: int = 10, path: str = "/items") -> Callable[..., Any]:
+    """A fetch for the FakeApi keyset listing (`updated_at`, `id`)."""
+
+    async def fetch(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
+        prefix = f"/t/{ctx.partition.key}" if ctx.partition.key else ""
+        res = await ctx.http.get(
+            f"{BASE}{prefix}{path}",
+            params={"since": ctx.cursor.value, "after_id": ctx.cursor.tie_break, "limit": limit},
+        )
+        if res.not_modified:
+            return wk.Page(items=[])
+        body = res.json()
+        return wk.Page(items=body["data"], has_more=body["has_more"])
+
+    return fetch
+
+
+def page_fetch(page_size: int = 10) -> Callable[..., Any]:
+    """A fetch for the page-numbered listing, paged by `ctx.page` (full scans)."""
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        prefix = f"/t/{ctx.partition.key}" if ctx.partition.key else ""
+        res = await ctx.http.get(
+            f"{BASE}{prefix}/items/page", params={"page": ctx.page, "page_size": page_size}
+        )
+        if res.not_modified:
+            return wk.Page(items=[])
+        body = res.json()
+        return wk.Page(items=body["data"], has_more=body["has_more"])
+
+    return fetch
+
+
+def token_fetch(limit: int = 10) -> Callable[..., Any]:
+    """A fetch for the opaque-token listing."""
+
+    async def fetch(ctx: wk.FetchContext[wk.TokenPosition]) -> wk.Page[Any]:
+        prefix = f"/t/{ctx.partition.key}" if ctx.partition.key else ""
+        res = await ctx.http.get(
+            f"{BASE}{prefix}/items/token", params={"cursor": ctx.cursor.value, "limit": limit}
+        )
+        body = res.json()
+        return wk.Page(items=body["data"], cursor=body["next"])
+
+    return fetch
+
+
+@dataclass
+class Recorder:
+    """A handler that records what it saw, and can be told to fail."""
+
+    events: list[wk.Event[Any]] = field(default_factory=list)
+    fail: Callable[[wk.Event[Any]], bool] = lambda event: False
+    attempts: list[tuple[str, int]] = field(default_factory=list)
+
+    async def __call__(self, event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+        self.attempts.append((event.id, event.attempt))
+        if self.fail(event):
+            raise RuntimeError(f"handler refuses {event.subject}")
+        self.events.append(event)
+
+    @property
+    def ids(self) -> list[str]:
+        return [event.id for event in self.events]
+
+    def by_subject(self, subject: str) -> list[str]:
+        return [event.type for event in self.events if event.subject == subject]
+
+
+@dataclass
+class World:
+    """Clock, API and store shared by the engines of one test."""
+
+    clock: VirtualClock
+    api: FakeApi
+    store: StateStore
+
+    def engine(self, *pollers: wk.PollerDefinition[Any], **options: Any) -> wk.Engine:
+        options.setdefault("random", SeededRandom(7))
+        options.setdefault("instance_id", f"engine-{id(options)}")
+        return wk.Engine(
+            store=self.store,
+            pollers=list(pollers),
+            clock=self.clock,
+            http_client=httpx.AsyncClient(transport=self.api.transport()),
+            **options,
+        )
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def store(store_kind: str, tmp_path: Path) -> AsyncIterator[StateStore]:
+    created: StateStore = (
+        wk.MemoryStore() if store_kind == "memory" else wk.SqliteStore(tmp_path / "w.db")
+    )
+    await created.migrate()
+    yield created
+    await created.close()
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+def world(clock: VirtualClock, store: StateStore) -> World:
+    return World(clock=clock, api=FakeApi(clock), store=store)
+
+
+def item(n: int, at: str, **extra: Any) -> dict[str, Any]:
+    """An API item `item-NNN` stamped `at`."""
+    return {"id": f"item-{n:03d}", "updated_at": at, "version": 1, "status": "new", **extra}
