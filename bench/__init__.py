@@ -1,0 +1,1 @@
+"""Benchmarks: figures to read, not tests to pass. Run them with ``make bench``."""

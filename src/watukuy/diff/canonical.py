@@ -1,0 +1,277 @@
+"""Canonical JSON (RFC 8785, "JCS") and the content hash built on it.
+
+The canonical form of a value is the JCS text of ``to_jsonable(value)``, written exactly as
+the original watukuy writes it, so a hash computed here equals the hash computed there:
+
+- object keys sorted by UTF-16 code units, no whitespace;
+- numbers written the way JavaScript's ``Number.prototype.toString`` writes doubles
+  (shortest round-trip digits; plain notation for ``1e-6 <= |x| < 1e21``, exponent form
+  with an explicit sign otherwise; ``100.0`` is ``100`` and ``-0.0`` is ``0``);
+- integers beyond 2**53 written as the double JavaScript would have parsed them into;
+- strings escaped only where JCS requires it, everything else literal UTF-8.
+
+It is on the hot path (every item of every page is hashed), so three writers share the
+work, each used only when it can prove its bytes right:
+
+1. **orjson as is.** orjson writes plain JSON data almost exactly as JCS does; a few
+   C-speed scans of its output prove that nothing it writes differently is present
+   (integral or extreme floats, NaN written as ``null``, a rare key-order case).
+2. **orjson after a walk.** Otherwise the value is walked once in Python: typed values go
+   through ``to_jsonable``, and the numbers orjson would write differently are replaced
+   by :class:`orjson.Fragment` holding JavaScript's text. The output is checked again.
+3. **The reference writer** (:func:`~watukuy.diff.jcs.reference_json`) for whatever is
+   left, and to report errors precisely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from operator import countOf
+from typing import Any, Final
+
+import orjson
+
+from watukuy.core.json import to_jsonable
+
+from .jcs import format_number, reference_json, utf16_sorted
+
+__all__ = ["canonical_json", "content_hash"]
+
+_sha256: Final = hashlib.sha256
+_Fragment: Final = orjson.Fragment
+_MAX_SAFE_INT: Final = 2**53 - 1
+
+_OPTIONS: Final = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_STRICT_INTEGER  # JavaScript rounds beyond 2**53; _prepare writes those
+    # With these and no default=, orjson raises for anything but exact built-in types,
+    # enums and UUIDs (which it writes as to_jsonable does), sending the value to
+    # _prepare: datetimes keep to_jsonable's form, and no home-made __eq__ reaches the
+    # null count in _fast. (An orjson.Fragment inside an item would be copied verbatim;
+    # it is not JSON data and has no place in items.)
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+_OPTIONS_UNSORTED: Final = _OPTIONS & ~orjson.OPT_SORT_KEYS
+
+# Where orjson and JavaScript write a double differently, orjson's token holds one of:
+# ".0" before a delimiter (integral values such as 100.0 and -0.0) or followed by five
+# more zeros (plain notation below 1e-6); a positive exponent up to 20 (JavaScript goes
+# plain below 1e21); a negative exponent down to 6 (JavaScript goes plain from 1e-6 on).
+# Beyond those ranges both write the same exponent form. A match inside a string only
+# costs a slower path, never correctness.
+_integral_or_tiny: Final = re.compile(rb"\.0(?:[,\]}]|0{5})").search
+_plain_in_js_big: Final = re.compile(rb"e\+(?:1?\d|20)[,\]}]").search
+_plain_in_js_small: Final = re.compile(rb"e-[1-6][,\]}]").search
+# UTF-8 lead bytes of the characters above U+FFFF.
+_supplementary: Final = re.compile(rb"[\xf0-\xf4]").search
+
+
+def _is_plain_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float)
+
+
+def _numbers_agree(out: bytes) -> bool:
+    """No number token in ``out`` is one orjson writes differently from JavaScript."""
+    return (
+        _integral_or_tiny(out) is None
+        and (out.find(b"+") < 0 or _plain_in_js_big(out) is None)
+        and _plain_in_js_small(out) is None
+    )
+
+
+def _keys_in_order(out: bytes) -> bool:
+    """orjson's code-point key order is also UTF-16 order for the strings in ``out``.
+
+    The two orders differ only between a character in U+E000..U+FFFF (UTF-8 lead byte EE
+    or EF) and one above U+FFFF; unless both kinds occur, they agree.
+    """
+    return (
+        out.isascii()
+        or (out.find(b"\xee") < 0 and out.find(b"\xef") < 0)
+        or _supplementary(out) is None
+    )
+
+
+def _only_finite_floats(value: Any) -> bool:
+    """True when ``value`` holds only exact built-in JSON types and finite floats."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        for item in node.values() if type(node) is dict else node:
+            kind = type(item)
+            if kind is float:
+                if not math.isfinite(item):
+                    return False
+            elif kind is dict or kind is list or kind is tuple:
+                stack.append(item)
+            elif kind is not str and kind is not int and kind is not bool and item is not None:
+                return False
+    return True
+
+
+def _fast(value: dict[str, Any] | list[Any]) -> bytes | None:
+    """orjson's text for ``value`` when it is provably the JCS text, else ``None``.
+
+    Raises:
+        TypeError: orjson refused the value (typed values, non-string keys, integers
+            beyond 2**53, lone surrogates, deep nesting).
+    """
+    out = orjson.dumps(value, option=_OPTIONS)
+    if not (_numbers_agree(out) and _keys_in_order(out)):
+        return None
+    # orjson writes NaN and Infinity as null. Each None member of the top-level container
+    # is a distinct "null" in the output; when the output holds no more "null"s than
+    # that, nothing else (no NaN) became null. countOf compares with ==, and no type that
+    # gets this far equals None unless a user's enum overrides __eq__ to claim so.
+    nulls = out.count(b"null")
+    if nulls:
+        members = value.values() if type(value) is dict else value
+        if nulls != countOf(members, None) and not _only_finite_floats(value):
+            return None
+    return out
+
+
+def _orjson_writes_as_assumed() -> bool:
+    """Check, once, the orjson habits the fast paths rely on.
+
+    Should a future orjson write numbers, escapes or key order differently, the fast paths
+    switch themselves off and every value takes the reference writer: slower, never wrong.
+    """
+    numbers = [1e21, 1e20, 1.5e300, 1e-6, 2.5e-8, 1e-5, 100.0, -0.0, 0.1, 123.45, 5e-324]
+    text = '\x00\x08\t\n\x0c\r\x1f\x7f\u2028/"\\\u00e9\U0001f600'
+    try:
+        out = orjson.dumps([numbers, text, {"b": 1, "a": 2}, _Fragment(b"1e+21")], option=_OPTIONS)
+    except TypeError:
+        return False
+    expected = (
+        b"[[1e+21,1e+20,1.5e+300,1e-6,2.5e-8,0.00001,100.0,-0.0,0.1,123.45,5e-324],"
+        + reference_json(text)
+        + b',{"a":2,"b":1},1e+21]'
+    )
+    return out == expected
+
+
+FAST_PATHS: Final = _orjson_writes_as_assumed()
+"""Whether orjson behaves as the fast paths assume (checked once, at import)."""
+
+
+def _number(value: float) -> float | int | orjson.Fragment:
+    if value.is_integer():
+        if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT:
+            return int(value)  # what JavaScript writes for it; -0.0 becomes 0
+    elif 1e-5 <= abs(value) < 1e16:
+        return value  # orjson already writes these as JavaScript does
+    return _Fragment(format_number(value))  # raises ValueError for NaN and Infinity
+
+
+def _prepare(node: Any) -> Any:
+    """Exact built-in JSON data orjson writes as JCS (up to key order): a copy of ``node``
+    with typed values made plain and odd numbers pre-written as fragments.
+
+    Raises:
+        ValueError: NaN or Infinity, or an integer too large for a double.
+        TypeError: A value with no JSON form (from ``to_jsonable``).
+    """
+    kind = type(node)
+    if kind is str or kind is bool or node is None:
+        return node
+    if kind is int:
+        return node if -_MAX_SAFE_INT <= node <= _MAX_SAFE_INT else _Fragment(format_number(node))
+    if kind is float:
+        return _number(node)
+    if kind is dict:
+        copy = {}
+        for key, item in node.items():
+            if type(key) is not str:
+                return _prepare(to_jsonable(node))  # to_jsonable knows which keys are allowed
+            # Strings, booleans and None pass unchanged; skipping the call saves time.
+            inner = type(item)
+            copy[key] = item if inner is str or inner is bool or item is None else _prepare(item)
+        return copy
+    if kind is list or kind is tuple:
+        return [_prepare(item) for item in node]
+    if isinstance(node, str):
+        return str.__str__(node)  # the text of a str subclass (a StrEnum, say)
+    if isinstance(node, int):
+        return _prepare(int.__index__(node))
+    if isinstance(node, float):
+        return _number(float.__float__(node))
+    return _prepare(to_jsonable(node))
+
+
+def _in_utf16_order(node: Any) -> Any:
+    """A copy of prepared data whose objects list their keys in UTF-16 order."""
+    if type(node) is dict:
+        return {key: _in_utf16_order(node[key]) for key in utf16_sorted(node)}
+    if type(node) is list:
+        return [_in_utf16_order(item) for item in node]
+    return node
+
+
+def _slow(value: Any) -> bytes:
+    if FAST_PATHS:
+        try:
+            prepared = _prepare(value)
+            out = orjson.dumps(prepared, option=_OPTIONS)
+            if _numbers_agree(out):
+                if _keys_in_order(out):
+                    return out
+                # Rare: let the objects carry UTF-16 order and orjson keep it.
+                return orjson.dumps(_in_utf16_order(prepared), option=_OPTIONS_UNSORTED)
+        except (TypeError, ValueError, RecursionError):
+            pass  # the reference writer raises the precise error, or finds none
+    return reference_json(value)
+
+
+def canonical_json(value: Any) -> bytes:
+    """The RFC 8785 canonical JSON of ``value``, byte for byte what the original writes.
+
+    Args:
+        value: Plain JSON data (dict, list, tuple, str, int, float, bool, None) or typed
+            values that :func:`watukuy.core.json.to_jsonable` understands (pydantic models,
+            msgspec structs, dataclasses, datetimes, enums, UUIDs, decimals).
+
+    Returns:
+        The canonical text as UTF-8 bytes.
+
+    Raises:
+        ValueError: NaN or Infinity in plain data, a lone surrogate in a string, an
+            integer too large for a double, or a value that contains itself.
+        TypeError: A value with no JSON form, including a non-finite float inside a typed
+            value (reported by :func:`~watukuy.core.json.to_jsonable`).
+    """
+    kind = type(value)
+    if FAST_PATHS and kind is not dict and kind is not list and not _is_plain_scalar(value):
+        # A typed value (a model, a struct...): to_jsonable makes it plain data, which
+        # orjson can then usually write as is.
+        try:
+            value = to_jsonable(value)
+        except TypeError:
+            return reference_json(value)  # raises the precise error
+        kind = type(value)
+    if FAST_PATHS and (kind is dict or kind is list):
+        try:
+            out = _fast(value)
+        except TypeError:
+            out = None
+        if out is not None:
+            return out
+    return _slow(value)
+
+
+def content_hash(value: Any) -> str:
+    """SHA-256 (hex) of :func:`canonical_json` of ``value``: the fingerprint of an item.
+
+    Vectors shared with the original: ``{"a": 1}`` hashes to ``015abd7f…f862`` and
+    ``None`` to ``74234e98…b90b``.
+
+    Raises:
+        ValueError: See :func:`canonical_json`.
+        TypeError: See :func:`canonical_json`.
+    """
+    return _sha256(canonical_json(value)).hexdigest()

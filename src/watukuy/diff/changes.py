@@ -1,0 +1,270 @@
+"""The diff: what one page of items changed against the stored snapshot rows.
+
+Pure, synchronous and deterministic. A page goes through three steps:
+
+1. :func:`dedupe` keeps one item per identity (an overlapping re-scan or a repeating API
+   may show an identity twice in a page);
+2. :func:`prepare_candidates` computes version text and content hash, skipping the hash
+   entirely when the stored row already has the same version and schema version;
+3. :func:`diff_candidates` compares the candidates with the stored rows and says which
+   events to emit and which rows to write in the page's commit.
+
+Full scans add :func:`detect_deletes` once the whole listing has been seen.
+
+The rules of :func:`diff_candidates`, with ``row`` the stored row of the identity:
+
+============================  =====================  =====================================
+stored row                    condition              result
+============================  =====================  =====================================
+absent                                               ``created``, upsert
+same ``schema_version``       hash differs           ``updated``, upsert
+same ``schema_version``       hash equal             unchanged; upsert only with
+                                                     ``touch_unchanged`` or a new version
+other ``schema_version``      ``"rebaseline"``       rebaselined, upsert, no event
+other ``schema_version``      ``"emit"``             ``updated`` if the hash differs, else
+                                                     rebaselined; upsert either way
+============================  =====================  =====================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Set
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from watukuy.core import json as wkjson
+from watukuy.core.errors import ConfigError
+from watukuy.core.rows import ItemRow
+
+from .canonical import content_hash
+from .ids import version_text
+from .jcs import utf16_sorted
+
+__all__ = [
+    "Candidate",
+    "Change",
+    "ChangeType",
+    "DiffResult",
+    "OnSchemaChange",
+    "dedupe",
+    "detect_deletes",
+    "diff_candidates",
+    "prepare_candidates",
+]
+
+T = TypeVar("T")
+
+ChangeType = Literal["created", "updated"]
+"""The events a diff can emit; ``deleted`` comes from :func:`detect_deletes`."""
+
+OnSchemaChange = Literal["rebaseline", "emit"]
+"""What to do with a stored row written under another ``schema_version``."""
+
+_ON_SCHEMA_CHANGE: frozenset[str] = frozenset({"rebaseline", "emit"})
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate(Generic[T]):
+    """One item of a page, ready to compare with its stored row.
+
+    Attributes:
+        identity: The item's identity.
+        item: The (validated) item itself.
+        version: The version text, ``None`` when the poller has no ``version``.
+        hash: SHA-256 hex of the canonical fingerprint (the whole item by default).
+    """
+
+    identity: str
+    item: T
+    version: str | None
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Change(Generic[T]):
+    """An event the page produces.
+
+    Attributes:
+        type: ``"created"`` or ``"updated"``.
+        identity: The item's identity.
+        item: The item as it is now.
+        previous: The stored payload (JSON text) of an ``updated`` item when payloads are
+            retained; ``None`` otherwise.
+        version: The version text, ``None`` when the poller has no ``version`` (the event
+            id then uses ``hash``).
+        hash: The content hash of the item's fingerprint.
+    """
+
+    type: ChangeType
+    identity: str
+    item: T
+    previous: str | None
+    version: str | None
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class DiffResult(Generic[T]):
+    """What :func:`diff_candidates` decided for one page.
+
+    Attributes:
+        changes: Events to emit, in candidate order.
+        upserts: Rows to write in the page's commit (every created, updated and rebaselined
+            item, and unchanged ones when touched or when their version text moved).
+        unchanged: Identities whose hash and schema version matched the stored row.
+        rebaselined: Identities whose row was rewritten for a new ``schema_version``
+            without an event.
+    """
+
+    changes: list[Change[T]] = field(default_factory=list)
+    upserts: list[ItemRow] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    rebaselined: list[str] = field(default_factory=list)
+
+
+def dedupe(pairs: Iterable[tuple[str, T]]) -> list[tuple[str, T]]:
+    """Keep one ``(identity, item)`` per identity: the last item, at the first position.
+
+    The last occurrence is the freshest observation; keeping the first position keeps the
+    page order stable for everything else.
+    """
+    latest: dict[str, T] = {}
+    for identity, item in pairs:
+        latest[identity] = item  # a dict keeps a key where it was first inserted
+    return list(latest.items())
+
+
+def prepare_candidates(
+    pairs: Iterable[tuple[str, T]],
+    existing: Mapping[str, ItemRow],
+    *,
+    version: Callable[[T], Any] | None,
+    fingerprint: Callable[[T], Any] | None,
+    schema_version: int,
+) -> tuple[list[Candidate[T]], list[str]]:
+    """Compute version text and content hash for a page of ``(identity, item)`` pairs.
+
+    Duplicate identities are folded with :func:`dedupe` first. When the poller has a
+    ``version`` and the stored row carries the same version text under the same
+    ``schema_version``, the item is reported unchanged without being hashed (the version
+    fast path); callers that track presence must count those identities as seen too.
+
+    Args:
+        pairs: ``(identity, item)`` in page order.
+        existing: The stored rows of (at least) these identities.
+        version: The poller's ``version(item)``, or ``None``.
+        fingerprint: The poller's ``fingerprint(item)``, or ``None`` to hash the whole item.
+        schema_version: The poller's current ``schema_version``.
+
+    Returns:
+        The candidates to diff, and the identities the fast path found unchanged, each in
+        page order.
+    """
+    candidates: list[Candidate[T]] = []
+    unchanged: list[str] = []
+    for identity, item in dedupe(pairs):
+        text = version_text(version(item)) if version is not None else None
+        row = existing.get(identity)
+        if (
+            text is not None
+            and row is not None
+            and row.version == text
+            and row.schema_version == schema_version
+        ):
+            unchanged.append(identity)
+            continue
+        digest = content_hash(fingerprint(item) if fingerprint is not None else item)
+        candidates.append(Candidate(identity, item, text, digest))
+    return candidates, unchanged
+
+
+def _row(candidate: Candidate[Any], schema_version: int, retain_payload: bool, now: int) -> ItemRow:
+    payload = wkjson.dumps(wkjson.to_jsonable(candidate.item)) if retain_payload else None
+    return ItemRow(
+        identity=candidate.identity,
+        version=candidate.version,
+        hash=candidate.hash,
+        schema_version=schema_version,
+        payload=payload,
+        seen_at=now,
+    )
+
+
+def diff_candidates(
+    candidates: Iterable[Candidate[T]],
+    existing: Mapping[str, ItemRow],
+    *,
+    schema_version: int,
+    on_schema_change: OnSchemaChange,
+    retain_payload: bool,
+    now: int,
+    touch_unchanged: bool = False,
+) -> DiffResult[T]:
+    """Decide, for each candidate, the event to emit and the row to write.
+
+    The rules are in the module docstring. Upserted rows carry the current
+    ``schema_version``, ``seen_at=now`` and, only when ``retain_payload``, the item as JSON
+    text.
+
+    Args:
+        candidates: From :func:`prepare_candidates`.
+        existing: The stored rows of these identities.
+        schema_version: The poller's current ``schema_version``.
+        on_schema_change: ``"rebaseline"`` (rewrite drifted rows silently) or ``"emit"``
+            (emit ``updated`` for drifted rows whose hash changed).
+        retain_payload: The poller keeps payloads (``retain="payload"``).
+        now: The commit time, epoch milliseconds.
+        touch_unchanged: Also rewrite unchanged rows, refreshing ``seen_at``.
+
+    Raises:
+        ConfigError: ``on_schema_change`` is neither ``"rebaseline"`` nor ``"emit"``.
+    """
+    if on_schema_change not in _ON_SCHEMA_CHANGE:
+        raise ConfigError(
+            f"expected 'rebaseline' or 'emit', got {on_schema_change!r}",
+            field="on_schema_change",
+        )
+    result: DiffResult[T] = DiffResult()
+    for candidate in candidates:
+        identity = candidate.identity
+        row = existing.get(identity)
+        if row is None:
+            result.changes.append(
+                Change("created", identity, candidate.item, None, candidate.version, candidate.hash)
+            )
+            result.upserts.append(_row(candidate, schema_version, retain_payload, now))
+            continue
+        drifted = row.schema_version != schema_version
+        if drifted and on_schema_change == "rebaseline":
+            result.rebaselined.append(identity)
+            result.upserts.append(_row(candidate, schema_version, retain_payload, now))
+            continue
+        if row.hash != candidate.hash:
+            previous = row.payload if retain_payload else None
+            result.changes.append(
+                Change(
+                    "updated", identity, candidate.item, previous, candidate.version, candidate.hash
+                )
+            )
+            result.upserts.append(_row(candidate, schema_version, retain_payload, now))
+            continue
+        if drifted:
+            # Nothing to tell the handler, but the row must move to the current schema
+            # version so the version fast path applies to it again.
+            result.rebaselined.append(identity)
+            result.upserts.append(_row(candidate, schema_version, retain_payload, now))
+            continue
+        result.unchanged.append(identity)
+        if touch_unchanged or row.version != candidate.version:
+            result.upserts.append(_row(candidate, schema_version, retain_payload, now))
+    return result
+
+
+def detect_deletes(stored_identities: Iterable[str], seen: Set[str]) -> list[str]:
+    """The stored identities a complete listing did not show, sorted by UTF-16 code units.
+
+    Args:
+        stored_identities: Identities in the snapshot (any iterable, e.g. one batch).
+        seen: Every identity the listing showed, including fast-path unchanged ones.
+    """
+    return utf16_sorted(identity for identity in stored_identities if identity not in seen)

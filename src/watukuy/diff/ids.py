@@ -1,0 +1,142 @@
+"""Deterministic event ids, and the text forms of identities and versions they are made of.
+
+An event id is the SHA-256 (hex) of::
+
+    watukuy|v1|<source>|<partition>|<identity>|<version-or-hash>|<schema_version>|<type>
+
+where, inside every part, ``\\`` is written ``\\\\`` and ``|`` is written ``\\|``, so no two
+different tuples of parts share a material. The same observation therefore has the same id
+in every process, after every restart and replay, and in the original watukuy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any, Final
+
+from watukuy.core.json import to_jsonable
+
+from .jcs import format_number
+
+__all__ = ["event_id", "event_id_material", "identity_text", "version_text"]
+
+_PREFIX: Final = "watukuy|v1|"
+_ESCAPES: Final = str.maketrans({"\\": "\\\\", "|": "\\|"})
+
+
+def _escape(part: str) -> str:
+    return part.translate(_ESCAPES)
+
+
+def event_id_material(
+    source: str,
+    partition: str,
+    identity: str,
+    version: str,
+    schema_version: int,
+    type: str,
+) -> str:
+    """The exact text :func:`event_id` hashes; useful to debug or to reimplement ids.
+
+    Args:
+        source: The event ``source`` (``urn:watukuy:<poller>`` unless overridden).
+        partition: The partition, ``""`` for a poller without partitions.
+        identity: The item's identity.
+        version: The item's version text, or its content hash when the poller has no
+            ``version``; for ``deleted`` events, the last stored one.
+        schema_version: The poller's ``schema_version``.
+        type: ``"created"``, ``"updated"`` or ``"deleted"``.
+
+    Returns:
+        For example ``watukuy|v1|urn:watukuy:orders||o1|v1|1|created``.
+    """
+    parts = (source, partition, identity, version, format_number(schema_version), type)
+    return _PREFIX + "|".join(map(_escape, parts))
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # JavaScript's TextEncoder joins surrogate pairs and turns a lone surrogate into
+        # U+FFFD; a round trip through UTF-16 does the same.
+        units = text.encode("utf-16-be", "surrogatepass")
+        return units.decode("utf-16-be", "replace").encode("utf-8")
+
+
+def event_id(
+    source: str,
+    partition: str,
+    identity: str,
+    version: str,
+    schema_version: int,
+    type: str,
+) -> str:
+    """The deterministic id of one observation: SHA-256 (hex) of its material.
+
+    Args:
+        source: The event ``source``.
+        partition: The partition, ``""`` for a poller without partitions.
+        identity: The item's identity.
+        version: The version text, or the content hash when the poller has no version.
+        schema_version: The poller's ``schema_version``.
+        type: ``"created"``, ``"updated"`` or ``"deleted"``.
+
+    Returns:
+        64 lowercase hex characters. For source ``urn:watukuy:orders``, partition ``""``,
+        identity ``o1``, version ``v1``, schema version 1 and type ``created``:
+        ``5dc9ec28d4ec668a7add37c6a32e916f839cd6d98ee013de30acd06b32599862``.
+    """
+    material = event_id_material(source, partition, identity, version, schema_version, type)
+    return hashlib.sha256(_utf8(material)).hexdigest()
+
+
+def version_text(value: Any) -> str | None:
+    """The text a ``version(item)`` result is stored and hashed as.
+
+    Strings are kept as they are; booleans become ``"true"``/``"false"`` and numbers are
+    written the way JavaScript's ``String(n)`` writes them (``1.0`` is ``"1"``), as the
+    original watukuy does, so ids agree across the two. ``None`` means "no version".
+    Other values (datetimes, UUIDs, decimals, enums) are first turned into JSON data with
+    :func:`~watukuy.core.json.to_jsonable`.
+
+    Raises:
+        TypeError: The value has no JSON form, or its JSON form is not a string, number
+            or boolean.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return str.__str__(value)  # the text itself, also for str enums and subclasses
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        # String() has words for these, though canonical JSON rejects them.
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, int | float):
+        return format_number(value)
+    plain = to_jsonable(value)
+    if plain is None or isinstance(plain, dict | list):
+        raise TypeError(
+            f"version() must return a string, number or boolean, "
+            f"got {type(value).__name__} ({value!r})"
+        )
+    return version_text(plain)
+
+
+def identity_text(value: Any) -> str:
+    """The identity string a snapshot row is keyed on: a ``str`` as is, an ``int`` in decimal.
+
+    Raises:
+        TypeError: Any other type, including ``bool``, ``float`` and ``None``.
+    """
+    if isinstance(value, str):
+        return str.__str__(value)  # the text itself, also for str enums and subclasses
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int.__repr__(value)
+    raise TypeError(
+        f"identity() must return a str or an int, got {type(value).__name__} ({value!r})"
+    )
