@@ -22,6 +22,7 @@ from watukuy.budget.manager import BudgetManager
 from watukuy.cursor import PageCursor, make_strategy
 
 from .consumers import Consumer, Handler, HandlerConsumer, Subscription
+from .context import HandlerContext
 from .durations import Duration, parse_duration
 from .errors import ConfigError, WatukuyError
 from .events import Event
@@ -39,6 +40,8 @@ __all__ = ["EngineCore"]
 
 T = TypeVar("T")
 H = TypeVar("H", bound=Callable[..., Any])
+TypedHandler = Callable[[Event[T], HandlerContext], Awaitable[None] | None]
+"""A handler for the items of one poller: ``(event, ctx)``, sync or async."""
 
 _log = logging.getLogger("watukuy")
 
@@ -175,10 +178,18 @@ class EngineCore(Operations):
     # --- consumers ----------------------------------------------------------------------
 
     @overload
-    def on(self, poller: PollerDefinition[T] | str, handler: None = None) -> Callable[[H], H]: ...
+    def on(
+        self, poller: PollerDefinition[T], handler: None = None
+    ) -> Callable[[TypedHandler[T]], TypedHandler[T]]: ...
 
     @overload
-    def on(self, poller: PollerDefinition[T] | str, handler: H) -> H: ...
+    def on(self, poller: PollerDefinition[T], handler: TypedHandler[T]) -> TypedHandler[T]: ...
+
+    @overload
+    def on(self, poller: str, handler: None = None) -> Callable[[H], H]: ...
+
+    @overload
+    def on(self, poller: str, handler: H) -> H: ...
 
     def on(self, poller: PollerDefinition[Any] | str, handler: Any = None) -> Any:
         """Attach the handler of a poller: ``(event, ctx)``, sync or async.
@@ -715,6 +726,3 @@ def _check_budgets(
             )
     return resolved
 
-
-# Re-exported for type checkers reading EngineCore.on overloads.
-__all__ += ["Event"]
