@@ -29,6 +29,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+	$(BIN)/mypy --strict tests/typing
 
 arch: $(STAMP)
 	$(BIN)/lint-imports

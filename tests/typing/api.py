@@ -1,0 +1,68 @@
+"""Never executed: type-checked with mypy --strict to pin how the public API infers types.
+
+If a change breaks inference (``Event[Order]`` from the schema, the handler's argument
+types, the result types of operations), ``make test`` fails at the type-check step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, assert_type
+
+from pydantic import BaseModel
+
+import watukuy as wk
+
+
+class Order(BaseModel):
+    id: str
+    status: str
+    updated_at: str
+
+
+async def fetch_orders(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
+    assert_type(ctx.cursor.value, "str | int | float | None")
+    response = await ctx.http.get("https://erp.example.com/orders")
+    return wk.Page(items=response.json()["data"], has_more=False)
+
+
+orders = wk.define_poller(
+    name="orders",
+    schema=Order,
+    identity=lambda o: o.id,
+    version=lambda o: o.updated_at,
+    cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+    fetch=fetch_orders,
+    schedule=wk.Schedule(min="5s", max="5m"),
+    delivery=wk.Delivery(concurrency=8),
+)
+assert_type(orders, wk.PollerDefinition[Order])
+
+engine = wk.Engine(store=wk.MemoryStore(), pollers=[orders])
+
+
+@engine.on(orders)
+async def on_order(event: wk.Event[Order], ctx: wk.HandlerContext) -> None:
+    assert_type(event.data, Order | None)
+    if event.data is not None:
+        assert_type(event.data.status, str)
+    assert_type(ctx.partition, wk.Partition)
+
+
+@engine.on("orders")
+def on_order_sync(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+    assert_type(event.id, str)
+
+
+async def operate() -> None:
+    result = await engine.tick(max_duration="50s")
+    assert_type(result, wk.TickResult)
+    assert_type(result.polled[0].error, "wk.core.errors.SerializedError | None")
+    report = await engine.inspect()
+    assert_type(report["pollers"][0]["lag_ms"], int | None)
+    replayed = await engine.replay("orders", from_="2026-01-01T00:00:00Z")
+    assert_type(replayed.replayed, int)
+    async for event in engine.subscribe(orders):
+        assert_type(event, wk.Event[Order])
+    parked = await engine.parked.list("orders", kind="poison")
+    assert_type(parked[0].attempts, int)
+    await engine.stop(drain=True, timeout="30s")
