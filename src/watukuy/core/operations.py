@@ -183,8 +183,8 @@ class Operations:
         name: str,
         from_: str | None,
         to: str | None = None,
-        *,
         force: bool = False,
+        *,
         partition: str | None = None,
     ) -> None:
         """Start (or replace) a backfill lane from the API's own raw cursor ``from_``.
@@ -231,8 +231,8 @@ class Operations:
         self,
         name: str,
         to: str | None,
-        *,
         clear_snapshot: bool = False,
+        *,
         partition: str | None = None,
     ) -> None:
         """Rewind the live lane to the raw cursor ``to`` (``None``: the initial cursor).
