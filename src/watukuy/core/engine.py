@@ -725,4 +725,3 @@ def _check_budgets(
                 field="budgets",
             )
     return resolved
-
