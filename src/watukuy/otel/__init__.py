@@ -21,10 +21,12 @@ hook. Read ``lag_ms`` from ``engine.inspect()`` (the FastAPI health router in
 
 from __future__ import annotations
 
-from ._hooks import CIRCUIT_CLOSED, CIRCUIT_HALF_OPEN, CIRCUIT_OPEN, SCOPE_NAME, OtelHooks
+from ._gauges import CIRCUIT_CLOSED, CIRCUIT_HALF_OPEN, CIRCUIT_OPEN
+from ._hooks import SCOPE_NAME, AttributeScalar, OtelHooks
 from ._instruments import DURATION_BUCKETS_MS, INSTRUMENT_NAMES
 
 __all__ = [
+    "AttributeScalar",
     "CIRCUIT_CLOSED",
     "CIRCUIT_HALF_OPEN",
     "CIRCUIT_OPEN",

@@ -1,0 +1,441 @@
+"""The FastAPI integration on a real engine (MemoryStore, VirtualClock, FakeApi).
+
+Requests go through ``httpx.ASGITransport``; the lifespan is driven with the ASGI lifespan
+protocol, as a server would drive it. The API holds five items updated one second apart,
+the last 56 s before the clock's start, and the poller follows them with a timestamp
+cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+import watukuy as wk
+from watukuy.core.rows import PKey
+from watukuy.integrations import HealthCheck
+from watukuy.integrations.fastapi import health_router, watukuy_lifespan
+from watukuy.testing import FakeApi, SeededRandom, VirtualClock, fake_items
+
+T0 = 1_767_225_600_000  # the VirtualClock's default start, 2026-01-01T00:00:00Z
+
+
+@dataclass
+class World:
+    clock: VirtualClock
+    api: FakeApi
+    engine: wk.Engine
+    delivered: list[str] = field(default_factory=list)
+
+
+def make_world(
+    *,
+    handler: Callable[[wk.Event[Any], wk.HandlerContext], Any] | bool | None = True,
+    store: wk.MemoryStore | None = None,
+    **poller: Any,
+) -> World:
+    clock = VirtualClock()
+    api = FakeApi(clock, items=fake_items(5, start=T0 - 60_000))
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        position = ctx.cursor
+        page = api.list_since(position.value, position.tie_break, limit=10)
+        return wk.Page(page.data, has_more=page.has_more)
+
+    orders = wk.define_poller(
+        name="orders",
+        fetch=fetch,
+        identity=lambda item: item["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+        **poller,
+    )
+    engine = wk.Engine(
+        store=store or wk.MemoryStore(),
+        pollers=[orders],
+        clock=clock,
+        random=SeededRandom(3),
+        instance_id="i-1",
+    )
+    world = World(clock=clock, api=api, engine=engine)
+    if handler is True:
+        engine.on("orders", lambda event, ctx: world.delivered.append(event.subject))
+    elif callable(handler):
+        engine.on("orders", handler)
+    return world
+
+
+def app_for(engine: wk.Engine, **options: Any) -> FastAPI:
+    app = FastAPI()
+    app.include_router(health_router(engine, max_lag="10m", **options))
+    return app
+
+
+@asynccontextmanager
+async def client_for(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://app.test") as client:
+        yield client
+
+
+def healthy_key(**changes: Any) -> dict[str, Any]:
+    return {
+        "poller": "orders",
+        "partition": "",
+        "status": "ok",
+        "reasons": [],
+        "paused": False,
+        "circuit": "closed",
+        "lag_ms": 56_000,
+        "outbox_pending": 0,
+        "parked": 0,
+        "lease_owner": None,
+        **changes,
+    }
+
+
+# --- /health ----------------------------------------------------------------------------
+
+
+async def test_health_is_200_with_one_row_per_key_after_a_clean_tick() -> None:
+    world = make_world()
+    await world.engine.tick()
+
+    async with client_for(app_for(world.engine)) as client:
+        response = await client.get("/watukuy/health")
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "status": "ok",
+        "reasons": [],
+        "engine_status": "idle",
+        "instance_id": "i-1",
+        "generated_at": T0,
+        "pollers": [healthy_key()],
+    }
+    assert len(world.delivered) == 5
+
+
+async def test_a_lag_over_max_lag_is_503_unless_the_key_is_paused() -> None:
+    world = make_world()
+    await world.engine.tick()
+    await world.clock.advance("20m")
+
+    async with client_for(app_for(world.engine)) as client:
+        lagging = await client.get("/watukuy/health")
+        await world.engine.pause("orders")
+        paused = await client.get("/watukuy/health")
+
+    assert lagging.status_code == 503
+    body = lagging.json()
+    assert body["status"] == "unhealthy"
+    assert body["reasons"] == ["orders: lag 1256s is over max_lag 10m"]
+    assert body["pollers"] == [
+        healthy_key(status="unhealthy", reasons=["lag 1256s is over max_lag 10m"], lag_ms=1_256_000)
+    ]
+    assert paused.status_code == 200
+    assert paused.json()["pollers"] == [healthy_key(paused=True, lag_ms=1_256_000)]
+
+
+async def test_an_open_circuit_is_503_unless_allowed() -> None:
+    world = make_world(circuit=wk.Circuit(failures=1))
+    world.api.fail_next(500)
+    result = await world.engine.tick()
+    assert result.polled[0].error is not None
+    app = app_for(world.engine)
+    app.include_router(health_router(world.engine, allow_open_circuit=True, prefix="/lenient"))
+
+    async with client_for(app) as client:
+        strict = await client.get("/watukuy/health")
+        lenient = await client.get("/lenient/health")
+
+    assert strict.status_code == 503
+    (reason,) = strict.json()["reasons"]
+    assert reason.startswith("orders: circuit open: ")
+    assert "500" in reason
+    assert strict.json()["pollers"][0]["circuit"] == "open"
+    assert lenient.status_code == 200
+    assert lenient.json()["pollers"][0]["circuit"] == "open"
+
+
+async def test_anything_parked_is_503() -> None:
+    def refuse_item_3(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+        if event.subject == "item-003":
+            raise RuntimeError("cannot handle item 3")
+
+    world = make_world(
+        handler=refuse_item_3,
+        delivery=wk.Delivery(retry=wk.Retry(attempts=1)),
+    )
+    await world.engine.tick()
+
+    async with client_for(app_for(world.engine)) as client:
+        response = await client.get("/watukuy/health")
+
+    assert response.status_code == 503
+    assert response.json()["reasons"] == ["orders: 1 parked (poison events or invalid items)"]
+    assert response.json()["pollers"][0]["parked"] == 1
+
+
+async def test_a_growing_outbox_is_503_until_it_stops_growing() -> None:
+    world = make_world(handler=None)  # nobody consumes: events wait in the outbox
+    await world.engine.tick()
+
+    async with client_for(app_for(world.engine)) as client:
+        first = await client.get("/watukuy/health")
+        world.api.add({"id": "item-006", "name": "Item 6", "status": "paid", "total": 600})
+        world.api.add({"id": "item-007", "name": "Item 7", "status": "paid", "total": 700})
+        await world.engine.trigger("orders")
+        await world.engine.tick()
+        grown = await client.get("/watukuy/health")
+        steady = await client.get("/watukuy/health")
+
+    assert first.status_code == 200
+    assert first.json()["pollers"][0]["outbox_pending"] == 5
+    assert grown.status_code == 503
+    assert grown.json()["reasons"] == ["orders: outbox growing: 5 -> 7 pending"]
+    assert steady.status_code == 200
+    assert steady.json()["pollers"][0]["outbox_pending"] == 7
+
+
+async def test_require_running_reports_an_engine_that_is_not_started() -> None:
+    world = make_world()
+
+    async with client_for(app_for(world.engine, require_running=True)) as client:
+        response = await client.get("/watukuy/health")
+
+    assert response.status_code == 503
+    assert response.json()["reasons"] == ["engine is idle, not running"]
+    assert response.json()["pollers"] == [healthy_key(lag_ms=None)]
+
+
+class BrokenStore(wk.MemoryStore):
+    """A store whose reads fail, as when the database is unreachable."""
+
+    async def count_pending(self, key: PKey) -> int:
+        raise wk.StoreError("the database is unreachable")
+
+
+async def test_a_failing_store_is_503_on_both_routes() -> None:
+    world = make_world(store=BrokenStore())
+
+    async with client_for(app_for(world.engine)) as client:
+        health = await client.get("/watukuy/health")
+        inspect = await client.get("/watukuy/inspect")
+
+    assert health.status_code == 503
+    assert health.json() == {
+        "status": "unhealthy",
+        "reasons": ["inspect() failed: StoreError: the database is unreachable"],
+        "engine_status": "idle",
+        "instance_id": "i-1",
+        "generated_at": None,
+        "pollers": [],
+    }
+    assert inspect.status_code == 503
+    assert inspect.json() == {"error": "inspect() failed: StoreError: the database is unreachable"}
+
+
+# --- /inspect ---------------------------------------------------------------------------
+
+
+async def test_inspect_returns_the_engine_report() -> None:
+    world = make_world()
+    await world.engine.tick()
+
+    async with client_for(app_for(world.engine)) as client:
+        response = await client.get("/watukuy/inspect")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    report = response.json()
+    assert report == await world.engine.inspect()
+    assert report["pollers"][0]["items"] == 5
+    assert report["pollers"][0]["cursors"]["live"] == {
+        "value": "2025-12-31T23:59:04.000Z",
+        "tie_break": "item-005",
+    }
+
+
+async def test_routes_follow_the_prefix() -> None:
+    world = make_world()
+    app = FastAPI()
+    app.include_router(health_router(world.engine, prefix="/ops/sync"))
+
+    async with client_for(app) as client:
+        health = await client.get("/ops/sync/health")
+        inspect = await client.get("/ops/sync/inspect")
+        default = await client.get("/watukuy/health")
+
+    assert health.status_code == 200
+    assert inspect.status_code == 200
+    assert default.status_code == 404
+
+
+# --- the lifespan -------------------------------------------------------------------------
+
+
+class LifespanDriver:
+    """Runs an app's lifespan the way an ASGI server does."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self.state: dict[str, Any] = {}
+        self.sent: list[str] = []
+        self._inbox: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
+        self._replied = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _receive(self) -> Mapping[str, Any]:
+        return await self._inbox.get()
+
+    async def _send(self, message: Mapping[str, Any]) -> None:
+        self.sent.append(message["type"])
+        self._replied.set()
+
+    async def _exchange(self, message: str) -> None:
+        self._replied.clear()
+        await self._inbox.put({"type": message})
+        await self._replied.wait()
+
+    async def startup(self) -> None:
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": self.state}
+        self._task = asyncio.create_task(self.app(scope, self._receive, self._send))
+        await self._exchange("lifespan.startup")
+
+    async def shutdown(self) -> None:
+        await self._exchange("lifespan.shutdown")
+        assert self._task is not None
+        await self._task
+
+
+async def test_the_daemon_runs_between_startup_and_shutdown() -> None:
+    world = make_world()
+    engine = world.engine
+    app = FastAPI(lifespan=watukuy_lifespan(engine))
+    app.include_router(health_router(engine, require_running=True))
+    driver = LifespanDriver(app)
+
+    await driver.startup()
+    assert engine.status is wk.EngineStatus.RUNNING
+    await world.clock.flush()  # the first cycle is due at once
+    async with client_for(app) as client:
+        response = await client.get("/watukuy/health")
+    await driver.shutdown()
+
+    assert driver.sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert response.status_code == 200
+    assert response.json()["engine_status"] == "running"
+    assert len(world.delivered) == 5
+    assert engine.status is wk.EngineStatus.STOPPED
+
+
+async def test_a_users_lifespan_wraps_the_engine_and_keeps_its_state() -> None:
+    world = make_world()
+    engine = world.engine
+    seen: list[tuple[str, str]] = []
+
+    @asynccontextmanager
+    async def mine(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        seen.append(("user startup", engine.status.value))
+        yield {"pool": "db-pool"}
+        seen.append(("user shutdown", engine.status.value))
+
+    driver = LifespanDriver(FastAPI(lifespan=watukuy_lifespan(engine, lifespan=mine)))
+
+    await driver.startup()
+    seen.append(("serving", engine.status.value))
+    await driver.shutdown()
+
+    assert seen == [
+        ("user startup", "idle"),
+        ("serving", "running"),
+        ("user shutdown", "stopped"),
+    ]
+    assert driver.state == {"pool": "db-pool"}
+
+
+async def test_the_lifespan_nests_inside_a_hand_written_one() -> None:
+    world = make_world()
+    engine = world.engine
+    seen: list[str] = []
+
+    @asynccontextmanager
+    async def mine(app: FastAPI) -> AsyncIterator[None]:
+        async with watukuy_lifespan(engine, stop_timeout="5s")(app):
+            seen.append(engine.status.value)
+            yield
+        seen.append(engine.status.value)
+
+    driver = LifespanDriver(FastAPI(lifespan=mine))
+    await driver.startup()
+    await driver.shutdown()
+
+    assert seen == ["running", "stopped"]
+
+
+async def test_mode_none_leaves_the_engine_to_the_app() -> None:
+    world = make_world()
+    engine = world.engine
+    app = FastAPI(lifespan=watukuy_lifespan(engine, mode="none"))
+    driver = LifespanDriver(app)
+
+    await driver.startup()
+    during = engine.status
+    result = await engine.tick()
+    await driver.shutdown()
+
+    assert during is wk.EngineStatus.IDLE
+    assert result.polled[0].delivered == 5
+    assert engine.status is wk.EngineStatus.IDLE
+
+
+# --- configuration and packaging -------------------------------------------------------------
+
+
+def test_bad_options_are_config_errors() -> None:
+    engine = make_world().engine
+    with pytest.raises(wk.ConfigError, match=r"^mode: expected 'daemon' or 'none', got 'cron'$"):
+        watukuy_lifespan(engine, mode="cron")  # type: ignore[call-overload]
+    with pytest.raises(wk.ConfigError, match=r"^stop_timeout: .*'soon'"):
+        watukuy_lifespan(engine, stop_timeout="soon")
+    with pytest.raises(wk.ConfigError, match=r"^prefix: .*got 'watukuy/'$"):
+        health_router(engine, prefix="watukuy/")
+    with pytest.raises(wk.ConfigError, match=r"^prefix: .*got '/watukuy/'$"):
+        health_router(engine, prefix="/watukuy/")
+    with pytest.raises(wk.ConfigError, match=r"^max_lag: .*'ten minutes'"):
+        health_router(engine, max_lag="ten minutes")
+    with pytest.raises(wk.ConfigError, match=r"^allow_open_circuit: expected a bool, got 'no'$"):
+        HealthCheck(engine, allow_open_circuit="no")  # type: ignore[arg-type]
+
+
+def test_without_fastapi_the_module_asks_for_the_extra() -> None:
+    code = """
+        import sys
+        sys.modules["fastapi"] = None  # as if FastAPI were not installed
+        from watukuy.integrations import HealthCheck  # needs no framework
+        try:
+            import watukuy.integrations.fastapi
+        except ImportError as error:
+            print(error)
+        else:
+            raise SystemExit("no ImportError")
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'watukuy[fastapi]'" in done.stdout
