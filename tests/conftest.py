@@ -123,3 +123,76 @@ async def redis_store(redis_client: Any, redis_prefix: str) -> AsyncIterator[Any
     await store.migrate()
     yield store
     await store.close()
+
+
+# --- NATS (JetStream) and AMQP (RabbitMQ) ---------------------------------------------------
+
+NATS_URL = os.environ.get("WATUKUY_TEST_NATS_URL", "nats://127.0.0.1:4222")
+AMQP_URL = os.environ.get("WATUKUY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+
+
+def _greeting(url: str, default_port: int, hello: bytes = b"") -> bytes:
+    """The first bytes a server sends after a TCP connect (and ``hello``), or OSError."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection(
+        (parts.hostname or "127.0.0.1", parts.port or default_port), timeout=3
+    ) as sock:
+        if hello:
+            sock.sendall(hello)
+        return sock.recv(64)
+
+
+@pytest.fixture(scope="session")
+def nats_url() -> str:
+    """The NATS URL, once the server answered (else skip, or fail under CI)."""
+    try:
+        import nats  # noqa: F401
+    except ImportError:
+        _unavailable("nats-py is not installed: pip install 'watukuy[sinks]'")
+    try:
+        greeting = _greeting(NATS_URL, 4222)
+    except OSError as error:
+        _unavailable(f"NATS is not reachable at WATUKUY_TEST_NATS_URL: {error}")
+    if not greeting.startswith(b"INFO"):
+        _unavailable(f"no NATS server at WATUKUY_TEST_NATS_URL: it said {greeting[:20]!r}")
+    return NATS_URL
+
+
+@pytest.fixture
+async def nats_client(nats_url: str) -> AsyncIterator[Any]:
+    """A connected ``nats`` client for this test, closed afterwards."""
+    import nats
+
+    client = await nats.connect(nats_url, connect_timeout=3, max_reconnect_attempts=0)
+    yield client
+    await client.close()
+
+
+@pytest.fixture(scope="session")
+def amqp_url() -> str:
+    """The AMQP URL, once a RabbitMQ server answered (else skip, or fail under CI)."""
+    try:
+        import aio_pika  # noqa: F401
+    except ImportError:
+        _unavailable("aio-pika is not installed: pip install 'watukuy[sinks]'")
+    try:
+        # AMQP 0-9-1 protocol header; a broker answers with a Connection.Start method frame.
+        greeting = _greeting(AMQP_URL, 5672, b"AMQP\x00\x00\x09\x01")
+    except OSError as error:
+        _unavailable(f"RabbitMQ is not reachable at WATUKUY_TEST_AMQP_URL: {error}")
+    if greeting[:1] != b"\x01":
+        _unavailable(f"no AMQP 0-9-1 broker at WATUKUY_TEST_AMQP_URL: it said {greeting[:8]!r}")
+    return AMQP_URL
+
+
+@pytest.fixture
+async def amqp_connection(amqp_url: str) -> AsyncIterator[Any]:
+    """An ``aio_pika`` connection for this test, closed afterwards."""
+    import aio_pika
+
+    connection = await aio_pika.connect(amqp_url, timeout=5)
+    yield connection
+    await connection.close()
