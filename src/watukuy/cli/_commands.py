@@ -1,0 +1,597 @@
+"""The ``watukuy`` commands (click). Each one parses its options, opens its target, does one
+thing, and prints either rich text or, with ``--json``, one line of JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from importlib import metadata
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console, RenderableType
+from rich.text import Text
+
+from watukuy.core import json as wkjson
+from watukuy.core.durations import parse_duration
+from watukuy.core.rows import ParkedKind, ParkedRow
+
+from ._errors import CliError
+from ._operators import EngineOperator
+from ._progress import drive_backfill, run_live, tick_with_progress
+from ._render import inspect_view, key_name, parked_table, tick_view
+from ._target import Target, open_target
+
+__all__ = ["cli"]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Subcommands that live in other packages, imported only when asked for so that the CLI
+# stays fast to start (the demo pulls in the simulated vendor). The architecture contract
+# puts watukuy.cli above watukuy.demo, so this dependency is declared, not hidden.
+_LAZY_COMMANDS = {"demo": ("watukuy.demo.command", "demo")}
+
+
+def _version() -> str:
+    try:
+        return metadata.version("watukuy")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a source tree without metadata
+        return "0.0.0"
+
+
+class _Group(click.Group):
+    """A group that also knows the lazily loaded subcommands."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *_LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _LAZY_COMMANDS:
+            module_name, attribute = _LAZY_COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module_name), attribute)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"watukuy {_version()}")
+        ctx.exit(0)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Print the version and exit.",
+)
+def cli() -> None:
+    """watukuy: webhooks for APIs that don't have them.
+
+    Operate pollers from the shell. Name your application with --app package.module:engine
+    (or WATUKUY_APP); the store-only commands (inspect, trigger, pause, resume, parked,
+    migrate, reset-cursor) also work with just --store URL (or WATUKUY_STORE). Every
+    command takes --json. Exit status: 0 done, 1 failed at run time, 2 a mistake in the
+    command (nothing changed).
+    """
+
+
+# --- shared options and plumbing -----------------------------------------------------------
+
+
+def _target_options(fn: F) -> F:
+    fn = click.option(
+        "--json", "as_json", is_flag=True, help="Print one line of JSON instead of tables."
+    )(fn)
+    fn = click.option(
+        "--store",
+        "store_url",
+        envvar="WATUKUY_STORE",
+        metavar="URL",
+        help="Store URL (sqlite:///file.db, postgresql://..., redis://...) for the "
+        "store-only commands; env WATUKUY_STORE.",
+    )(fn)
+    fn = click.option(
+        "--app",
+        envvar="WATUKUY_APP",
+        metavar="MODULE:ATTR",
+        help="The application's engine, e.g. myapp.sync:engine (an Engine or a function "
+        "returning one); env WATUKUY_APP.",
+    )(fn)
+    return fn
+
+
+def _key_options(fn: F) -> F:
+    fn = click.option(
+        "--partition", metavar="KEY", help="Partition key (required for partitioned pollers)."
+    )(fn)
+    fn = click.option("--poller", required=True, metavar="NAME", help="Poller name.")(fn)
+    return fn
+
+
+def _console() -> Console:
+    # Names and messages are printed as they are: no markup, no emoji codes, no colouring
+    # of numbers that merely look interesting.
+    return Console(highlight=False, soft_wrap=False, markup=False, emoji=False)
+
+
+def _emit(as_json: bool, data: Any, human: RenderableType | str) -> None:
+    if as_json:
+        click.echo(wkjson.dumps(wkjson.to_jsonable(data)))
+    else:
+        _console().print(human)
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+async def _on_target(
+    command: str,
+    app: str | None,
+    store_url: str | None,
+    work: Callable[[Target], Awaitable[T]],
+    *,
+    need_engine: bool = False,
+    create: bool = False,
+) -> T:
+    target = await open_target(
+        command=command, app=app, store_url=store_url, need_engine=need_engine, create=create
+    )
+    try:
+        return await work(target)
+    finally:
+        await target.close()
+
+
+def _duration(value: str | None, option: str) -> str | None:
+    """Check a duration option before anything is loaded (a mistake costs nothing)."""
+    if value is not None:
+        parse_duration(value, option)
+    return value
+
+
+def _raw_cursor(value: str | None) -> str | None:
+    """``null`` on the command line means "the strategy's initial cursor"."""
+    return None if value is None or value == "null" else value
+
+
+def _time_arg(value: str) -> str | int:
+    """Epoch milliseconds when all digits, else ISO 8601 text (checked by the engine)."""
+    return int(value) if value.isdigit() else value
+
+
+def _done(action: str, poller: str, partition: str, **extra: Any) -> tuple[dict[str, Any], str]:
+    data = {"ok": True, "action": action, "poller": poller, "partition": partition, **extra}
+    return data, f"{action}: {key_name(poller, partition)}"
+
+
+# --- reporting -------------------------------------------------------------------------------
+
+
+@cli.command()
+@_target_options
+def inspect(app: str | None, store_url: str | None, as_json: bool) -> None:
+    """Show every key: cursor, lag, circuit, interval, outbox, parked, items, lease."""
+
+    async def work(target: Target) -> dict[str, Any]:
+        return await target.operator.inspect()
+
+    report = _run(_on_target("inspect", app, store_url, work))
+    _emit(as_json, report, inspect_view(report))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help='Print {"version": ...}.')
+def version(as_json: bool) -> None:
+    """Print the version."""
+    _emit(as_json, {"version": _version()}, f"watukuy {_version()}")
+
+
+# --- running -----------------------------------------------------------------------------
+
+
+@cli.command()
+@_target_options
+@click.option(
+    "--max-duration", metavar="DURATION", help="Deadline for the pass, e.g. 50s (cooperative)."
+)
+@click.option("--only", multiple=True, metavar="NAME", help="Tick only this poller (repeatable).")
+def tick(
+    app: str | None,
+    store_url: str | None,
+    as_json: bool,
+    max_duration: str | None,
+    only: Sequence[str],
+) -> None:
+    """One pass over every due key, then exit (for cron and serverless)."""
+    _duration(max_duration, "--max-duration")
+    console = _console()
+
+    async def work(target: Target) -> dict[str, Any]:
+        assert target.engine is not None
+        engine = target.engine
+        names = list(dict.fromkeys(only)) or list(engine.pollers)
+        for name in names:
+            if name not in engine.pollers:
+                known = ", ".join(sorted(engine.pollers))
+                raise CliError(f"--only: unknown poller {name!r} (the application has: {known})")
+        return await tick_with_progress(
+            engine, names, max_duration, console=console, show=not as_json and console.is_terminal
+        )
+
+    result = _run(_on_target("tick", app, store_url, work, need_engine=True))
+    _emit(as_json, result, tick_view(result))
+    if any(row.get("error") for row in result["polled"]):
+        raise click.exceptions.Exit(1)
+
+
+@cli.command()
+@_target_options
+@click.option(
+    "--refresh", default="1s", show_default=True, metavar="DURATION", help="Status refresh."
+)
+@click.option(
+    "--stop-timeout",
+    default="30s",
+    show_default=True,
+    metavar="DURATION",
+    help="How long to drain in-flight work on SIGINT/SIGTERM.",
+)
+def run(
+    app: str | None, store_url: str | None, as_json: bool, refresh: str, stop_timeout: str
+) -> None:
+    """Run the daemon until SIGINT/SIGTERM, with a live status view."""
+    refresh_ms = parse_duration(refresh, "--refresh")
+    if refresh_ms <= 0:
+        raise CliError(f"--refresh: must be greater than zero, got {refresh!r}")
+    _duration(stop_timeout, "--stop-timeout")
+    console = _console()
+
+    def emit(report: dict[str, Any]) -> None:
+        click.echo(wkjson.dumps(wkjson.to_jsonable(report)))
+
+    async def work(target: Target) -> dict[str, Any]:
+        assert target.engine is not None
+        return await run_live(
+            target.engine,
+            console=console,
+            refresh_s=refresh_ms / 1000,
+            stop_timeout=stop_timeout,
+            emit_json=emit if as_json else None,
+        )
+
+    report = _run(_on_target("run", app, store_url, work, need_engine=True))
+    if as_json:
+        emit(report)  # the final state, after the drain
+    else:
+        console.print(inspect_view(report))
+        console.print("stopped")
+
+
+# --- key operations -------------------------------------------------------------------------
+
+
+def _key_command(action: str, help_text: str) -> click.Command:
+    @_target_options
+    @_key_options
+    def command(
+        app: str | None,
+        store_url: str | None,
+        as_json: bool,
+        poller: str,
+        partition: str | None,
+    ) -> None:
+        async def work(target: Target) -> tuple[dict[str, Any], str]:
+            operate = getattr(target.operator, action)
+            key = await operate(poller, partition)
+            return _done(f"{action}d" if action.endswith("e") else f"{action}ed", *_key(key))
+
+        data, line = _run(_on_target(action, app, store_url, work))
+        _emit(as_json, data, line)
+
+    command.__doc__ = help_text
+    return cli.command(name=action, help=help_text)(command)
+
+
+def _key(key: Any) -> tuple[str, str]:
+    return str(key.poller), str(key.partition)
+
+
+_key_command("trigger", "Poll a key now (clears Retry-After; an open circuit gets a probe).")
+_key_command("pause", "Pause a key: no polling and no delivery until resumed.")
+_key_command("resume", "Resume a paused key and make it due now.")
+
+
+@cli.command()
+@_target_options
+@_key_options
+@click.option(
+    "--from",
+    "from_",
+    required=True,
+    metavar="CURSOR",
+    help="The API's own raw cursor to start from, or null for the beginning.",
+)
+@click.option("--to", metavar="CURSOR", help="Raw cursor to stop at (default: the live cursor).")
+@click.option("--force", is_flag=True, help="Re-emit items already known, as updated.")
+@click.option(
+    "--wait/--no-wait",
+    default=True,
+    show_default=True,
+    help="Run the lane to completion here (or just start it for the daemon).",
+)
+def backfill(
+    app: str | None,
+    store_url: str | None,
+    as_json: bool,
+    poller: str,
+    partition: str | None,
+    from_: str,
+    to: str | None,
+    force: bool,
+    wait: bool,
+) -> None:
+    """Start a backfill lane and, by default, run it to completion with a progress bar."""
+    console = _console()
+
+    async def work(target: Target) -> dict[str, Any]:
+        engine = target.engine
+        assert engine is not None
+        operator = target.operator
+        assert isinstance(operator, EngineOperator)
+        key = operator.key(poller, partition)
+        await engine.backfill(
+            poller, _raw_cursor(from_), _raw_cursor(to), force=force, partition=partition
+        )
+        if not wait:
+            return {"ok": True, "action": "backfill started", **_named(key)}
+        outcome = await drive_backfill(
+            engine, key, console=console, show=not as_json and console.is_terminal
+        )
+        return {"ok": outcome.error is None, "action": "backfill", **outcome.to_dict()}
+
+    data = _run(_on_target("backfill", app, store_url, work, need_engine=True))
+    if "cycles" in data:
+        error = data.get("error")
+        human = Text(
+            f"backfill {key_name(data['poller'], data['partition'])}: {data['cycles']} "
+            f"cycles, {data['items']} items, {data['events']} events"
+            + (", done" if data.get("done") else "")
+            + (f"; failed: {error.get('message')}" if error else "")
+        )
+    else:
+        human = Text(f"backfill started: {key_name(data['poller'], data['partition'])}")
+    _emit(as_json, data, human)
+    if data.get("error"):
+        raise click.exceptions.Exit(1)
+
+
+def _named(key: Any) -> dict[str, str]:
+    return {"poller": str(key.poller), "partition": str(key.partition)}
+
+
+@cli.command()
+@_target_options
+@_key_options
+@click.option("--from", "from_", required=True, metavar="TIME", help="ISO 8601 time or epoch ms.")
+@click.option("--to", metavar="TIME", help="ISO 8601 time or epoch ms (default: now).")
+def replay(
+    app: str | None,
+    store_url: str | None,
+    as_json: bool,
+    poller: str,
+    partition: str | None,
+    from_: str,
+    to: str | None,
+) -> None:
+    """Copy logged events of a time range back into the outbox, with their original ids."""
+
+    async def work(target: Target) -> dict[str, Any]:
+        engine = target.engine
+        assert engine is not None
+        operator = target.operator
+        assert isinstance(operator, EngineOperator)
+        key = operator.key(poller, partition)
+        result = await engine.replay(
+            poller, _time_arg(from_), None if to is None else _time_arg(to), partition=partition
+        )
+        return {"ok": True, "action": "replay", **_named(key), **result.to_dict()}
+
+    data = _run(_on_target("replay", app, store_url, work, need_engine=True))
+    _emit(
+        as_json,
+        data,
+        f"replay: {data['replayed']} events of {key_name(data['poller'], data['partition'])} "
+        "queued for delivery",
+    )
+
+
+@cli.command(name="reset-cursor")
+@_target_options
+@_key_options
+@click.option(
+    "--to",
+    required=True,
+    metavar="CURSOR",
+    help="Raw cursor to rewind to, or null for the initial cursor (without --app: the "
+    "stored JSON form, see 'watukuy inspect --json').",
+)
+@click.option(
+    "--clear-snapshot", is_flag=True, help="Also forget every item (all re-emitted as created)."
+)
+def reset_cursor(
+    app: str | None,
+    store_url: str | None,
+    as_json: bool,
+    poller: str,
+    partition: str | None,
+    to: str,
+    clear_snapshot: bool,
+) -> None:
+    """Rewind the live cursor of a key (and optionally its snapshot)."""
+
+    async def work(target: Target) -> tuple[dict[str, Any], str]:
+        key = await target.operator.reset_cursor(
+            poller, _raw_cursor(to), clear_snapshot=clear_snapshot, partition=partition
+        )
+        return _done("cursor reset", *_key(key), to=_raw_cursor(to), clear_snapshot=clear_snapshot)
+
+    data, line = _run(_on_target("reset-cursor", app, store_url, work))
+    _emit(as_json, data, line)
+
+
+# --- parked -----------------------------------------------------------------------------------
+
+
+@cli.group()
+def parked() -> None:
+    """Poison events and quarantined items: ls, retry, discard."""
+
+
+def _parked_json(row: ParkedRow) -> dict[str, Any]:
+    def parse(text: str | None) -> Any:
+        if text is None:
+            return None
+        try:
+            return wkjson.loads(text)
+        except ValueError:
+            return text
+
+    return {
+        "id": row.id,
+        "kind": row.kind,
+        "attempts": row.attempts,
+        "parked_at": row.parked_at,
+        "hold_key": row.hold_key,
+        "sequence": row.sequence,
+        "error": dict(row.error),
+        "event": parse(row.event),
+        "item": parse(row.item),
+    }
+
+
+@parked.command(name="ls")
+@_target_options
+@_key_options
+@click.option("--kind", type=click.Choice(["poison", "invalid"]), help="Only this kind.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N rows.")
+def parked_ls(
+    app: str | None,
+    store_url: str | None,
+    as_json: bool,
+    poller: str,
+    partition: str | None,
+    kind: ParkedKind | None,
+    limit: int | None,
+) -> None:
+    """List parked rows, oldest first."""
+
+    async def work(target: Target) -> list[dict[str, Any]]:
+        rows = await target.operator.parked_list(
+            poller, partition=partition, kind=kind, limit=limit
+        )
+        return [_parked_json(row) for row in rows]
+
+    rows = _run(_on_target("parked ls", app, store_url, work))
+    _emit(as_json, rows, parked_table(rows))
+
+
+def _split_ids(raw: str) -> list[str]:
+    ids = [part.strip() for part in raw.split(",") if part.strip()]
+    if not ids:
+        raise CliError(f"--ids: expected comma-separated ids (or unique prefixes), got {raw!r}")
+    return ids
+
+
+def resolve_ids(wanted: Sequence[str], known: Sequence[str]) -> list[str]:
+    """Full ids for ``wanted`` ids or unique prefixes (at least 4 characters).
+
+    Raises:
+        CliError: A prefix matches no parked row, or more than one.
+    """
+    resolved: list[str] = []
+    for prefix in wanted:
+        matches = [full for full in known if full.startswith(prefix)]
+        if len(prefix) < 4 and prefix not in known:
+            raise CliError(f"--ids: {prefix!r} is too short; give at least 4 characters")
+        if not matches:
+            raise CliError(f"--ids: no parked row has an id starting with {prefix!r}")
+        if len(matches) > 1 and prefix not in known:
+            raise CliError(f"--ids: {prefix!r} matches {len(matches)} parked rows; give more")
+        resolved.append(prefix if prefix in known else matches[0])
+    return list(dict.fromkeys(resolved))
+
+
+def _parked_change(action: str) -> click.Command:
+    @_target_options
+    @_key_options
+    @click.option(
+        "--ids", required=True, metavar="ID,ID", help="Parked ids, or unique prefixes of them."
+    )
+    def command(
+        app: str | None,
+        store_url: str | None,
+        as_json: bool,
+        poller: str,
+        partition: str | None,
+        ids: str,
+    ) -> None:
+        wanted = _split_ids(ids)
+
+        async def work(target: Target) -> dict[str, Any]:
+            operator = target.operator
+            rows = await operator.parked_list(poller, partition=partition, kind=None, limit=None)
+            full = resolve_ids(wanted, [row.id for row in rows])
+            if action == "retry":
+                count = await operator.parked_retry(poller, full, partition=partition)
+            else:
+                count = await operator.parked_discard(poller, full, partition=partition)
+            return {
+                "ok": True,
+                "action": action,
+                "poller": poller,
+                "partition": partition or "",
+                "ids": full,
+                "count": count,
+            }
+
+        data = _run(_on_target(f"parked {action}", app, store_url, work))
+        verb = "moved back to the outbox" if action == "retry" else "discarded"
+        _emit(
+            as_json,
+            data,
+            f"{data['count']} parked row(s) of {key_name(poller, partition or '')} {verb}",
+        )
+
+    helps = {
+        "retry": "Send parked poison events back to the outbox (their held keys flow again).",
+        "discard": "Drop parked rows for good.",
+    }
+    return parked.command(name=action, help=helps[action])(command)
+
+
+_parked_change("retry")
+_parked_change("discard")
+
+
+# --- schema ---------------------------------------------------------------------------------
+
+
+@cli.command()
+@_target_options
+def migrate(app: str | None, store_url: str | None, as_json: bool) -> None:
+    """Create or upgrade the store's tables (idempotent)."""
+
+    async def work(target: Target) -> dict[str, Any]:
+        # open_target(create=True) has just run the migration as its probe.
+        return {"ok": True, "action": "migrated", "store": target.label}
+
+    data = _run(_on_target("migrate", app, store_url, work, create=True))
+    _emit(as_json, data, f"migrated {data['store']}")

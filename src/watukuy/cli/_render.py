@@ -1,0 +1,325 @@
+"""Human-readable output of the CLI: compact formats and rich tables.
+
+Every function here turns plain JSON data (what ``--json`` prints) into text or a rich
+renderable, so what a person reads and what a script parses never drift apart. Tables keep
+one row per line at any terminal width: long cells are cut with an ellipsis, never wrapped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.segment import Segment
+from rich.table import Table
+from rich.text import Text
+
+from watukuy.core import json as wkjson
+
+__all__ = [
+    "Col",
+    "FittedTable",
+    "cursor_text",
+    "format_ms",
+    "format_time",
+    "inspect_view",
+    "key_name",
+    "parked_table",
+    "tick_view",
+]
+
+
+def format_ms(ms: int | float | None) -> str:
+    """A duration for people: ``850ms``, ``1.5s``, ``2.0m``, ``1.2h``, ``3.0d``; ``-`` for none."""
+    if ms is None:
+        return "-"
+    sign = "-" if ms < 0 else ""
+    ms = abs(ms)
+    if ms < 1_000:
+        return f"{sign}{int(ms)}ms"
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000)):
+        if ms >= size:
+            return f"{sign}{ms / size:.1f}{unit}"
+    return f"{sign}{ms / 1_000:.1f}s"
+
+
+def format_time(ms: int | None) -> str:
+    """Epoch milliseconds as ``2026-01-01 12:00:01Z`` (UTC, seconds); ``-`` for none."""
+    if ms is None:
+        return "-"
+    moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def key_name(poller: str, partition: str) -> str:
+    """``poller`` or ``poller/partition``, the way keys are written everywhere."""
+    return f"{poller}/{partition}" if partition else poller
+
+
+def cursor_text(cursor: Any) -> str:
+    """One line for a cursor as ``inspect()`` describes it.
+
+    Timestamp cursors read ``<value> #<tie-break>``, token cursors show the token, page
+    cursors ``page <n>``; anything else is shown as compact JSON.
+    """
+    if cursor is None:
+        return "-"
+    if isinstance(cursor, Mapping):
+        keys = set(cursor)
+        if keys == {"value", "tie_break"}:
+            value, tie = cursor["value"], cursor["tie_break"]
+            if value is None:
+                return "(start)"
+            return f"{value} #{tie}" if tie is not None else str(value)
+        if keys == {"value"}:
+            return "(start)" if cursor["value"] is None else str(cursor["value"])
+        if keys == {"page"}:
+            return f"page {cursor['page']}"
+    if isinstance(cursor, str):
+        return cursor
+    return wkjson.dumps(cursor)
+
+
+def _lease_text(lease: Mapping[str, Any] | None, now: int) -> Text:
+    if lease is None:
+        return _cell("-", "dim")
+    owner = str(lease.get("owner", "?"))
+    expires = lease.get("expires_at")
+    if isinstance(expires, int) and expires <= now:
+        return _cell(f"{owner} (expired)", "dim")
+    return _cell(owner)
+
+
+def _circuit_text(circuit: str) -> Text:
+    style = {"closed": "green", "open": "bold red", "half-open": "yellow"}.get(circuit, "")
+    return _cell(circuit, style)
+
+
+def _cell(text: str, style: str = "") -> Text:
+    """A cell that stays on one line and ends in an ellipsis when its column is narrow."""
+    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
+
+
+@dataclass(frozen=True)
+class Col:
+    """A column of a :class:`FittedTable`.
+
+    Attributes:
+        header: Column title.
+        right: Right-justified (numbers).
+        shrink_to: Narrowest the column may become when the screen is too narrow (its cells
+            then end in an ellipsis); ``None``: the column never shrinks.
+        max_width: Widest the column may ever be.
+    """
+
+    header: str
+    right: bool = False
+    shrink_to: int | None = None
+    max_width: int | None = None
+
+
+class FittedTable:
+    """A table whose rows each stay on one line at any width.
+
+    Columns start at their natural width; when the screen is narrower, the columns that
+    may shrink give way one character at a time (widest first), down to their floor, and
+    their cells end in an ellipsis. Numbers never shrink, so they are never cut.
+
+    Args:
+        columns: The columns.
+        rows: One sequence of cells per row, in column order.
+    """
+
+    def __init__(self, columns: Sequence[Col], rows: Sequence[Sequence[Text]]) -> None:
+        self.columns = list(columns)
+        self.rows = [list(row) for row in rows]
+
+    def _natural(self) -> list[int]:
+        widths = []
+        for index, column in enumerate(self.columns):
+            width = max([len(column.header), *(row[index].cell_len for row in self.rows)])
+            widths.append(min(width, column.max_width) if column.max_width else width)
+        return widths
+
+    def _table(self, widths: Sequence[int]) -> Table:
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+        for column, width in zip(self.columns, widths, strict=True):
+            table.add_column(
+                column.header,
+                width=width,
+                no_wrap=True,
+                overflow="ellipsis",
+                justify="right" if column.right else "left",
+            )
+        for row in self.rows:
+            table.add_row(*row)
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = self._natural()
+        wide = options.update_width(sum(widths) + 10 * len(widths))
+        rendered = console.render_lines(self._table(widths), wide, pad=False)
+        overhead = max(Segment.get_line_length(line) for line in rendered) - sum(widths)
+        excess = sum(widths) + overhead - options.max_width
+        floors = [
+            c.shrink_to if c.shrink_to is not None else w
+            for c, w in zip(self.columns, widths, strict=True)
+        ]
+        while excess > 0:
+            room = [w - floor for w, floor in zip(widths, floors, strict=True)]
+            widest = max(range(len(widths)), key=lambda i: (room[i] > 0, widths[i]))
+            if room[widest] <= 0:
+                break  # nothing left to give: the console crops the rest
+            widths[widest] -= 1
+            excess -= 1
+        yield self._table(widths)
+
+
+def _inspect_table(pollers: Sequence[Mapping[str, Any]], now: int) -> FittedTable:
+    # Text columns give way (their cells end in an ellipsis); numbers never shrink.
+    columns = [
+        Col("key", shrink_to=10, max_width=40),
+        Col("cursor", shrink_to=10, max_width=44),
+        Col("lag", right=True),
+        Col("circuit"),
+        Col("every", right=True),
+        Col("pending", right=True),
+        Col("parked", right=True),
+        Col("items", right=True),
+        Col("lease", shrink_to=5, max_width=32),
+    ]
+    rows = []
+    for entry in pollers:
+        schedule = entry.get("schedule") or {}
+        name = _cell(key_name(entry["poller"], entry["partition"]))
+        if entry.get("paused"):
+            name.append(" (paused)", style="yellow")
+        cursors = entry.get("cursors") or {}
+        parked = int(entry.get("parked") or 0)
+        rows.append(
+            [
+                name,
+                _cell(cursor_text(cursors.get("live"))),
+                _cell(format_ms(entry.get("lag_ms"))),
+                _circuit_text(str(schedule.get("circuit", "closed"))),
+                _cell(format_ms(schedule.get("interval_ms"))),
+                _cell(str(entry.get("outbox_pending", 0))),
+                _cell(str(parked), "bold red" if parked else ""),
+                _cell(str(entry.get("items", 0))),
+                _lease_text(entry.get("lease"), now),
+            ]
+        )
+    return FittedTable(columns, rows)
+
+
+def inspect_view(report: Mapping[str, Any]) -> RenderableType:
+    """The ``inspect`` screen: a title line, one table row per key, then last errors."""
+    pollers: list[Mapping[str, Any]] = list(report.get("pollers") or [])
+    now = int(report.get("generated_at") or 0)
+    instance = report.get("instance_id")
+    where = f"instance {instance} ({report.get('status')})" if instance else "store only"
+    title = Text.assemble(
+        ("watukuy", "bold"),
+        f"  {len(pollers)} key{'s' if len(pollers) != 1 else ''}  {where}  at {format_time(now)}",
+        no_wrap=True,
+        overflow="ellipsis",
+    )
+    parts: list[RenderableType] = [title]
+    if not pollers:
+        parts.append(Text("no keys yet: nothing has been polled", style="dim"))
+        return Group(*parts)
+    parts.append(_inspect_table(pollers, now))
+    for entry in pollers:
+        error = (entry.get("schedule") or {}).get("last_error")
+        if error:
+            line = Text(
+                f"{key_name(entry['poller'], entry['partition'])}: ",
+                style="red",
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+            line.append(_one_line(f"{error.get('name', 'Error')}: {error.get('message', '')}"))
+            parts.append(line)
+    return Group(*parts)
+
+
+def tick_view(result: Mapping[str, Any]) -> RenderableType:
+    """What one ``tick`` did: one row per lane cycle, then the totals."""
+    polled: list[Mapping[str, Any]] = list(result.get("polled") or [])
+    columns = [
+        Col("key", shrink_to=12, max_width=32),
+        Col("lane"),
+        Col("items", right=True),
+        Col("events", right=True),
+        Col("delivered", right=True),
+        Col("took", right=True),
+        Col("error", shrink_to=5, max_width=80),
+    ]
+    rows = []
+    for row in polled:
+        error = row.get("error")
+        rows.append(
+            [
+                _cell(key_name(row["poller"], row["partition"])),
+                _cell(str(row["lane"])),
+                _cell(str(row["items"])),
+                _cell(str(row["events"])),
+                _cell(str(row["delivered"])),
+                _cell(format_ms(row["duration_ms"])),
+                _cell(_one_line(str(error.get("message", ""))), "red") if error else _cell("-"),
+            ]
+        )
+    table = FittedTable(columns, rows)
+    failed = sum(1 for row in polled if row.get("error"))
+    summary = (
+        f"{len(polled)} cycle{'s' if len(polled) != 1 else ''} ran ({failed} failed), "
+        f"{result.get('skipped_not_due', 0)} not due, "
+        f"{result.get('skipped_leased', 0)} leased elsewhere, "
+        f"{format_ms(result.get('duration_ms'))}"
+        + (" (stopped at --max-duration)" if result.get("timed_out") else "")
+    )
+    parts: list[RenderableType] = [table] if polled else []
+    parts.append(Text(summary))
+    return Group(*parts)
+
+
+def parked_table(rows: Sequence[Mapping[str, Any]]) -> RenderableType:
+    """Parked rows: the id prefix to pass to ``retry``/``discard``, and why they are parked."""
+    if not rows:
+        return Text("no parked rows")
+    columns = [
+        Col("id"),
+        Col("kind"),
+        Col("attempts", right=True),
+        Col("parked at"),
+        Col("what", shrink_to=8, max_width=40),
+        Col("error", shrink_to=8, max_width=80),
+    ]
+    cells = []
+    for row in rows:
+        event = row.get("event")
+        if isinstance(event, Mapping):
+            what = f"{event.get('type')} {event.get('subject')}"
+        else:
+            what = "invalid item"
+        error = row.get("error") or {}
+        cells.append(
+            [
+                _cell(str(row["id"])[:12]),
+                _cell(str(row["kind"])),
+                _cell(str(row["attempts"])),
+                _cell(format_time(row.get("parked_at"))),
+                _cell(what),
+                _cell(_one_line(str(error.get("message", "")))),
+            ]
+        )
+    table = FittedTable(columns, cells)
+    return Group(table, Text(f"{len(rows)} parked; --ids takes these prefixes", style="dim"))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
