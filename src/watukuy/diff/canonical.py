@@ -13,9 +13,10 @@ the original watukuy writes it, so a hash computed here equals the hash computed
 It is on the hot path (every item of every page is hashed), so three writers share the
 work, each used only when it can prove its bytes right:
 
-1. **orjson as is.** orjson writes plain JSON data almost exactly as JCS does; a few
+1. **orjson as is.** orjson writes plain JSON data almost exactly as JCS does; three
    C-speed scans of its output prove that nothing it writes differently is present
-   (integral or extreme floats, NaN written as ``null``, a rare key-order case).
+   (integral or extreme floats, a rare key-order case) and that every ``null`` in it
+   comes from a None, not from a NaN or an Infinity, which orjson writes as null too.
 2. **orjson after a walk.** Otherwise the value is walked once in Python: typed values go
    through ``to_jsonable``, and the numbers orjson would write differently are replaced
    by :class:`orjson.Fragment` holding JavaScript's text. The output is checked again.
@@ -28,7 +29,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from operator import countOf
+from itertools import compress, repeat
+from operator import countOf, is_
 from typing import Any, Final
 
 import orjson
@@ -40,6 +42,8 @@ from .jcs import format_number, reference_json, utf16_sorted
 __all__ = ["canonical_json", "content_hash"]
 
 _sha256: Final = hashlib.sha256
+_isfinite: Final = math.isfinite
+_dumps: Final = orjson.dumps
 _Fragment: Final = orjson.Fragment
 _MAX_SAFE_INT: Final = 2**53 - 1
 
@@ -48,9 +52,8 @@ _OPTIONS: Final = (
     | orjson.OPT_STRICT_INTEGER  # JavaScript rounds beyond 2**53; _prepare writes those
     # With these and no default=, orjson raises for anything but exact built-in types,
     # enums and UUIDs (which it writes as to_jsonable does), sending the value to
-    # _prepare: datetimes keep to_jsonable's form, and no home-made __eq__ reaches the
-    # null count in _fast. (An orjson.Fragment inside an item would be copied verbatim;
-    # it is not JSON data and has no place in items.)
+    # _prepare: datetimes keep to_jsonable's form. (An orjson.Fragment inside an item
+    # would be copied verbatim; it is not JSON data and has no place in items.)
     | orjson.OPT_PASSTHROUGH_DATETIME
     | orjson.OPT_PASSTHROUGH_DATACLASS
     | orjson.OPT_PASSTHROUGH_SUBCLASS
@@ -69,6 +72,22 @@ _plain_in_js_big: Final = re.compile(rb"e\+(?:1?\d|20)[,\]}]").search
 _plain_in_js_small: Final = re.compile(rb"e-[1-6][,\]}]").search
 # UTF-8 lead bytes of the characters above U+FFFF.
 _supplementary: Final = re.compile(rb"[\xf0-\xf4]").search
+_nulls: Final = re.compile(rb"null").findall
+# Single bytes are tested with `in`, which is a memchr: next to free, unlike any scan.
+_PLUS: Final = ord("+")
+_LEAD_EE: Final = 0xEE
+_LEAD_EF: Final = 0xEF
+
+_MISSING: Final = object()
+_NONES: Final = repeat(None)  # endless and stateless, so one instance serves every call
+_none_keys: tuple[str, ...] = ("",)
+"""Top-level keys that held None in the last dict whose nulls needed counting.
+
+Items of one feed tend to leave the same fields empty, so the fast path tries these keys
+(a lookup each) before it counts None members (a pass over all of them). It is only a
+guess, checked by identity every time: a stale one costs that pass, never correctness.
+Never empty, so the fast path can read its first key without asking.
+"""
 
 
 def _is_plain_scalar(value: Any) -> bool:
@@ -79,8 +98,8 @@ def _numbers_agree(out: bytes) -> bool:
     """No number token in ``out`` is one orjson writes differently from JavaScript."""
     return (
         _integral_or_tiny(out) is None
-        and (out.find(b"+") < 0 or _plain_in_js_big(out) is None)
         and _plain_in_js_small(out) is None
+        and (_PLUS not in out or _plain_in_js_big(out) is None)
     )
 
 
@@ -90,11 +109,7 @@ def _keys_in_order(out: bytes) -> bool:
     The two orders differ only between a character in U+E000..U+FFFF (UTF-8 lead byte EE
     or EF) and one above U+FFFF; unless both kinds occur, they agree.
     """
-    return (
-        out.isascii()
-        or (out.find(b"\xee") < 0 and out.find(b"\xef") < 0)
-        or _supplementary(out) is None
-    )
+    return (_LEAD_EE not in out and _LEAD_EF not in out) or _supplementary(out) is None
 
 
 def _only_finite_floats(value: Any) -> bool:
@@ -104,36 +119,74 @@ def _only_finite_floats(value: Any) -> bool:
         node = stack.pop()
         for item in node.values() if type(node) is dict else node:
             kind = type(item)
+            if kind is str or item is None or kind is int or kind is bool:
+                continue  # the usual leaves, tested first: this walk is per item
             if kind is float:
-                if not math.isfinite(item):
+                if not _isfinite(item):
                     return False
             elif kind is dict or kind is list or kind is tuple:
                 stack.append(item)
-            elif kind is not str and kind is not int and kind is not bool and item is not None:
+            else:
                 return False
     return True
+
+
+def _nulls_accounted_for(value: dict[str, Any] | list[Any], nulls: int) -> bool:
+    """Whether ``nulls`` "null"s in orjson's text for ``value`` all come from None.
+
+    orjson writes NaN and Infinity as null, so a "null" nothing accounts for may be one.
+    Each member of the top-level container that is None is a distinct "null"; when there
+    are as many such members as "null"s, nothing else became null. The keys remembered
+    from the last item are tried first, then all members are counted (and the keys that
+    hold None remembered). Members are tested by identity: an object whose ``__eq__``
+    claims to equal None is written as something else and must not count. Failing that,
+    the value is walked.
+    """
+    global _none_keys
+    if type(value) is dict:
+        keys = _none_keys
+        if len(keys) == nulls:
+            for key in keys:
+                if value.get(key, _MISSING) is not None:
+                    break
+            else:
+                return True
+        keys = tuple(compress(value, map(is_, value.values(), _NONES)))
+        if len(keys) == nulls:
+            _none_keys = keys
+            return True
+    elif countOf(map(is_, value, _NONES), True) == nulls:
+        return True
+    # More "null"s than None members: nested Nones, "null" inside a string, or a NaN.
+    return _only_finite_floats(value)
 
 
 def _fast(value: dict[str, Any] | list[Any]) -> bytes | None:
     """orjson's text for ``value`` when it is provably the JCS text, else ``None``.
 
+    :func:`_numbers_agree` and :func:`_keys_in_order` are written out here, and a lone
+    "null" is matched with the likely None member in place: this runs for every item,
+    and each Python call saved is a few percent of its time.
+
     Raises:
         TypeError: orjson refused the value (typed values, non-string keys, integers
             beyond 2**53, lone surrogates, deep nesting).
     """
-    out = orjson.dumps(value, option=_OPTIONS)
-    if not (_numbers_agree(out) and _keys_in_order(out)):
-        return None
-    # orjson writes NaN and Infinity as null. Each None member of the top-level container
-    # is a distinct "null" in the output; when the output holds no more "null"s than
-    # that, nothing else (no NaN) became null. countOf compares with ==, and no type that
-    # gets this far equals None unless a user's enum overrides __eq__ to claim so.
-    nulls = out.count(b"null")
-    if nulls:
-        members = value.values() if type(value) is dict else value
-        if nulls != countOf(members, None) and not _only_finite_floats(value):
-            return None
-    return out
+    out = _dumps(value, option=_OPTIONS)
+    if (
+        _integral_or_tiny(out) is None
+        and _plain_in_js_small(out) is None
+        and (_PLUS not in out or _plain_in_js_big(out) is None)
+        and ((_LEAD_EE not in out and _LEAD_EF not in out) or _supplementary(out) is None)
+    ):
+        nulls = len(_nulls(out))
+        if (
+            not nulls
+            or (nulls == 1 and type(value) is dict and value.get(_none_keys[0], _MISSING) is None)
+            or _nulls_accounted_for(value, nulls)
+        ):
+            return out
+    return None
 
 
 def _orjson_writes_as_assumed() -> bool:
@@ -143,15 +196,15 @@ def _orjson_writes_as_assumed() -> bool:
     switch themselves off and every value takes the reference writer: slower, never wrong.
     """
     numbers = [1e21, 1e20, 1.5e300, 1e-6, 2.5e-8, 1e-5, 100.0, -0.0, 0.1, 123.45, 5e-324]
+    numbers += [math.nan, math.inf, -math.inf]  # must become null: see _nulls_accounted_for
     text = '\x00\x08\t\n\x0c\r\x1f\x7f\u2028/"\\\u00e9\U0001f600'
     try:
         out = orjson.dumps([numbers, text, {"b": 1, "a": 2}, _Fragment(b"1e+21")], option=_OPTIONS)
     except TypeError:
         return False
     expected = (
-        b"[[1e+21,1e+20,1.5e+300,1e-6,2.5e-8,0.00001,100.0,-0.0,0.1,123.45,5e-324],"
-        + reference_json(text)
-        + b',{"a":2,"b":1},1e+21]'
+        b"[[1e+21,1e+20,1.5e+300,1e-6,2.5e-8,0.00001,100.0,-0.0,0.1,123.45,5e-324,"
+        b"null,null,null]," + reference_json(text) + b',{"a":2,"b":1},1e+21]'
     )
     return out == expected
 
@@ -274,4 +327,27 @@ def content_hash(value: Any) -> str:
         ValueError: See :func:`canonical_json`.
         TypeError: See :func:`canonical_json`.
     """
+    kind = type(value)
+    if FAST_PATHS and (kind is dict or kind is list):
+        # _fast written out once more: this is the package's hottest call, and the frame
+        # it saves is worth the repetition. Keep the two in step (the differential test
+        # test_content_hash_is_the_hash_of_canonical_json holds them to the same results).
+        try:
+            out = _dumps(value, option=_OPTIONS)
+        except TypeError:
+            return _sha256(_slow(value)).hexdigest()
+        if (
+            _integral_or_tiny(out) is None
+            and _plain_in_js_small(out) is None
+            and (_PLUS not in out or _plain_in_js_big(out) is None)
+            and ((_LEAD_EE not in out and _LEAD_EF not in out) or _supplementary(out) is None)
+        ):
+            nulls = len(_nulls(out))
+            if (
+                not nulls
+                or (nulls == 1 and kind is dict and value.get(_none_keys[0], _MISSING) is None)
+                or _nulls_accounted_for(value, nulls)
+            ):
+                return _sha256(out).hexdigest()
+        return _sha256(_slow(value)).hexdigest()
     return _sha256(canonical_json(value)).hexdigest()

@@ -3,15 +3,23 @@ own reference writer, on generated JSON data."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
 
+import orjson
 import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from watukuy.diff import canonical, canonical_json, format_number, reference_json
+from watukuy.diff import (
+    canonical,
+    canonical_json,
+    content_hash,
+    format_number,
+    reference_json,
+)
 
 PROPERTY_SETTINGS = settings(
     max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -148,3 +156,63 @@ def test_integers_are_written_as_the_double_javascript_parses(number: int) -> No
     else:
         assert float(text) == float(number)
         assert text == format_number(float(number))
+
+
+def outcome(write: Any, value: Any) -> Any:
+    """What ``write(value)`` returns, or the type of the error it raises."""
+    try:
+        return write(value)
+    except (ValueError, TypeError) as error:
+        return type(error)
+
+
+@PROPERTY_SETTINGS
+@given(wide_json | risky_json)
+def test_content_hash_is_the_hash_of_canonical_json(value: Any) -> None:
+    # content_hash carries its own copy of the fast path; it must never drift from it.
+    expected = outcome(canonical_json, value)
+    if isinstance(expected, bytes):
+        expected = hashlib.sha256(expected).hexdigest()
+    assert outcome(content_hash, value) == expected
+
+
+@PROPERTY_SETTINGS
+@given(plain_json)
+def test_the_fast_path_accepts_exactly_what_its_checks_prove(value: Any) -> None:
+    if not isinstance(value, dict | list):
+        return
+    try:
+        out = orjson.dumps(value, option=canonical._OPTIONS)
+    except TypeError:
+        return
+    proved = canonical._numbers_agree(out) and canonical._keys_in_order(out)
+    fast = canonical._fast(value)
+    assert fast is None or fast == out
+    if b"null" not in out:
+        assert (fast is not None) == proved
+    elif fast is not None:
+        assert proved
+
+
+# Items of one feed: the same few keys, often None, now and then NaN or Infinity. Hashed one
+# after the other, so whatever the fast path remembers from one item meets the next.
+feed_items = st.dictionaries(
+    st.sampled_from(["a", "b", "c", "d"]),
+    st.none()
+    | st.sampled_from([1.5, 100.0, "null", math.nan, math.inf, -math.inf])
+    | st.lists(st.none() | st.sampled_from([2.5, math.nan]), max_size=2),
+    max_size=4,
+)
+
+
+@PROPERTY_SETTINGS
+@given(st.lists(feed_items, min_size=2, max_size=8))
+def test_a_feed_of_similar_items_is_hashed_exactly(items: list[dict[str, Any]]) -> None:
+    for item in items:
+        if has_non_finite(item):
+            assert outcome(canonical_json, item) is ValueError
+            assert outcome(content_hash, item) is ValueError
+        else:
+            expected = reference_json(item)
+            assert canonical_json(item) == expected
+            assert content_hash(item) == hashlib.sha256(expected).hexdigest()
