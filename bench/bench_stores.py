@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import importlib
 import sqlite3
 import tempfile
@@ -82,11 +83,12 @@ def make_page(page: int, key: PKey = KEY) -> CommitBatch:
     for n in range(PAGE_ITEMS):
         identity = f"order-{page:05d}-{n:03d}"
         sequence = page * PAGE_ITEMS + n + 1
-        upserts.append(
-            ItemRow(identity, f"2026-01-01T00:{n % 60:02d}:00Z", f"{sequence:064x}", 1, None, now)
-        )
+        # Hashes, as real event ids and content hashes are: they land all over the indexes,
+        # which is what the engine's commits pay for (sequential ids would flatter both).
+        digest = hashlib.sha256(f"{key}|{identity}|{sequence}".encode()).hexdigest()
+        upserts.append(ItemRow(identity, f"2026-01-01T00:{n % 60:02d}:00Z", digest, 1, None, now))
         envelope = {
-            "id": f"{sequence:064x}",
+            "id": digest,
             "type": "created",
             "source": f"urn:watukuy:{key.poller}",
             "subject": identity,
@@ -100,9 +102,7 @@ def make_page(page: int, key: PKey = KEY) -> CommitBatch:
             "previous": None,
             "attempt": 1,
         }
-        events.append(
-            OutboxRow(f"{sequence:064x}", sequence, wkjson.dumps(envelope), created_at=now)
-        )
+        events.append(OutboxRow(digest, sequence, wkjson.dumps(envelope), created_at=now))
     cursor = wkjson.dumps({"since": now, "id": upserts[-1].identity})
     patch: StatePatch = {
         "cursors": {"live": cursor},

@@ -52,10 +52,16 @@ def dumps(value: Any) -> str:
 _LONG_INTEGER = re.compile(rb"(?<![\d.eE+-])-?\d{19,}(?![\d.eE])")
 
 
+# Every digit becomes "0" and every other byte "x": a run of 19 digits is then a plain
+# substring search, far cheaper than the regex on the (usual) text that has none.
+_DIGITS_ONLY = bytes(0x30 if 0x30 <= b <= 0x39 else 0x78 for b in range(256))
+_NINETEEN_DIGITS = b"0" * 19
+
+
 def loads(text: str | bytes) -> Any:
     """Parse JSON text; integers beyond 64 bits are read exactly."""
     raw = text.encode() if isinstance(text, str) else text
-    if _LONG_INTEGER.search(raw):
+    if _NINETEEN_DIGITS in raw.translate(_DIGITS_ONLY) and _LONG_INTEGER.search(raw):
         return _stdjson.loads(raw)
     return orjson.loads(raw)
 

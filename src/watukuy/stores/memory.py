@@ -14,7 +14,9 @@ methods never await, so each one is atomic with respect to other tasks.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -83,7 +85,11 @@ class _Key:
     epoch: int = 0
     expires_at: int | None = None
     items: dict[str, ItemRow] = field(default_factory=dict)
+    items_written: int = 0  # bumped by every upsert, so walks know when to re-sort
     outbox: dict[str, OutboxRow] = field(default_factory=dict)
+    # (sequence, event_id) of the outbox, sorted; rebuilt after inserts, while deletes only
+    # leave stale entries behind (skipped on read), so a drain pages without re-sorting.
+    outbox_order: list[tuple[int, str]] | None = None
     outbox_errors: dict[str, str] = field(default_factory=dict)
     parked: dict[str, ParkedRow] = field(default_factory=dict)
     parked_errors: dict[str, str] = field(default_factory=dict)
@@ -260,12 +266,22 @@ class MemoryStore:
         if batch_size < 1:
             raise ConfigError(f"must be at least 1, got {batch_size!r}", field="batch_size")
         after: str | None = None
+        order: list[str] = []
+        known = -1
         while True:
             record = self._keys.get(key)
             if record is None:
                 return
-            remaining = sorted(i for i in record.items if after is None or i > after)
-            chunk = remaining[:batch_size]
+            if record.items_written != known:  # written since the last sort: sort again
+                known = record.items_written
+                order = sorted(record.items)
+            start = 0 if after is None else bisect.bisect_right(order, after)
+            chunk: list[str] = []
+            for identity in itertools.islice(order, start, None):
+                if identity in record.items:  # deleted since the sort: skip it
+                    chunk.append(identity)
+                    if len(chunk) == batch_size:
+                        break
             if not chunk:
                 return
             yield chunk
@@ -312,11 +328,15 @@ class MemoryStore:
         if new_state is not None:
             record.state = new_state
         items = record.items
+        if upserts:
+            record.items_written += 1
         for item in upserts:
             items[item.identity] = item
         for identity in deletes:
             items.pop(identity, None)
         outbox, outbox_errors = record.outbox, record.outbox_errors
+        if events:
+            record.outbox_order = None
         if not has_errors and not outbox_errors:
             for row in events:
                 outbox[row.event_id] = row
@@ -337,16 +357,25 @@ class MemoryStore:
     def _pending(
         self, record: _Key, limit: int | None = None, after_sequence: int | None = None
     ) -> list[OutboxRow]:
-        rows = sorted(
-            (
-                row
-                for row in record.outbox.values()
-                if after_sequence is None or row.sequence > after_sequence
-            ),
-            key=lambda row: (row.sequence, row.event_id),
+        order = record.outbox_order
+        if order is None:
+            order = record.outbox_order = sorted(
+                (row.sequence, row.event_id) for row in record.outbox.values()
+            )
+        outbox = record.outbox
+        start = (
+            0
+            if after_sequence is None
+            else bisect.bisect_right(order, (after_sequence, "\U0010ffff"))
         )
-        if limit is not None:
-            rows = rows[: max(limit, 0)]
+        wanted = len(outbox) if limit is None else max(limit, 0)
+        rows: list[OutboxRow] = []
+        for sequence, event_id in itertools.islice(order, start, None):
+            if len(rows) >= wanted:
+                break
+            row = outbox.get(event_id)
+            if row is not None and row.sequence == sequence:
+                rows.append(row)
         errors = record.outbox_errors
         return [
             dataclasses.replace(row, last_error=_decode_error(errors[row.event_id]))
@@ -439,6 +468,7 @@ class MemoryStore:
             row = record.parked.get(row_id)
             if row is None or row.kind != "poison" or row.event is None:
                 continue
+            record.outbox_order = None
             record.outbox[row.id] = OutboxRow(
                 event_id=row.id,
                 sequence=_original_sequence(row),
