@@ -56,7 +56,7 @@ class Engine(EngineCore):
             ``RedisStore``, or any ``StateStore``).
         pollers: Definitions from ``define_poller`` (a list, or a mapping by name).
         budgets: Named rate budgets, ``{"erp": Budget(requests=100, per="1m")}``.
-        budget_store: Where budget buckets live; ``RedisBudgetStore`` shares them across
+        budget_store: Where budget windows live; ``RedisBudgetStore`` shares them across
             processes (default: in this process).
         instance_id: This process's id in leases (default ``<host>-<pid>-<random>``).
         clock: Time (default the system clock; ``VirtualClock`` in tests).

@@ -6,16 +6,14 @@ request every 50 ms, charged to the budget ``shared`` of 20 requests per 10 s ke
 Both poll one FakeApi served by this test over real HTTP for 25 s, together asking for
 about 40 requests a second, twenty times what the budget allows.
 
-The budget is a token bucket: 20 tokens, refilled continuously at 2 per second. Over any
-stretch of time ``d`` it can grant at most ``20 + 2 * d`` tokens (a full bucket, then the
-refill). That bound is checked on the grant times both children recorded (with 100 ms of
-slack: two processes read the clock a moment before their takes reach Redis, not always in
-the same order) and on the server's request log (with 1 s of slack for a granted request's
-trip to the server). A bucket per process instead of one shared bucket would allow twice as
-much and fail both checks. Note that the bound is not "20 in any 10 s window": a full
-bucket's burst plus ten seconds of refill make up to 40 in the first window. The total must
-also come close to what the budget allows: at least 40 requests in 25 s (the bucket's
-maximum is 20 + 2 * 25 = 70).
+The budget is a hard cap, and the test checks it literally: at most 20 requests in any
+10 s window. Strictly on the grant times both children recorded (the ``now`` each granted
+take was made with, the clock the budget itself runs on), and on the server's request log
+over windows shortened only by how much the trip from grant to server varied (see
+``trips``). A budget per process instead of one shared budget would allow 40 per window and
+fail both checks. The total must also come close to what the budget allows: at least 40
+requests in 25 s (the cap's maximum is 60: 20 at the start and 20 more each time the window
+slides by 10 s).
 """
 
 from __future__ import annotations
@@ -35,34 +33,40 @@ pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
 CHILD = Path(__file__).with_name("_budget_child.py")
 RUN_SECONDS = 25
-BURST = 20  # Budget(requests=20, ...): the bucket's size
-RATE_PER_MS = 20 / 10_000  # ... per="10s": refill rate
-TRANSIT_SLACK_MS = 1_000  # grant -> server log, for the check on the server's side
-CLOCK_SLACK_MS = 100  # two processes reading the clock just before their takes
-
-
-def worst_excess(times: list[int], slack_ms: int) -> float:
-    """The largest ``count - (BURST + RATE * (span + slack))`` over every run of grants.
-
-    Positive means that some stretch of time saw more requests than the bucket can grant.
-    """
-    ordered = sorted(times)
-    worst = float("-inf")
-    for i, first in enumerate(ordered):
-        for j in range(i, len(ordered)):
-            count = j - i + 1
-            allowed = BURST + RATE_PER_MS * (ordered[j] - first + slack_ms)
-            worst = max(worst, count - allowed)
-    return worst
+REQUESTS = 20  # Budget(requests=20, ...)
+WINDOW_MS = 10_000  # ... per="10s"
+MAX_TRIP_SPREAD_MS = 1_000  # keeps the server-side check meaningful (see trips)
 
 
 def busiest_window(times: list[int], window_ms: int) -> int:
-    """Most requests in any window ``[t, t + window_ms)``."""
+    """Most requests in any window ``[t, t + window_ms)``.
+
+    Windows starting at a request are enough: any window can slide right to its first.
+    """
     ordered = sorted(times)
     return max(
         sum(1 for other in ordered[i:] if other < start + window_ms)
         for i, start in enumerate(ordered)
     )
+
+
+def trips(children: list[dict[str, Any]], served: list[Any]) -> list[int]:
+    """Milliseconds from each grant to the server's stamp of its request.
+
+    The server stamps a request when it arrives: its grant time plus the trip (the child's
+    event loop, httpx, local TCP, the server's parsing), never earlier. A child sends one
+    request at a time, so its k-th grant is its k-th request in the server's log. Two
+    requests granted exactly 10 s apart may thus arrive up to ``max - min`` of these trips
+    less than 10 s apart, and that spread, and only it, is what the check of the server's
+    log allows for. It is a few ms, except for each child's first request, which also pays
+    for connection set-up and lazy imports (about 70 to 180 ms measured on a busy
+    two-core machine).
+    """
+    out: list[int] = []
+    for child in children:
+        arrived = sorted(r.at for r in served if r.client == child["name"])
+        out += [at - at_grant for at_grant, at in zip(child["granted"], arrived, strict=True)]
+    return out
 
 
 async def run_child(api_url: str, redis_url: str, prefix: str, name: str, start_at: int) -> Any:
@@ -120,24 +124,30 @@ async def test_two_processes_share_one_redis_budget_and_never_exceed_it(
     served = [record for record in api.log if record.route == "since"]
     granted = [at for child in children for at in child["granted"]]
     per_child = {child["name"]: len(child["granted"]) for child in children}
-    summary = (
-        f"{len(served)} requests {per_child}, busiest 10 s window "
-        f"{busiest_window([r.at for r in served], 10_000)}"
-    )
+    busiest_granted = busiest_window(granted, WINDOW_MS)
+    summary = f"{len(served)} requests {per_child}, busiest 10 s window of grants {busiest_granted}"
 
     assert {child["name"]: child["errors"] for child in children} == {
         "child-a": [],
         "child-b": [],
     }
     assert {r.status for r in served} == {200}
-    # Every token granted became exactly one request, and nothing went out without one.
+    # Every grant became exactly one request, and nothing went out without one.
     assert len(served) == len(granted), summary
     assert {r.client for r in served} == {"child-a", "child-b"}
     assert min(per_child.values()) >= 10, summary  # both processes really competed
     assert sum(len(child["waits"]) for child in children) >= 30, summary  # budget-bound
-    # Never more than the bucket allows, on the grant times and on the server's clock.
-    assert worst_excess(granted, CLOCK_SLACK_MS) <= 0, summary
-    assert worst_excess([r.at for r in served], TRANSIT_SLACK_MS) <= 0, summary
-    # ... and close to what it allows over the run.
+    # At most 20 in any 10 s window: on the budget's own clock, strictly (and reached, so
+    # it was the cap that held) ...
+    assert busiest_granted == REQUESTS, summary
+    # ... and on the server's clock, allowing only for how much the trips varied.
+    delays = trips(children, served)
+    spread = max(delays) - min(delays)
+    busiest_served = busiest_window([r.at for r in served], WINDOW_MS - spread)
+    summary += f"; trips {min(delays)}..{max(delays)} ms, server's busiest {busiest_served}"
+    assert min(delays) >= 0, summary  # no request reached the server before its grant
+    assert spread <= MAX_TRIP_SPREAD_MS, summary
+    assert busiest_served <= REQUESTS, summary
+    # Close to what the cap allows over the run.
     in_run = [at for at in granted if start_at <= at < start_at + RUN_SECONDS * 1000]
     assert len(in_run) >= 40, summary

@@ -2,9 +2,9 @@
 
 Every request a poller sends through ``ctx.http`` is charged to its budget first, so the
 FakeApi's request log is the ground truth: how many calls were made, and at which virtual
-time. A ``Budget(requests=n, per=p)`` is a token bucket that starts full (``n`` tokens) and
-refills continuously at ``n / p``, so with ``requests=2, per="10s"`` the first two calls go
-out at once and each later one waits for the next token, 5 s after the previous one.
+time. A ``Budget(requests=n, per=p)`` is a hard cap of ``n`` calls in any window of ``p``, so
+with ``requests=2, per="10s"`` the first two calls go out at once and the next two exactly
+when those are ten seconds old.
 """
 
 from __future__ import annotations
@@ -116,21 +116,25 @@ async def test_two_pollers_sharing_two_per_ten_seconds_make_exactly_six_calls(
     start = world.clock.now()
 
     tick = asyncio.create_task(engine.tick())
+    await world.clock.advance_to(start + 9_999)
+    assert world.api.calls == 2  # the window of the first two is full for ten seconds
+    await world.clock.advance_to(start + 10_000)
+    assert world.api.calls == 4
     await world.clock.advance_to(start + 19_999)
-    assert not tick.done()  # the last token only exists at +20 s
-    assert world.api.calls == 5
+    assert not tick.done()  # the last two only fit at +20 s
+    assert world.api.calls == 4
     await world.clock.advance_to(start + 20_000)
     assert tick.done()
     result = tick.result()
 
     assert world.api.calls == 6
-    # Burst of two, then one token every 5 s, served round-robin between the two pollers.
+    # Two per window, each pair as the previous one leaves, round-robin between the pollers.
     assert calls(world, start) == [
         (0, "a", "since"),
         (0, "b", "since"),
-        (5_000, "a", "since"),
+        (10_000, "a", "since"),
         (10_000, "b", "since"),
-        (15_000, "a", "since"),
+        (20_000, "a", "since"),
         (20_000, "b", "since"),
     ]
     assert result.duration_ms == 20_000
@@ -142,9 +146,9 @@ async def test_two_pollers_sharing_two_per_ten_seconds_make_exactly_six_calls(
     assert len(recorder.events) == 5
     # One on_budget_wait per request that waited, with the exact wait, fired on the grant.
     assert waits.seen == [
-        ("alpha", "live", "erp", 5_000, start + 5_000),
+        ("alpha", "live", "erp", 10_000, start + 10_000),
         ("beta", "live", "erp", 10_000, start + 10_000),
-        ("alpha", "live", "erp", 10_000, start + 15_000),
+        ("alpha", "live", "erp", 10_000, start + 20_000),
         ("beta", "live", "erp", 10_000, start + 20_000),
     ]
     assert world.clock.pending_timers() == 0
@@ -175,7 +179,7 @@ async def test_lane_priority_live_before_reconcile_before_backfill(world: World)
     await world.clock.advance("2m")
     fill(world, "live", 3, first=4)  # new data for the live lane: two more pages
     await engine.backfill("back", from_=None)
-    # Another consumer of the budget just took the only token: every lane has to queue.
+    # Another consumer of the budget just filled its window: every lane has to queue.
     assert await budget_store.try_take("erp", BudgetPolicy(1, 1_000), 1, world.clock.now()) == 0
     start = world.clock.now()
     tick = asyncio.create_task(engine.tick())
@@ -218,16 +222,16 @@ def weighted_pollers(fairness: Fairness, world: World) -> tuple[wk.Engine, InMem
     [
         # Least recently served goes next: weights play no part.
         ("round-robin", "HL" * 6),
-        # Fewest tokens per unit of weight goes next (arrival order breaks ties): about
+        # Lowest cost per unit of weight goes next (arrival order breaks ties): about
         # three heavy calls per light one until the heavy poller runs out of pages.
         ("weighted", "HLHHLHHHLLLL"),
     ],
 )
-async def test_fairness_modes_decide_who_gets_the_next_token(
+async def test_fairness_modes_decide_who_is_granted_next(
     world: World, fairness: Fairness, expected: str
 ) -> None:
     engine, budget_store = weighted_pollers(fairness, world)
-    # Start with an empty bucket, so that every call is a contested grant.
+    # Start with a full window, so that every call is a contested grant.
     assert await budget_store.try_take("erp", BudgetPolicy(1, 1_000), 1, world.clock.now()) == 0
     start = world.clock.now()
     tick = asyncio.create_task(engine.tick())
@@ -287,8 +291,8 @@ async def test_a_budget_timeout_defers_the_cycle_without_counting_a_failure(
     assert reasons == [("throttled", start + 35_000)]
     assert waits.seen == []  # no request was granted after waiting
 
-    # Due again once the bucket has a token: the cycle resumes from page 2 (and page 3 is
-    # deferred the same way, the next token being a minute away).
+    # Due again once the window has room: the cycle resumes from page 2 (and page 3 is
+    # deferred the same way, the next room being a minute away).
     await world.clock.advance_to(start + 60_000)
     tick = asyncio.create_task(engine.tick())
     await drive(world.clock, tick)
@@ -325,13 +329,13 @@ async def test_cost_zero_skips_the_budget(world: World) -> None:
     start = world.clock.now()
     tick = asyncio.create_task(engine.tick())
     await world.clock.flush()
-    assert tick.done()  # one token per hour, yet nothing waited for the clock
+    assert tick.done()  # one request per hour, yet nothing waited for the clock
     result = tick.result()
 
     assert result.errors == []
     assert [(r.poller, r.items) for r in result.polled] == [("free", 9), ("uncounted", 9)]
     assert world.api.calls == 10
     assert {r.at for r in world.api.log} == {start}
-    assert budget_store.peek("erp") is None  # the bucket was never touched
+    assert budget_store.peek("erp") == ()  # the budget was never charged
     assert waits.seen == []
     assert await world.store.count_items(PKey("free")) == 9

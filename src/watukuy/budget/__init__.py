@@ -1,15 +1,15 @@
-"""Rate budgets: token buckets shared by the pollers that name the same budget.
+"""Rate budgets: hard caps per sliding window, shared by the pollers that name them.
 
-:mod:`watukuy.budget.bucket` holds the bucket arithmetic (pure, written once) and the
-in-process :class:`InMemoryBudgetStore`; ``watukuy.stores.redis.RedisBudgetStore`` runs the
-same arithmetic in Redis to share budgets across processes. :class:`BudgetManager` decides
-who gets the next tokens: lane priority first (live, reconcile, backfill, replay), then
+:mod:`watukuy.budget.window` holds the sliding-window-log arithmetic (pure, written once)
+and the in-process :class:`InMemoryBudgetStore`; ``watukuy.stores.redis.RedisBudgetStore``
+runs the same arithmetic in Redis to share budgets across processes. :class:`BudgetManager`
+decides who is granted next: lane priority first (live, reconcile, backfill, replay), then
 round-robin or weighted fairness across ``poller/partition`` requesters.
 """
 
 from __future__ import annotations
 
-from watukuy.budget.bucket import Bucket, InMemoryBudgetStore, take
 from watukuy.budget.manager import LANE_PRIORITY, BudgetManager
+from watukuy.budget.window import Grant, InMemoryBudgetStore, take
 
-__all__ = ["LANE_PRIORITY", "BudgetManager", "Bucket", "InMemoryBudgetStore", "take"]
+__all__ = ["LANE_PRIORITY", "BudgetManager", "Grant", "InMemoryBudgetStore", "take"]

@@ -1,19 +1,20 @@
-"""Who gets the next budget token: lane priority first, then fairness among requesters.
+"""Who is granted next on a budget: lane priority first, then fairness among requesters.
 
 :class:`BudgetManager` is the engine's :class:`~watukuy.core.http_port.BudgetGate`. Every
 request ``ctx.http`` sends on a poller with a ``budget`` first calls :meth:`acquire
-<BudgetManager.acquire>`, which takes tokens from the :class:`~watukuy.core.ports.BudgetStore`
-before anything goes on the wire, so a budget is never exceeded.
+<BudgetManager.acquire>`, which has its cost granted by the
+:class:`~watukuy.core.ports.BudgetStore` before anything goes on the wire, so a budget is
+never exceeded.
 
-While tokens are available, requests are granted as they arrive. When the bucket runs dry,
-requests queue per budget and one worker per budget serves them as tokens refill:
+While the window has room, requests are granted as they arrive. When it is full, requests
+queue per budget and one worker per budget serves them as earlier grants leave the window:
 
 1. **Lane priority**: ``live`` before ``reconcile`` before ``backfill`` before ``replay``.
 2. **Fairness** among requesters (``"poller/partition"`` strings) of the same lane:
 
    - ``"round-robin"`` serves the requester that was served least recently (never served
      comes first);
-   - ``"weighted"`` serves the requester with the fewest tokens served per unit of weight.
+   - ``"weighted"`` serves the requester with the lowest cost served per unit of weight.
      A requester that starts waiting after an idle spell is brought up to the share of the
      last grant, so it cannot claim the whole budget to "catch up" on time it did not ask.
 
@@ -22,8 +23,8 @@ requests queue per budget and one worker per budget serves them as tokens refill
 The worker sleeps through the :class:`~watukuy.core.ports.Clock` until the store says the
 head of the queue can be served, or until the earliest waiter's deadline, whichever comes
 first, so a ``VirtualClock`` drives it exactly. A waiter gives up with
-:class:`~watukuy.core.errors.BudgetTimeoutError` when its ``max_wait`` has passed without
-tokens; cancelling a waiting task removes it from the queue.
+:class:`~watukuy.core.errors.BudgetTimeoutError` when its ``max_wait`` has passed without a
+grant; cancelling a waiting task removes it from the queue.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from watukuy.core.rows import Lane
 __all__ = ["LANE_PRIORITY", "BudgetManager"]
 
 LANE_PRIORITY: Final[Mapping[Lane, int]] = {"live": 0, "reconcile": 1, "backfill": 2, "replay": 3}
-"""Rank of each lane when requests wait for tokens; lower is served first."""
+"""Rank of each lane when requests wait for a budget; lower is served first."""
 
 
 @dataclass(eq=False, slots=True)
@@ -99,12 +100,12 @@ def _number(value: object, field_name: str, *, positive: bool) -> float:
 
 
 class BudgetManager:
-    """Grants tokens of named rate budgets to the requests of every poller sharing them.
+    """Grants the requests of every poller sharing a named rate budget, in a fair order.
 
     Args:
         budgets: The engine's budgets by name.
-        store: Where the token buckets live (``InMemoryBudgetStore`` in one process,
-            ``RedisBudgetStore`` across processes).
+        store: Where the budgets' sliding-window logs live (``InMemoryBudgetStore`` in
+            one process, ``RedisBudgetStore`` across processes).
         clock: The engine's clock; every wait goes through ``clock.sleep``.
 
     Raises:
@@ -148,14 +149,15 @@ class BudgetManager:
         cost: float,
         max_wait_ms: int,
     ) -> int:
-        """Wait until ``cost`` tokens of ``budget`` are taken for this request.
+        """Wait until ``budget`` grants ``cost`` to this request.
 
         Args:
             budget: Name of the budget.
             requester: Who asks, ``"poller/partition"``; fairness is computed per requester.
             lane: The lane of the request (priority).
             weight: The poller's ``budget_weight`` (used by ``"weighted"`` fairness).
-            cost: Tokens to take; ``0`` is granted at once without touching the store.
+            cost: What the request is charged; ``0`` is granted at once without touching
+                the store.
             max_wait_ms: Longest wait when the budget sets no ``max_wait`` of its own.
 
         Returns:
@@ -163,14 +165,14 @@ class BudgetManager:
 
         Raises:
             ConfigError: Unknown budget, or an invalid lane, weight, cost or wait; or a cost
-                larger than the budget's size, which could never be served.
-            BudgetTimeoutError: No tokens within the wait limit; the waiter left the queue.
+                larger than the budget's ``requests``, which could never be served.
+            BudgetTimeoutError: No grant within the wait limit; the waiter left the queue.
         """
         line = self._lines.get(budget)
         if line is None:
             known = ", ".join(repr(name) for name in self._lines) or "none"
             raise ConfigError(f"unknown budget {budget!r} (declared: {known})", field="budget")
-        tokens = _number(cost, "cost", positive=False)
+        charge = _number(cost, "cost", positive=False)
         share_weight = _number(weight, "budget_weight", positive=True)
         if lane not in LANE_PRIORITY:
             raise ConfigError(
@@ -178,12 +180,12 @@ class BudgetManager:
             )
         if not isinstance(requester, str):
             raise ConfigError(f"expected a string, got {requester!r}", field="requester")
-        if tokens == 0:
+        if charge == 0:
             return 0
-        if tokens > line.policy.requests:
+        if charge > line.policy.requests:
             raise ConfigError(
-                f"a cost of {cost!r} can never be served by budget {budget!r}, which holds "
-                f"{line.policy.requests} tokens",
+                f"a cost of {cost!r} can never be served by budget {budget!r}, which allows "
+                f"{line.policy.requests} per window",
                 field="cost",
             )
         limit = line.budget.max_wait_ms if line.budget.max_wait_ms is not None else max_wait_ms
@@ -196,7 +198,7 @@ class BudgetManager:
             requester=requester,
             rank=LANE_PRIORITY[lane],
             weight=share_weight,
-            cost=tokens,
+            cost=charge,
             enqueued_at=now,
             deadline=now + limit,
             future=asyncio.get_running_loop().create_future(),
@@ -212,7 +214,7 @@ class BudgetManager:
         except asyncio.CancelledError:
             if waiter.future.done() and not waiter.future.cancelled():
                 # Granted or failed just before the cancellation landed; the outcome is
-                # dropped (granted tokens are forfeited: the request is never sent).
+                # dropped (a grant is forfeited: it counts, but the request is never sent).
                 waiter.future.exception()
             if self._remove(line, waiter):
                 self._kick(line)

@@ -264,15 +264,20 @@ class EventLog:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """A shared rate budget: at most ``requests`` per ``per``, across every poller using it.
+    """A shared rate budget: a hard cap across every poller (and lane) using it.
+
+    At most ``requests`` in any window of ``per``: the costs of the requests granted in any
+    ``per``-long stretch of time add up to no more than ``requests``. A request is charged
+    its poller's ``budget_cost`` (1 by default). An unused budget grants ``requests`` at
+    once; after that a request waits until enough earlier grants are ``per`` old.
 
     Args:
-        requests: Tokens per window (also the burst size).
-        per: Window length; tokens refill continuously.
+        requests: The most that may be granted in any window of ``per`` (also the burst).
+        per: Window length.
         fairness: ``"round-robin"`` across waiting requesters, or ``"weighted"`` by each
             poller's ``budget_weight``.
-        max_wait: Longest a request waits for tokens before the cycle is deferred with
-            ``BudgetTimeoutError`` (default: the poller's ``schedule.max``).
+        max_wait: Longest a request waits for room in the window before the cycle is
+            deferred with ``BudgetTimeoutError`` (default: the poller's ``schedule.max``).
     """
 
     requests: int

@@ -55,7 +55,7 @@ class Random(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class BudgetPolicy:
-    """A token bucket: ``requests`` tokens, refilled continuously over ``per_ms``."""
+    """A hard cap: grants of at most ``requests`` (summed costs) in any ``per_ms`` window."""
 
     requests: int
     per_ms: int
@@ -63,14 +63,14 @@ class BudgetPolicy:
 
 @runtime_checkable
 class BudgetStore(Protocol):
-    """Where token buckets live. In-process by default; ``RedisBudgetStore`` shares them."""
+    """Where budget grant logs live. In-process by default; ``RedisBudgetStore`` shares them."""
 
     async def try_take(self, budget: str, policy: BudgetPolicy, cost: float, now: int) -> int:
-        """Take ``cost`` tokens at ``now``.
+        """Grant ``cost`` at ``now`` if it fits in the budget's window.
 
         Returns:
-            ``0`` when the tokens were taken; otherwise the milliseconds until they would
-            be available, having taken nothing.
+            ``0`` when granted; otherwise the milliseconds until it would fit, having
+            taken nothing.
         """
         ...
 

@@ -38,7 +38,8 @@ Layout under ``<prefix>{<tag>}:``::
     logtime     zset   sequence by created_at (for prune_log)
 
 plus ``<prefix>keys`` (a set of JSON ``[poller, partition]``) and, for
-:class:`RedisBudgetStore`, ``<prefix>budget:<name>`` (hash ``tokens``, ``updated_at``).
+:class:`RedisBudgetStore`, ``<prefix>budget:<name>`` (sorted set: the grants of the last
+window, score = grant time, member ``<time>:<seq>:<cost>``; it expires with its newest grant).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from importlib import resources
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
-from watukuy.budget.bucket import check_budget_args
+from watukuy.budget.window import check_budget_args
 from watukuy.core import json
 from watukuy.core.errors import ConfigError, LeaseLostError, SerializedError
 from watukuy.core.ports import BudgetPolicy
@@ -642,15 +643,19 @@ class RedisStore:
 
 
 class RedisBudgetStore:
-    """Token buckets in Redis, shared by every process using the same prefix.
+    """Sliding-window budget logs in Redis, shared by every process using the same prefix.
 
-    The arithmetic is :func:`watukuy.budget.bucket.take`, mirrored in a Lua script and
-    driven by the caller's ``now`` (never Redis ``TIME``), so it agrees exactly with
-    ``InMemoryBudgetStore`` and stays deterministic under a virtual clock.
+    The arithmetic is :func:`watukuy.budget.window.take`, mirrored in one Lua script per
+    take over the sorted set ``<prefix>budget:<name>`` and driven by the caller's ``now``
+    (never Redis ``TIME``), so it agrees exactly with ``InMemoryBudgetStore`` and stays
+    deterministic under a virtual clock. The cap holds across processes as long as their
+    clocks agree (keep hosts on NTP). A key expires ``per`` after its newest grant, in
+    Redis time: an idle budget leaves nothing behind, and a missing key is an empty window.
+    That expiry assumes the callers' clock runs no slower than real time.
 
     Args:
         client: A ``redis.asyncio.Redis`` (or ``RedisCluster``) client; never closed here.
-        prefix: Prefix of the bucket keys (``<prefix>budget:<name>``).
+        prefix: Prefix of the budget keys (``<prefix>budget:<name>``).
     """
 
     def __init__(
@@ -665,16 +670,19 @@ class RedisBudgetStore:
         return f"RedisBudgetStore(prefix={self._prefix!r})"
 
     async def try_take(self, budget: str, policy: BudgetPolicy, cost: float, now: int) -> int:
-        """Take ``cost`` tokens from the bucket named ``budget`` at ``now``.
+        """Grant ``cost`` of the budget named ``budget`` at ``now``, if it fits.
 
         Returns:
-            ``0`` when taken; otherwise the milliseconds to wait, having taken nothing.
+            ``0`` when granted; otherwise the milliseconds to wait, having taken nothing.
 
         Raises:
-            ConfigError: An invalid policy or cost.
+            ConfigError: An invalid policy, cost (negative, not finite, or more than
+                ``requests``) or time.
             StoreError: Redis failed.
         """
-        check_budget_args(policy, cost)
+        check_budget_args(policy, cost, now)
+        if cost == 0:
+            return 0  # granted and recorded nowhere: no need to ask Redis
         # repr() of a float is the shortest text that reads back as the same double.
         args: list[str | int] = [policy.requests, policy.per_ms, repr(float(cost)), now]
         with store_errors("try_take"):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from watukuy.budget.bucket import InMemoryBudgetStore
+from watukuy.budget import InMemoryBudgetStore
 from watukuy.budget.manager import BudgetManager
 from watukuy.core.errors import BudgetTimeoutError, ConfigError
 from watukuy.core.options import Budget
@@ -90,16 +90,21 @@ async def test_two_requesters_share_two_per_ten_seconds_exactly() -> None:
     await h.clock.flush()
     assert h.times() == [0, 0]
 
-    await h.clock.advance("20s")
+    # The window is full until the two grants at 0 are ten seconds old.
+    await h.clock.advance_ms(9_999)
+    assert h.times() == [0, 0]
+    await h.clock.advance_ms(1)
+    assert h.times() == [0, 0, 10_000, 10_000]
+    await h.clock.advance("10s")
 
-    assert h.times() == [0, 0, 5_000, 10_000, 15_000, 20_000]
+    assert h.times() == [0, 0, 10_000, 10_000, 20_000, 20_000]
     assert [label.split("-")[0] for label in h.order()] == ["orders", "invoices"] * 3
-    assert [task.result() for task in h.tasks] == [0, 0, 5_000, 10_000, 15_000, 20_000]
+    assert [task.result() for task in h.tasks] == [0, 0, 10_000, 10_000, 20_000, 20_000]
     assert h.manager.waiting("erp") == 0
     assert h.clock.pending_timers() == 0
 
 
-async def test_tokens_in_the_bucket_are_granted_at_once() -> None:
+async def test_room_in_the_window_is_granted_at_once() -> None:
     h = Harness(erp=Budget(requests=3, per="1m"))
     assert [await h.acquire("a"), await h.acquire("b"), await h.acquire("a")] == [0, 0, 0]
     assert h.store.calls == 3
@@ -158,7 +163,7 @@ async def test_round_robin_three_requesters_rotate() -> None:
     assert h.order() == ["c", "b", "a", "c", "b", "a"]
 
 
-async def test_weighted_serves_by_tokens_per_weight_with_arrival_order_ties() -> None:
+async def test_weighted_serves_by_cost_per_weight_with_arrival_order_ties() -> None:
     h = Harness(erp=Budget(requests=1, per="1s", fairness="weighted"))
     await h.acquire("x/")
     for n in range(4):
@@ -170,7 +175,7 @@ async def test_weighted_serves_by_tokens_per_weight_with_arrival_order_ties() ->
     assert h.times() == [1_000 * n for n in range(1, 9)]
 
 
-async def test_weighted_counts_tokens_not_requests() -> None:
+async def test_weighted_counts_cost_not_requests() -> None:
     h = Harness(erp=Budget(requests=4, per="4s", fairness="weighted"))
     await h.acquire("x/", cost=4)
     h.spawn("heavy0", "heavy/", cost=3)
@@ -179,13 +184,14 @@ async def test_weighted_counts_tokens_not_requests() -> None:
     h.spawn("light1", "light/", cost=1)
     h.spawn("light2", "light/", cost=1)
     await h.clock.advance("20s")
-    # heavy0 (3 tokens at 3s) puts "heavy" at 3, so light is served three times first.
+    # heavy0 (3 of the 4 at 4s) puts "heavy" at 3, so light is served three times first:
+    # light0 in the room heavy0 left, light1 and light2 once those two grants are 4s old.
     assert h.grants == [
-        ("heavy0", 3_000),
+        ("heavy0", 4_000),
         ("light0", 4_000),
-        ("light1", 5_000),
-        ("light2", 6_000),
-        ("heavy1", 9_000),
+        ("light1", 8_000),
+        ("light2", 8_000),
+        ("heavy1", 12_000),
     ]
 
 
@@ -230,7 +236,7 @@ async def test_argument_max_wait_applies_when_the_budget_sets_none() -> None:
     assert error.waited_ms == 300
 
 
-async def test_zero_max_wait_fails_at_once_when_the_bucket_is_empty() -> None:
+async def test_zero_max_wait_fails_at_once_when_the_window_is_full() -> None:
     h = Harness(erp=Budget(requests=1, per="1s"))
     await h.acquire("a/")
     with pytest.raises(BudgetTimeoutError) as caught:
@@ -239,7 +245,7 @@ async def test_zero_max_wait_fails_at_once_when_the_bucket_is_empty() -> None:
     assert h.clock.now() == h.start
 
 
-async def test_tokens_arriving_exactly_at_the_deadline_are_granted() -> None:
+async def test_room_arriving_exactly_at_the_deadline_is_granted() -> None:
     h = Harness(erp=Budget(requests=1, per="1s"))
     await h.acquire("a/")
     h.spawn("b", max_wait_ms=1_000)
@@ -274,8 +280,15 @@ async def test_fractional_costs_are_charged_exactly() -> None:
     assert await h.acquire("a/", cost=0.5) == 0
     assert await h.acquire("a/", cost=0.5) == 0
     h.spawn("third", "a/", cost=0.5)
-    await h.clock.advance("500ms")
-    assert h.grants == [("third", 500)]
+    h.spawn("fourth", "a/", cost=0.25)
+    h.spawn("fifth", "a/", cost=0.5)
+    await h.clock.advance("999ms")
+    assert h.grants == []
+    await h.clock.advance("1ms")
+    # The two halves at 0 left together; 0.5 + 0.25 fit, another 0.5 would make 1.25.
+    assert h.grants == [("third", 1_000), ("fourth", 1_000)]
+    await h.clock.advance("1s")
+    assert h.grants == [("third", 1_000), ("fourth", 1_000), ("fifth", 2_000)]
 
 
 async def test_cancelling_a_waiter_removes_it_cleanly() -> None:
@@ -291,7 +304,7 @@ async def test_cancelling_a_waiter_removes_it_cleanly() -> None:
     assert h.manager.waiting("erp") == 1
     await h.clock.advance("1s")
     assert h.grants == [("c", 1_000)]
-    # The cancelled request took no token: the next one is due a second later, not two.
+    # The cancelled request took nothing: the next one is due a second later, not two.
     h.spawn("d")
     await h.clock.advance("1s")
     assert h.grants == [("c", 1_000), ("d", 2_000)]
@@ -312,12 +325,15 @@ async def test_cancelling_the_only_waiter_stops_the_worker() -> None:
 
 async def test_a_cheaper_higher_priority_arrival_is_not_held_by_a_longer_wait() -> None:
     h = Harness(erp=Budget(requests=4, per="4s"))
-    await h.acquire("x/", cost=4)
-    h.spawn("big", "b/", lane="backfill", cost=4)
+    await h.acquire("x/", cost=2)
+    await h.clock.advance("1s")
+    await h.acquire("x/", cost=2)
+    h.spawn("big", "b/", lane="backfill", cost=4)  # needs an empty window: at 5s
     await h.clock.advance("500ms")
-    h.spawn("small", "s/", lane="live", cost=1)
+    h.spawn("small", "s/", lane="live", cost=2)  # fits once the grant at 0 leaves: at 4s
     await h.clock.advance("10s")
-    assert h.grants == [("small", 1_000), ("big", 5_000)]
+    # small is not held until big's 5s; big then waits for small's grant to leave.
+    assert h.grants == [("small", 4_000), ("big", 8_000)]
 
 
 async def test_store_failure_fails_that_request_only() -> None:
@@ -383,8 +399,9 @@ async def test_never_exceeds_the_budget_under_a_crowd() -> None:
     await h.clock.advance("1m")
     times = h.times()
     assert len(times) == 24
-    # A bucket of 3 refilling one token per second: 3 at once, then one per second.
-    assert times == [0, 0, 0, *range(1_000, 22_000, 1_000)]
+    # Three at once, then three more each time the previous three are 3 s old.
+    assert times == [3_000 * (n // 3) for n in range(24)]
+    assert max(sum(start <= at < start + 3_000 for at in times) for start in times) == 3
     assert h.clock.pending_timers() == 0
 
 
@@ -438,7 +455,7 @@ def test_waiters_of_a_loop_closed_without_cancelling_do_not_block_a_new_loop() -
     try:
         old.run_until_complete(leave_a_waiter_behind())
         assert manager.waiting("erp") == 1
-        # The bucket is still empty: the new loop's request is answered, not left hanging.
+        # The window is still full: the new loop's request is answered, not left hanging.
         with pytest.raises(BudgetTimeoutError):
             asyncio.run(next_run())
         assert manager.waiting("erp") == 0

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from http_fakes import BASE, KEY, LEASE, NOW, FakeGate, World
 
-from watukuy.budget.bucket import InMemoryBudgetStore
+from watukuy.budget import InMemoryBudgetStore
 from watukuy.budget.manager import BudgetManager
 from watukuy.core.errors import (
     BudgetTimeoutError,

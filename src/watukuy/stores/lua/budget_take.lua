@@ -1,29 +1,56 @@
--- Token bucket, step for step the arithmetic of watukuy.budget.bucket.take (doubles on
--- both sides, the same operations in the same order), driven by the caller's clock.
--- KEYS: bucket hash {tokens, updated_at}.  ARGV: requests, per_ms, cost, now.
--- Returns 0 when the tokens were taken, else the milliseconds to wait (nothing taken).
+-- Sliding-window log, step for step the arithmetic of watukuy.budget.window.take (doubles
+-- on both sides, the same sums in the same order), driven by the caller's clock.
+-- KEYS: the log, a sorted set: score = grant time, member = "<time>:<seq>:<cost>" where seq
+--   (zero-padded) numbers the grants of one time in the order they were made, so members of
+--   one score sort the way they were added.
+-- ARGV: requests, per_ms, cost (text of a double, > 0 and <= requests), now (integer text).
+-- Returns 0 when the cost was granted, else the milliseconds until it fits (nothing taken).
+local function integer(n)
+  return string.format('%.17g', n)
+end
+
 local requests = tonumber(ARGV[1])
 local per_ms = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 local now = tonumber(ARGV[4])
-local stored = redis.call('HMGET', KEYS[1], 'tokens', 'updated_at')
-local tokens, updated_at = requests, now
-if stored[1] and stored[2] then
-  tokens, updated_at = tonumber(stored[1]), tonumber(stored[2])
+
+-- A grant made at t stops counting at t + per_ms exactly.
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', integer(now - per_ms))
+local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local n = #live / 2
+local times, costs = {}, {}
+for i = 1, n do
+  costs[i] = tonumber(string.match(live[2 * i - 1], '[^:]*$'))
+  times[i] = tonumber(live[2 * i])
 end
-local elapsed = now - updated_at
-local refill = 0
-if elapsed > 0 then
-  refill = elapsed * requests / per_ms
+
+-- Newest first, like the Python side, so a wait's partial sums are a later call's totals.
+local total = 0
+for i = n, 1, -1 do
+  total = total + costs[i]
 end
-tokens = math.min(requests, tokens + refill)
-updated_at = math.max(updated_at, now)
-local wait = 0
-if tokens >= cost then
-  tokens = tokens - cost
-else
-  wait = math.ceil((cost - tokens) * per_ms / requests)
+if total + cost <= requests then
+  local seq = redis.call('ZCOUNT', KEYS[1], ARGV[4], ARGV[4])
+  redis.call('ZADD', KEYS[1], ARGV[4], ARGV[4] .. ':' .. string.format('%010d', seq) .. ':' .. ARGV[3])
+  -- Idle budgets vanish: the key lives until its newest grant leaves the window.
+  local newest = now
+  if n > 0 and times[n] > newest then
+    newest = times[n]
+  end
+  redis.call('PEXPIRE', KEYS[1], integer(newest + per_ms - now))
+  return 0
 end
-redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens),
-  'updated_at', string.format('%.17g', updated_at))
-return wait
+
+-- Walk back in time: the oldest grant time whose expiry leaves room for the cost.
+local newer = 0
+local fits_from = times[n]
+for i = n, 1, -1 do
+  if i == n or times[i + 1] ~= times[i] then
+    if newer + cost > requests then
+      break
+    end
+    fits_from = times[i]
+  end
+  newer = newer + costs[i]
+end
+return fits_from + per_ms - now

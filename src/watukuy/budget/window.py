@@ -1,0 +1,175 @@
+"""Sliding-window-log arithmetic, written once.
+
+A budget of ``policy.requests`` per ``policy.per_ms`` is a hard cap: the costs granted in
+any window of ``per_ms`` milliseconds never add up to more than ``requests``. To enforce
+it a budget keeps a log of the grants made in the last ``per_ms``, each one a
+:class:`Grant` ``(time, cost)``. The arithmetic lives in :func:`take`, a pure function of
+the log, the policy, the cost and the caller's ``now``; :class:`InMemoryBudgetStore`
+keeps logs in a dict, and ``watukuy.stores.redis.RedisBudgetStore`` runs the same steps,
+in the same order and with the same double-precision operations, in a Lua script over a
+sorted set. Both are driven by the caller's clock (never the wall clock or Redis
+``TIME``), so a scripted sequence of calls gets identical answers from both, also under a
+virtual clock.
+
+The rules, at ``now``:
+
+1. A ``cost`` of ``0`` is granted at once and changes nothing.
+2. Grants with ``time <= now - per_ms`` leave the log: a grant made at ``t`` stops
+   counting at ``t + per_ms`` exactly.
+3. When the costs left in the log plus ``cost`` are at most ``requests``, the grant
+   ``(now, cost)`` joins the log (after any grant with the same time) and the answer is
+   ``0``.
+4. Otherwise nothing changes and the answer is the wait ``w``: the smallest ``w > 0`` such
+   that the grants still counting at ``now + w`` (those with ``time + per_ms > now + w``)
+   leave room for ``cost``. It is always the moment some grant leaves the window.
+
+Costs may be fractional. Sums run from the newest grant to the oldest, on both sides, so
+that the partial sums behind a wait are bit for bit the sums a later call will make: a
+caller that waits exactly the answer is granted (if nobody took the room meanwhile).
+Memory per budget is the grants of one window.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from watukuy.core.errors import ConfigError
+from watukuy.core.ports import BudgetPolicy
+
+__all__ = ["Grant", "InMemoryBudgetStore", "check_budget_args", "take"]
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One grant in a budget's log.
+
+    Attributes:
+        time: The caller's ``now`` when it was granted (epoch ms).
+        cost: What it was charged (fractional costs are allowed).
+    """
+
+    time: int
+    cost: float
+
+
+def _grant_time(grant: Grant) -> int:
+    return grant.time
+
+
+def check_budget_args(policy: BudgetPolicy, cost: float, now: int) -> None:
+    """Reject a policy, cost or time the window arithmetic cannot work with.
+
+    Raises:
+        ConfigError: ``requests`` or ``per_ms`` is not a positive integer, ``cost`` is
+            negative, not a finite number, or larger than ``requests`` (it could never be
+            granted), or ``now`` is not an integer.
+    """
+    requests, per_ms = policy.requests, policy.per_ms
+    if isinstance(requests, bool) or not isinstance(requests, int) or requests <= 0:
+        raise ConfigError(f"expected a positive integer, got {requests!r}", field="requests")
+    if isinstance(per_ms, bool) or not isinstance(per_ms, int) or per_ms <= 0:
+        raise ConfigError(f"expected a positive integer, got {per_ms!r}", field="per_ms")
+    if (
+        isinstance(cost, bool)
+        or not isinstance(cost, int | float)
+        or not math.isfinite(cost)
+        or cost < 0
+    ):
+        raise ConfigError(f"expected a finite number >= 0, got {cost!r}", field="cost")
+    if cost > requests:
+        raise ConfigError(
+            f"a cost of {cost!r} can never be granted by a budget of {requests} requests "
+            "per window",
+            field="cost",
+        )
+    if isinstance(now, bool) or not isinstance(now, int):
+        raise ConfigError(f"expected an integer epoch in ms, got {now!r}", field="now")
+
+
+def take(
+    grants: Sequence[Grant], policy: BudgetPolicy, cost: float, now: int
+) -> tuple[tuple[Grant, ...], int]:
+    """Try to grant ``cost`` at ``now`` against the log ``grants``.
+
+    Args:
+        grants: The stored log, oldest first (grants with the same time in the order they
+            were made); empty for a budget never used.
+        policy: The cap: ``requests`` per ``per_ms``.
+        cost: What this request is charged; ``0`` is always granted and changes nothing.
+        now: The caller's time (epoch ms).
+
+    Returns:
+        The log to store, and ``0`` when ``cost`` was granted, or else the milliseconds
+        until enough grants leave the window for it (nothing granted).
+
+    Raises:
+        ConfigError: An invalid policy, cost or time (see :func:`check_budget_args`).
+    """
+    check_budget_args(policy, cost, now)
+    if cost == 0:
+        return tuple(grants), 0
+    live = tuple(grants[bisect_right(grants, now - policy.per_ms, key=_grant_time) :])
+    requests = float(policy.requests)
+    need = float(cost)
+    # Newest first, by hand: the Lua mirror adds in this order, and builtin sum() may
+    # compensate rounding on some Python versions.
+    total = 0.0
+    for grant in reversed(live):
+        total += grant.cost
+    if total + need <= requests:
+        at = bisect_right(live, now, key=_grant_time)
+        return (*live[:at], Grant(now, need), *live[at:]), 0
+    # Walk back in time: ``newer`` is what still counts once every grant up to and
+    # including the time of ``live[i]`` has left. The oldest time that leaves room is the
+    # earliest moment the request fits. The newest time always does (nothing is left and
+    # cost <= requests), so the walk finds one.
+    newer = 0.0
+    fits_from = live[-1].time
+    for i in range(len(live) - 1, -1, -1):
+        time = live[i].time
+        if i == len(live) - 1 or live[i + 1].time != time:
+            if newer + need > requests:
+                break
+            fits_from = time
+        newer += live[i].cost
+    return live, fits_from + policy.per_ms - now
+
+
+class InMemoryBudgetStore:
+    """Sliding-window logs in a dict: shared by the pollers of one engine, not processes.
+
+    Implements the ``BudgetStore`` port with :func:`take`. Use ``RedisBudgetStore`` to
+    share budgets between processes with the same arithmetic. Also a test tool: the logs
+    can be inspected with :meth:`peek` and forgotten with :meth:`clear`.
+    """
+
+    def __init__(self) -> None:
+        self._logs: dict[str, tuple[Grant, ...]] = {}
+
+    async def try_take(self, budget: str, policy: BudgetPolicy, cost: float, now: int) -> int:
+        """Grant ``cost`` of the budget named ``budget`` at ``now``, if it fits.
+
+        Returns:
+            ``0`` when granted; otherwise the milliseconds to wait, having taken nothing.
+
+        Raises:
+            ConfigError: An invalid policy, cost or time.
+        """
+        grants, wait = take(self._logs.get(budget, ()), policy, cost, now)
+        if grants:
+            self._logs[budget] = grants
+        return wait
+
+    def peek(self, budget: str) -> tuple[Grant, ...]:
+        """The log of ``budget`` as of its last take, oldest first (empty if never used)."""
+        return self._logs.get(budget, ())
+
+    def clear(self) -> None:
+        """Forget every log (every budget starts empty again)."""
+        self._logs.clear()
+
+    def __repr__(self) -> str:
+        return f"InMemoryBudgetStore(budgets={len(self._logs)})"
