@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, overload
 
-from watukuy.budget.bucket import InMemoryBudgetStore
+from watukuy.budget import InMemoryBudgetStore
 from watukuy.budget.manager import BudgetManager
 from watukuy.cursor import PageCursor, make_strategy
 
@@ -59,7 +59,7 @@ class EngineCore(Operations):
         clock: Time (required here; ``watukuy.Engine`` defaults to the system clock).
         random: Randomness (jitter, ids).
         budgets: Named rate budgets, ``{"erp": Budget(requests=100, per="1m")}``.
-        budget_store: Where budget buckets live (default in-process; ``RedisBudgetStore``
+        budget_store: Where budget windows live (default in-process; ``RedisBudgetStore``
             shares them across processes).
         instance_id: This process's id in leases and ``inspect()``.
         hooks: A hook set or a list of them.
