@@ -284,7 +284,9 @@ class LaneCycle:
                 None if backfill.to_cursor is None else strategy.deserialize(backfill.to_cursor)
             )
             return strategy.deserialize(start), target
-        if stored is None:
+        if stored is None or self._full_scan:
+            # A full listing finds deletes by what it did not see, and what it saw is only in
+            # memory: a listing cut short by a crash starts over from the first page.
             return strategy.initial(), None
         return strategy.deserialize(stored), None
 

@@ -1,0 +1,245 @@
+"""The guarantees, checked against what the handler saw and what the API holds.
+
+Pure functions over plain records, so a check reads like the promise it enforces:
+
+- G1 convergence: for every item the API holds at the end, the newest delivered event is a
+  ``created``/``updated`` carrying exactly the item; for every item removed after it was
+  observed, the newest delivered event is ``deleted``. Every ``created``/``updated`` carries
+  data the API really served (no phantom versions), and each id lives a simple life:
+  ``created``, ``updated``..., at most one ``deleted``, nothing after it, and a
+  ``deleted`` only for an item that really was removed.
+- G2: every delivery of one event id carries the same type, subject, data and previous,
+  and the same sequence (an id under two sequences was committed twice).
+- G3: per subject, distinct events arrive in strictly increasing sequence order, and a
+  redelivery never comes after a newer event of its subject.
+- ``retain``: with payloads, ``previous`` of an ``updated`` and ``data`` of a ``deleted``
+  equal the last payload delivered for the item; without them both are ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from watukuy.core import json as wkjson
+from watukuy.core.events import iso_time
+
+__all__ = ["Delivery", "convergence", "evaluate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One completed handler invocation."""
+
+    id: str
+    type: str
+    subject: str
+    sequence: int
+    lane: str
+    data: Any
+    previous: Any
+    attempt: int
+    instance: str
+    at: int
+
+
+def short(event_id: str) -> str:
+    """The first ten characters of an id, enough to tell events apart in a message."""
+    return event_id[:10]
+
+
+def text(value: Any) -> str:
+    """Compact JSON for messages."""
+    try:
+        return wkjson.dumps(value)
+    except TypeError:
+        return repr(value)
+
+
+def _by_subject(deliveries: Iterable[Delivery]) -> dict[str, list[Delivery]]:
+    grouped: dict[str, list[Delivery]] = {}
+    for delivery in deliveries:
+        grouped.setdefault(delivery.subject, []).append(delivery)
+    return grouped
+
+
+def _newest(deliveries: Sequence[Delivery]) -> Delivery:
+    return max(deliveries, key=lambda d: d.sequence)
+
+
+def convergence(
+    deliveries: Sequence[Delivery],
+    final: Mapping[str, Mapping[str, Any]],
+    removed: Mapping[str, int],
+    *,
+    deletes_observable: bool,
+) -> list[str]:
+    """G1 convergence: what the handler last heard per item equals what the API holds."""
+    problems: list[str] = []
+    grouped = _by_subject(deliveries)
+    for identity, item in final.items():
+        seen = grouped.get(identity)
+        if not seen:
+            problems.append(
+                f"G1: item {identity} (version {item.get('version')}) is in the API but no "
+                "event was ever delivered for it"
+            )
+            continue
+        last = _newest(seen)
+        if last.type == "deleted":
+            problems.append(
+                f"G1: item {identity} is in the API but its newest delivered event is "
+                f"deleted (seq {last.sequence})"
+            )
+        elif last.data != item:
+            problems.append(
+                f"G1: item {identity} did not converge: newest delivered {last.type} "
+                f"seq {last.sequence} has {text(last.data)}, the API has {text(item)}"
+            )
+    if deletes_observable:
+        for identity, at in removed.items():
+            seen = grouped.get(identity)
+            if not seen:
+                continue  # created and removed between two polls: never observed
+            last = _newest(seen)
+            if last.type != "deleted":
+                problems.append(
+                    f"G1: item {identity} was removed from the API at {iso_time(at)} but its newest "
+                    f"delivered event is {last.type} (seq {last.sequence}), not deleted"
+                )
+    return problems
+
+
+def _check_ids(deliveries: Sequence[Delivery], problems: list[str]) -> int:
+    first: dict[str, Delivery] = {}
+    for d in deliveries:
+        earlier = first.get(d.id)
+        if earlier is None:
+            first[d.id] = d
+            continue
+        if (earlier.type, earlier.subject) != (d.type, d.subject) or (
+            earlier.data,
+            earlier.previous,
+        ) != (d.data, d.previous):
+            problems.append(
+                f"G2: event {short(d.id)} was redelivered with different content: first "
+                f"{earlier.type} {earlier.subject} {text(earlier.data)}, then {d.type} "
+                f"{d.subject} {text(d.data)}"
+            )
+        elif earlier.sequence != d.sequence:
+            problems.append(
+                f"G2/G4: event {short(d.id)} ({d.type} {d.subject}) was committed twice, as "
+                f"seq {earlier.sequence} and seq {d.sequence}"
+            )
+    return len(first)
+
+
+def _check_subject(
+    subject: str,
+    seen: Sequence[Delivery],
+    served: Sequence[Mapping[str, Any]],
+    *,
+    removed: bool,
+    retain_payload: bool,
+    problems: list[str],
+) -> None:
+    delivered_ids: set[str] = set()
+    last_seq: int | None = None
+    last_type: str | None = None
+    last_data: Any = None
+    for d in seen:
+        if d.id in delivered_ids:
+            if last_seq is not None and d.sequence < last_seq:
+                problems.append(
+                    f"G3: {subject}: seq {d.sequence} ({d.type}) was redelivered after seq "
+                    f"{last_seq} had been delivered"
+                )
+            continue
+        delivered_ids.add(d.id)
+        if last_seq is not None and d.sequence <= last_seq:
+            problems.append(
+                f"G3: {subject}: seq {d.sequence} ({d.type}) was delivered after seq {last_seq}"
+            )
+        if last_type is None and d.type != "created":
+            problems.append(
+                f"G1: {subject}: the first delivered event is {d.type} (seq {d.sequence}); "
+                "its created event was lost"
+            )
+        elif last_type == "deleted":
+            problems.append(
+                f"G1: {subject}: {d.type} (seq {d.sequence}) was delivered after its deleted "
+                f"(seq {last_seq})"
+            )
+        elif last_type is not None and d.type == "created":
+            problems.append(
+                f"G1: {subject}: created (seq {d.sequence}) was delivered again after "
+                f"{last_type} (seq {last_seq})"
+            )
+        if d.type == "deleted" and not removed:
+            problems.append(
+                f"G1: {subject}: deleted (seq {d.sequence}) was delivered, but the item was "
+                "never removed from the API"
+            )
+        if d.type != "deleted" and not any(d.data == version for version in served):
+            problems.append(
+                f"G1: {d.type} {subject} seq {d.sequence} carries data the API never served: "
+                f"{text(d.data)}"
+            )
+        if retain_payload:
+            if d.type == "updated" and d.previous != last_data:
+                problems.append(
+                    f"retain: updated {subject} seq {d.sequence} has previous "
+                    f"{text(d.previous)}, the last delivered payload was {text(last_data)}"
+                )
+            if d.type == "deleted" and d.data != last_data:
+                problems.append(
+                    f"retain: deleted {subject} seq {d.sequence} has data {text(d.data)}, the "
+                    f"last delivered payload was {text(last_data)}"
+                )
+        elif d.previous is not None or (d.type == "deleted" and d.data is not None):
+            problems.append(
+                f"retain: {d.type} {subject} seq {d.sequence} carries a payload although the "
+                "poller retains hashes only"
+            )
+        last_seq = d.sequence if last_seq is None else max(last_seq, d.sequence)
+        last_type = d.type
+        if d.type != "deleted":
+            last_data = d.data
+
+
+def evaluate(
+    deliveries: Sequence[Delivery],
+    served: Mapping[str, Sequence[Mapping[str, Any]]],
+    final: Mapping[str, Mapping[str, Any]],
+    removed: Mapping[str, int],
+    *,
+    deletes_observable: bool,
+    retain_payload: bool,
+) -> tuple[list[str], int]:
+    """Check G1, G2, G3 and the ``retain`` rules.
+
+    Args:
+        deliveries: Every completed handler call, in the order they happened.
+        served: Every version the API ever stored, per id.
+        final: The API's items at the end, by id.
+        removed: When each removed id was removed.
+        deletes_observable: Whether the poller can see deletes.
+        retain_payload: Whether the poller keeps payloads.
+
+    Returns:
+        The violations, and the number of distinct event ids delivered.
+    """
+    problems: list[str] = []
+    unique = _check_ids(deliveries, problems)
+    for subject, seen in _by_subject(deliveries).items():
+        _check_subject(
+            subject,
+            seen,
+            served.get(subject, ()),
+            removed=subject in removed,
+            retain_payload=retain_payload,
+            problems=problems,
+        )
+    problems.extend(convergence(deliveries, final, removed, deletes_observable=deletes_observable))
+    return problems, unique

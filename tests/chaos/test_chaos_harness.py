@@ -1,0 +1,253 @@
+"""The chaos harness itself: deterministic, every kill point fires, and it catches bugs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pytest
+
+from watukuy.core.errors import ConfigError
+from watukuy.core.rows import CommitBatch, Lease, PKey
+from watukuy.stores.memory import MemoryStore
+from watukuy.testing.chaos import (
+    KILL_POINTS,
+    ChaosOptions,
+    ChaosReport,
+    assert_chaos_report,
+    describe_chaos,
+    replay_command,
+    run_chaos,
+)
+from watukuy.testing.chaos._cli import main
+from watukuy.testing.faulty import ForwardingStore
+
+
+async def test_the_same_seed_gives_the_same_report() -> None:
+    first = await run_chaos(seed=42, steps=60, strategy="snapshot_diff")
+    second = await run_chaos(seed=42, steps=60, strategy="snapshot_diff")
+    assert first == second
+    assert first.trace == second.trace
+    other = await run_chaos(seed=43, steps=60, strategy="snapshot_diff")
+    assert other.trace != first.trace
+
+
+async def test_without_kill_points_nothing_dies_and_nothing_repeats() -> None:
+    report = await run_chaos(seed=3, steps=80, kill_points=[], strategy="token")
+    assert report.ok, report.violations
+    assert report.total_kills == 0
+    assert report.restarts == 0
+    assert report.duplicates == 0
+    assert report.delivered == report.unique_events > 20
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+async def test_every_kill_point_fires_and_is_recovered_from(point: str) -> None:
+    report = await run_chaos(
+        seed=7, steps=40, strategy="timestamp", kill_points=[point], kill_probability=1.0
+    )
+    assert_chaos_report(report)
+    assert report.kills[point] > 0  # type: ignore[index]
+    assert sum(report.kills.values()) == report.kills[point]  # type: ignore[index]
+    expected_restarts = 0 if point == "handler" else report.kills[point]  # type: ignore[index]
+    assert report.restarts == expected_restarts
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field", "message"),
+    [
+        ({"strategy": "cursorless"}, "strategy", "got 'cursorless'"),
+        ({"steps": 0}, "steps", "expected an integer >= 1, got 0"),
+        ({"kill_points": ["after-lunch"]}, "kill_points", "unknown kill point 'after-lunch'"),
+        ({"kill_points": "some"}, "kill_points", "expected 'all' or a list"),
+        ({"kill_probability": 1.5}, "kill_probability", "between 0 and 1, got 1.5"),
+        ({"concurrency": 0}, "concurrency", "expected an integer >= 1, got 0"),
+        ({"reconcile": "yes"}, "reconcile", "expected a bool or None, got 'yes'"),
+    ],
+)
+async def test_bad_options_are_named(
+    arguments: dict[str, object], field: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        await run_chaos(seed=1, **arguments)  # type: ignore[arg-type]
+    assert error.value.field == field
+    assert message in str(error.value)
+
+
+def fake_report(**changes: object) -> ChaosReport:
+    report = ChaosReport(
+        seed=9,
+        strategy="page",
+        steps=150,
+        options=ChaosOptions(seed=9, strategy="page", reconcile=True),
+        store="MemoryStore",
+        kills=dict.fromkeys(KILL_POINTS, 2),
+        restarts=14,
+        mutations={"created": 70, "updated": 65, "deleted": 40},
+        delivered=212,
+        unique_events=201,
+        duplicates=11,
+        lost=0,
+        parked=0,
+        pending=0,
+        quiescence_ticks=6,
+        violations=[],
+        trace=[f"+ {n:7.1f}s line {n}" for n in range(40)],
+    )
+    return replace(report, **changes)  # type: ignore[arg-type]
+
+
+def test_describe_and_replay() -> None:
+    report = fake_report()
+    assert describe_chaos(report) == (
+        "chaos seed=9 strategy=page reconcile=on store=MemoryStore steps=150 kills=16 "
+        "restarts=14 mutations=+70/~65/-40 delivered=212 unique=201 duplicates=11 lost=0 "
+        "parked=0 pending=0 violations=0"
+    )
+    assert replay_command(report) == (
+        "python -m watukuy.testing.chaos --seed 9 --strategy page --steps 150 --trace"
+    )
+    tuned = replace(
+        report,
+        store="SqliteStore",
+        options=ChaosOptions(
+            seed=9,
+            strategy="page",
+            kill_points=("after-commit", "handler"),
+            kill_probability=0.5,
+            concurrency=1,
+            retain_payload=True,
+            reconcile=False,
+        ),
+    )
+    assert replay_command(tuned, trace=False) == (
+        "python -m watukuy.testing.chaos --seed 9 --strategy page --steps 150 "
+        "--kill-points after-commit,handler --kill-probability 0.5 --concurrency 1 "
+        "--retain-payload --reconcile off --store sqlite"
+    )
+    assert_chaos_report(report)  # a clean report passes silently
+
+
+def test_a_failing_report_says_what_broke_and_how_to_replay_it() -> None:
+    report = fake_report(violations=["G1: item item-00007 did not converge", "G4: 1 pending"])
+    with pytest.raises(AssertionError) as failure:
+        assert_chaos_report(report)
+    lines = str(failure.value).splitlines()
+    assert lines[:4] == [
+        "2 chaos violation(s) for seed 9 (strategy page, 150 steps, MemoryStore):",
+        "  - G1: item item-00007 did not converge",
+        "  - G4: 1 pending",
+        "Replay: python -m watukuy.testing.chaos --seed 9 --strategy page --steps 150 --trace",
+    ]
+    assert lines[5] == "Trace tail (30 of 40 kept lines):"
+    assert lines[6:] == [f"  + {n:7.1f}s line {n}" for n in range(10, 40)]
+
+
+class LossyStore(ForwardingStore):
+    """Commits the cursor of every third page with events but drops its events: a store
+    that breaks G4."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+        self.pages = 0
+
+    async def commit_poll(self, key: PKey, lease: Lease, batch: CommitBatch) -> None:
+        if batch.events:
+            self.pages += 1
+            if self.pages % 3 == 0:
+                batch = replace(batch, events=[], upserts=[])
+        await super().commit_poll(key, lease, batch)
+
+
+class GreedyStore(ForwardingStore):
+    """Hands the lease to anyone who asks: a store that breaks G5."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+        self.epoch = 0
+
+    async def acquire_lease(self, key: PKey, owner: str, ttl_ms: int, now: int) -> Lease | None:
+        current = await self.inner.get_lease(key)
+        if current is not None and current.owner != owner:
+            await self.inner.release_lease(key, current)
+        return await super().acquire_lease(key, owner, ttl_ms, now)
+
+
+class ForgetfulStore(ForwardingStore):
+    """Never removes acknowledged events: a store that breaks the outbox."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+
+    async def ack_events(self, key: PKey, lease: Lease, event_ids: Sequence[str]) -> None:
+        return None
+
+
+def rules(report: ChaosReport) -> set[str]:
+    return {violation.split(":")[0] for violation in report.violations}
+
+
+async def test_it_catches_a_store_that_loses_events() -> None:
+    report = await run_chaos(seed=2, steps=60, strategy="timestamp", store=LossyStore())
+    assert report.options.reconcile is False
+    assert rules(report) == {"G1"}
+    assert report.lost == len(report.violations) > 0
+    assert report.violations[0].startswith("G1: item item-000")
+    with pytest.raises(
+        AssertionError, match=r"Replay: python -m watukuy\.testing\.chaos --seed 2 "
+    ):
+        assert_chaos_report(report)
+
+
+async def test_it_catches_a_store_that_hands_out_a_held_lease() -> None:
+    report = await run_chaos(seed=5, steps=60, strategy="snapshot_diff", store=GreedyStore())
+    assert "G5" in rules(report)
+    assert any("held an unexpired lease" in v for v in report.violations)
+
+
+async def test_it_catches_a_store_that_never_empties_its_outbox() -> None:
+    report = await run_chaos(seed=1, steps=10, kill_points=[], store=ForgetfulStore())
+    # Every tick redelivers the whole outbox: old events arrive again after newer ones.
+    assert rules(report) == {"G3", "G4"}
+    assert report.pending == report.unique_events > 0
+    assert f"G4: {report.pending} outbox row(s) still pending after quiescence" in (
+        report.violations
+    )
+
+
+def test_the_command_line_replays_one_seed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--seed", "4", "--strategy", "custom", "--steps", "30", "--quiet"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1
+    assert out[0].startswith(
+        "chaos: 1 run(s) (1 seed(s) x 1 strategy(ies) x 30 steps, store memory), "
+    )
+    assert ", 0 failing run(s), " in out[0]
+
+
+def test_the_command_line_sweeps_and_prints_a_line_per_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--seeds", "2", "--first-seed", "11", "--steps", "20"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[:5] for line in out[:-1]] == [
+        ["ok", "chaos", f"seed={seed}", f"strategy={strategy}", f"reconcile={reconcile}"]
+        for strategy in ("timestamp", "token", "page", "snapshot_diff", "custom")
+        for seed in (11, 12)
+        for reconcile in ["on" if seed % 2 and strategy != "snapshot_diff" else "off"]
+    ]
+    assert "10 run(s) (2 seed(s) x 5 strategy(ies) x 20 steps, store memory)" in out[-1]
+
+
+def test_the_command_line_rejects_unknown_kill_points(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--seed", "1", "--kill-points", "after-commit,after-lunch"])
+    assert exit_.value.code == 2
+    assert "unknown kill point 'after-lunch'" in capsys.readouterr().err
+
+
+def test_the_command_line_runs_on_a_fresh_sqlite_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--seed", "8", "--strategy", "token", "--steps", "15", "--store", "sqlite"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("ok   chaos seed=8 strategy=token reconcile=off store=SqliteStore ")
+    assert "store sqlite), " in out[1]
