@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from watukuy.core.errors import ConfigError, StoreError
 from watukuy.core.ports import StateStore
-from watukuy.core.rows import CommitBatch, PKey, StatePatch
+from watukuy.core.rows import CommitBatch, OutboxRow, PKey, StatePatch
 from watukuy.stores.postgres import PostgresStore
 from watukuy.testing.store_contract import (
     KEY,
@@ -390,3 +390,42 @@ async def test_stream_identities_rejects_a_batch_size_below_one(
     with pytest.raises(ConfigError, match=rf"^batch_size: must be at least 1, got {size}$"):
         async for _ in postgres_store.stream_identities(KEY, size):
             pass
+
+
+async def test_a_call_cancelled_half_way_never_leaves_a_transaction_behind(
+    postgres_store: PostgresStore,
+) -> None:
+    """A task cancelled in the middle of a fenced write used to hand its connection back
+    to the pool inside an open transaction; the next borrower then ran (and held row
+    locks) inside it, and a later commit waited forever. Found by the chaos harness."""
+    key = PKey("orders")
+
+    async def one_round(attempt: int) -> None:
+        now = attempt * 100_000
+        lease = await postgres_store.acquire_lease(key, "a", 10_000, now)
+        assert lease is not None
+        await postgres_store.commit_poll(
+            key,
+            lease,
+            CommitBatch(
+                state_patch={"sequence": attempt + 1},
+                events=[OutboxRow(f"e{attempt}", attempt + 1, "{}")],
+            ),
+        )
+        ack = asyncio.ensure_future(postgres_store.ack_events(key, lease, [f"e{attempt}"]))
+        for _ in range(attempt % 8):
+            await asyncio.sleep(0)
+        ack.cancel()
+        await asyncio.gather(ack, return_exceptions=True)
+        await postgres_store.release_lease(key, lease)
+        other = await postgres_store.acquire_lease(key, "b", 10_000, now + 50_000)
+        assert other is not None
+        await postgres_store.ack_events(key, other, [f"e{attempt}"])
+        await postgres_store.release_lease(key, other)
+
+    async def rounds() -> None:
+        for attempt in range(24):
+            await one_round(attempt)
+
+    await asyncio.wait_for(rounds(), timeout=60)
+    assert await postgres_store.count_pending(key) == 0

@@ -277,7 +277,16 @@ class PostgresStore:
                             await self._apply_migrations(conn)
                         self._migrated = True
             async with self._pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                except BaseException as error:
+                    if not isinstance(error, Exception):
+                        # Cancelled (or the process is going down) half way through a call:
+                        # the connection may sit inside a transaction or a pipeline, and the
+                        # pool must never lend it again. Closing is synchronous, so it works
+                        # even while the task is being cancelled; the pool replaces it.
+                        conn.pgconn.finish()
+                    raise
 
     async def _fetch(self, what: str, query: str, params: Sequence[Any]) -> list[Any]:
         async with self._connection(what) as conn:
