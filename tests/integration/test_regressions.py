@@ -11,7 +11,7 @@ from typing import Any
 import watukuy as wk
 from watukuy.core.rows import PKey
 
-from .conftest import BASE, Recorder, World, item, timestamp_fetch
+from .conftest import BASE, Recorder, World, item, page_fetch, timestamp_fetch
 
 
 def numbered_listing(page_size: int, fail_on_page: int | None) -> Any:
@@ -67,3 +67,77 @@ async def test_an_interrupted_reconcile_listing_starts_over_from_page_one(world:
     state = await world.store.load_state(PKey("orders"))
     assert state is not None
     assert state.last_reconcile_at == world.clock.now()
+
+
+async def test_validators_are_not_stored_for_a_page_lag_held_back(world: World) -> None:
+    """ETags stored for a page whose newest items ``lag`` held back made the next identical
+    request a 304, so those items stayed hidden until the listing changed."""
+    from watukuy.core.events import iso_time
+
+    now = world.clock.now()
+    world.api.add(item(1, iso_time(now - 60_000)))
+    world.api.add(item(2, iso_time(now - 1_000)))
+    world.api.set_etags(True)
+    poller = wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id", lag="30s"),
+        fetch=timestamp_fetch(limit=10),
+        schedule=wk.Schedule(min="10s", max="10s", adaptive=False),
+    )
+    engine = world.engine(poller)
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()
+    assert [e.subject for e in recorder.events] == ["item-001"]
+    for _ in range(6):
+        await world.clock.advance("10s")
+        await engine.tick()
+    assert [e.subject for e in recorder.events] == ["item-001", "item-002"]
+
+
+async def test_validators_of_a_page_lost_in_a_crash_are_not_kept(world: World) -> None:
+    """A validator stored before the page's commit survived a crash between fetch and
+    commit; the re-fetch then answered 304 and the page's changes were skipped."""
+    world.api.add(item(1, "2025-12-31T00:00:01.000Z"))
+    world.api.set_etags(True)
+
+    class Crash(BaseException):
+        pass
+
+    class CrashOnCommit:
+        def __init__(self, inner: Any) -> None:
+            self._inner, self.dead = inner, False
+
+        def __getattr__(self, name: str) -> Any:
+            if self.dead:
+                raise Crash
+            return getattr(self._inner, name)
+
+        @property
+        def capabilities(self) -> Any:
+            return self._inner.capabilities
+
+        async def commit_poll(self, *args: Any) -> None:
+            self.dead = True
+            raise Crash
+
+    poller = wk.define_poller(
+        name="catalog",
+        identity=lambda o: o["id"],
+        cursor=wk.SnapshotDiff(),
+        fetch=page_fetch(page_size=10),
+    )
+    crashing = World(clock=world.clock, api=world.api, store=CrashOnCommit(world.store))  # type: ignore[arg-type]
+    dying = crashing.engine(poller, instance_id="dying")
+    dying.on("catalog", Recorder())
+    try:
+        await dying.tick()
+    except Crash:
+        pass
+    await world.clock.advance("1m")
+    engine = world.engine(poller, instance_id="fresh")
+    recorder = Recorder()
+    engine.on("catalog", recorder)
+    await engine.tick()
+    assert [e.subject for e in recorder.events] == ["item-001"]

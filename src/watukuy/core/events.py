@@ -110,7 +110,23 @@ class Event(Generic[T]):
 
 def event_to_json(event: Event[Any]) -> str:
     """Serialise an event to the JSON text stored in the outbox, parked table and log."""
-    return wkjson.dumps(event.to_dict())
+    return wkjson.dumps_typed(
+        {
+            "id": event.id,
+            "type": event.type,
+            "source": event.source,
+            "subject": event.subject,
+            "time": event.time,
+            "poller": event.poller,
+            "partition": event.partition,
+            "lane": event.lane,
+            "sequence": event.sequence,
+            "cursor": event.cursor,
+            "data": event.data,
+            "previous": event.previous,
+            "attempt": event.attempt,
+        }
+    )
 
 
 def event_from_json(text: str | Mapping[str, Any]) -> Event[Any]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .ports import Clock, StateStore
-from .rows import Lane, Lease, PKey, RateLimitInfo
+from .rows import Lane, Lease, PKey, RateLimitInfo, Validator
 
 __all__ = ["BudgetGate", "HttpFactory", "HttpObservations", "HttpScope"]
 
@@ -28,17 +28,27 @@ class HttpObservations:
         rate_limit: Rate-limit headers of the most recent response that had any.
         not_modified: A request of this page was answered ``304 Not Modified``.
         requests: Requests sent.
-        waited_ms: Time spent waiting for budget tokens.
+        waited_ms: Time spent waiting for budget room.
+        defer_validators: Keep new ETag / Last-Modified values in ``pending_validators``
+            instead of storing them at once. The runner stores them only after the page they
+            describe has been committed (and fully used): a validator stored for a page that
+            was then lost in a crash, or partly held back by ``lag``, would turn the next
+            identical request into a 304 and hide those items.
+        pending_validators: ``(url_hash, validator)`` pairs waiting to be stored.
     """
 
     rate_limit: RateLimitInfo | None = None
     not_modified: bool = False
     requests: int = 0
     waited_ms: int = 0
+    defer_validators: bool = False
+    pending_validators: list[tuple[str, Validator]] = field(default_factory=list)
 
     def reset_page(self) -> None:
-        """Forget the per-page flags (rate-limit info is kept: it is still the latest)."""
+        """Forget the per-page flags and validators (rate-limit info is kept: it is still
+        the latest)."""
         self.not_modified = False
+        self.pending_validators.clear()
 
 
 @runtime_checkable

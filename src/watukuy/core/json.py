@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["JsonValue", "dumps", "loads", "to_jsonable"]
+__all__ = ["JsonValue", "dumps", "dumps_typed", "loads", "to_jsonable"]
 
 JsonValue = None | bool | int | float | str | list[Any] | dict[str, Any]
 
@@ -45,6 +45,28 @@ def dumps(value: Any) -> str:
         if "Integer exceeds 64-bit range" in str(error):
             return _stdlib_dumps(value)
         raise TypeError(str(error)) from error
+
+
+_TYPED_OPTIONS = (
+    orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+def dumps_typed(value: Any) -> str:
+    """Serialise data that may hold typed values (models, structs, datetimes, enums...).
+
+    The same text as ``dumps(to_jsonable(value))``, without walking plain parts in Python:
+    orjson writes what it can and hands every other value to :func:`to_jsonable`. Values
+    orjson cannot take at all (integers beyond 64 bits, non-string keys) go the slow way.
+    Unlike :func:`to_jsonable`, a NaN in plain data is written as null; callers hash items
+    (which rejects NaN) before they serialise them.
+    """
+    try:
+        return orjson.dumps(value, default=to_jsonable, option=_TYPED_OPTIONS).decode()
+    except orjson.JSONEncodeError:
+        return dumps(to_jsonable(value))
 
 
 # orjson reads integers beyond 64 bits as floats, silently; a run of 19+ digits not part of

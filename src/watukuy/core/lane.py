@@ -154,6 +154,8 @@ class LaneCycle:
         self.drain = DrainResult()
         self.rate_limit: RateLimitInfo | None = None
         self.raised: BaseException | None = None
+        self._observations = HttpObservations()
+        self._time_cache: tuple[int, str] = (-1, "")
         self._force_backfill = False
 
     def _fields(self) -> dict[str, Any]:
@@ -178,7 +180,8 @@ class LaneCycle:
             "on_poll_start", PollStartDetails(**self._fields(), started_at=started)
         )
         strategy = self._strategy
-        observations = HttpObservations(rate_limit=state.schedule.rate_limit)
+        observations = HttpObservations(rate_limit=state.schedule.rate_limit, defer_validators=True)
+        self._observations = observations
         http = self._bind_http(observations)
 
         cursor, target = self._start_cursor(state)
@@ -433,24 +436,31 @@ class LaneCycle:
             "schema_version": poller.schema_version,
             "updated_at": now,
         }
-        await self._commit(
-            CommitBatch(
-                state_patch=patch,
-                upserts=diff.upserts,
-                events=rows,
-                log=self._log_events,
-                parked=parked,
-                now=now,
-            ),
-            events,
-            deletes=0,
-        )
+        if self._full_scan and not (diff.upserts or rows or parked):
+            # Nothing changed on this page of a full listing, and a listing always restarts
+            # from its first page: there is nothing to write. (The no-change cycle over a
+            # large snapshot is then reads only.)
+            state = apply_patch(state, {"cursors": cursors})
+        else:
+            await self._commit(
+                CommitBatch(
+                    state_patch=patch,
+                    upserts=diff.upserts,
+                    events=rows,
+                    log=self._log_events,
+                    parked=parked,
+                    now=now,
+                ),
+                events,
+                deletes=0,
+            )
+            state = apply_patch(state, patch)
+        await self._store_validators(held_back=len(kept) < len(page.items))
         for raw, issues in invalid:
             if poller.on_invalid == "quarantine":
                 await deps.hooks.emit(
                     "on_invalid", InvalidDetails(**self._fields(), item=raw, issues=issues)
                 )
-        state = apply_patch(state, patch)
         if rows:
             state = dataclasses.replace(
                 state, schedule=dataclasses.replace(state.schedule, drain_blocked=False)
@@ -458,6 +468,17 @@ class LaneCycle:
             self.drain.merge(await self._dispatcher.drain(self._consumer))
         await self._keeper.renew_now()
         return state, next_cursor, done, len(kept), counts, "fetch"
+
+    async def _store_validators(self, *, held_back: bool) -> None:
+        """Store the ETag / Last-Modified of this page's responses, now that the page is
+        committed. When ``lag`` held items of the page back, the validators would make the
+        next identical request a 304 and hide those items: they are dropped instead."""
+        pending = self._observations.pending_validators
+        if not held_back:
+            store, key = self._deps.store, self._key
+            for url_hash, validator in pending:
+                await store.set_validator(key, self._keeper.lease, url_hash, validator)
+        pending.clear()
 
     def _version_or_hash(self, item: Any, known_hash: str | None) -> str:
         poller = self._poller
@@ -494,7 +515,7 @@ class LaneCycle:
             type=type_,
             source=poller.source,
             subject=identity,
-            time=iso_time(now),
+            time=self._time_text(now),
             poller=self._key.poller,
             partition=self._key.partition,
             lane=self._lane,
@@ -505,6 +526,12 @@ class LaneCycle:
         return event, OutboxRow(
             event_id=eid, sequence=sequence, event=event_to_json(event), created_at=now
         )
+
+    def _time_text(self, now: int) -> str:
+        # Every event of a page shares its commit time: format it once.
+        if self._time_cache[0] != now:
+            self._time_cache = (now, iso_time(now))
+        return self._time_cache[1]
 
     def _quarantine(self, raw: Any, issues: list[ValidationIssue], now: int) -> ParkedRow:
         try:

@@ -321,6 +321,10 @@ class HttpClient:
             return
         scope = self._scope
         validator = Validator(etag=etag, last_modified=last_modified, stored_at=scope.clock.now())
+        if scope.observations.defer_validators:
+            # The runner stores it once the page is committed (see HttpObservations).
+            scope.observations.pending_validators.append((key, validator))
+            return
         try:
             await scope.store.set_validator(scope.key, scope.lease(), key, validator)
         except LeaseLostError:
