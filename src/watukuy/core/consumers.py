@@ -47,6 +47,10 @@ class Consumer(Protocol):
 class HandlerConsumer:
     """Runs a user handler; sync handlers run in a worker thread so they may block."""
 
+    # The next event (of another ordering key) may be handled while this one's ack is
+    # being written.
+    pipeline_acks = True
+
     def __init__(self, handler: Handler, *, manual_ack: bool) -> None:
         self.handler = handler
         self._manual_ack = manual_ack

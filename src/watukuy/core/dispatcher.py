@@ -30,6 +30,8 @@ from .rows import OutboxRow, ParkedRow, PKey
 __all__ = ["DrainResult", "Dispatcher"]
 
 _MAX_HISTORY = 20
+# Acks may run alongside the next deliveries; this many at most before the dispatcher waits.
+_MAX_ACKS_IN_FLIGHT = 256
 
 
 @dataclass(slots=True)
@@ -120,6 +122,7 @@ class Dispatcher:
         self._logger = logger
         self._cancel = cancel
         self._ordering_key = poller.delivery.ordering_key
+        self._acking: dict[str, asyncio.Future[None]] = {}  # ordering key -> its latest ack
 
     async def drain(self, consumer: Consumer | None) -> DrainResult:
         """Deliver everything deliverable now; returns what happened."""
@@ -180,17 +183,27 @@ class Dispatcher:
                         break
 
         workers = min(self._poller.delivery.concurrency, len(groups))
-        if workers == 1:
-            await worker()
-            return
-        tasks = [asyncio.create_task(worker()) for _ in range(workers)]
         try:
-            await asyncio.gather(*tasks)
+            if workers == 1:
+                await worker()
+            else:
+                tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+                try:
+                    await asyncio.gather(*tasks)
+                finally:
+                    for task in tasks:
+                        if not task.done():
+                            task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
         finally:
-            for task in tasks:
-                if not task.done():
-                    task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # Acks run alongside the next deliveries (one store call per event; a store may
+            # write concurrent ones together). A batch ends only when all of them landed.
+            try:
+                await self._settle_acks()
+            finally:
+                for ack in self._acking.values():
+                    ack.cancel()
+                self._acking.clear()
 
     async def _deliver_one(
         self,
@@ -204,6 +217,11 @@ class Dispatcher:
         if row.next_attempt_at is not None and row.next_attempt_at > now:
             result.note_retry(row.next_attempt_at)
             return "stop-group"
+        previous_ack = self._acking.pop(okey, None)
+        if previous_ack is not None:
+            # The key's previous event must be acked before its next one is delivered: a
+            # redelivery then never follows a later event of the same key.
+            await previous_ack
         attempt = row.attempts + 1
         event = self._hydrate(stored, attempt)
         ctx = HandlerContext(
@@ -218,7 +236,21 @@ class Dispatcher:
             raise
         except Exception as error:
             return await self._failed(okey, row, event, attempt, error, result)
-        await self._store.ack_events(self._key, self._lease(), [row.event_id])
+        duration = self._clock.now() - now
+        if not getattr(consumer, "pipeline_acks", False):
+            # A pull consumer asks for the next event only once this one is acked.
+            await self._ack(row.event_id, event, attempt, duration, result)
+            return "next"
+        ack = asyncio.ensure_future(self._ack(row.event_id, event, attempt, duration, result))
+        self._acking[okey] = ack
+        if len(self._acking) >= _MAX_ACKS_IN_FLIGHT:
+            await self._settle_acks()
+        return "next"
+
+    async def _ack(
+        self, event_id: str, event: Event[Any], attempt: int, duration: int, result: DrainResult
+    ) -> None:
+        await self._store.ack_events(self._key, self._lease(), [event_id])
         result.delivered += 1
         if self._hooks.has("on_delivered"):
             await self._hooks.emit(
@@ -230,10 +262,19 @@ class Dispatcher:
                     instance_id=self._instance_id,
                     event=event,
                     attempt=attempt,
-                    duration_ms=self._clock.now() - now,
+                    duration_ms=duration,
                 ),
             )
-        return "next"
+
+    async def _settle_acks(self) -> None:
+        """Wait for every ack in flight; the first failure is raised once all are done."""
+        acks, self._acking = list(self._acking.values()), {}
+        if not acks:
+            return
+        outcomes = await asyncio.gather(*acks, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     def _hydrate(self, stored: Event[Any], attempt: int) -> Event[Any]:
         adapter = self._poller.adapter

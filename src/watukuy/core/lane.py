@@ -436,7 +436,8 @@ class LaneCycle:
             "schema_version": poller.schema_version,
             "updated_at": now,
         }
-        if self._full_scan and not (diff.upserts or rows or parked):
+        committed = not (self._full_scan and not (diff.upserts or rows or parked))
+        if not committed:
             # Nothing changed on this page of a full listing, and a listing always restarts
             # from its first page: there is nothing to write. (The no-change cycle over a
             # large snapshot is then reads only.)
@@ -466,7 +467,8 @@ class LaneCycle:
                 state, schedule=dataclasses.replace(state.schedule, drain_blocked=False)
             )
             self.drain.merge(await self._dispatcher.drain(self._consumer))
-        await self._keeper.renew_now()
+        if committed:
+            await self._keeper.renew_now()  # after every commit; the heartbeat covers the rest
         return state, next_cursor, done, len(kept), counts, "fetch"
 
     async def _store_validators(self, *, held_back: bool) -> None:

@@ -54,11 +54,14 @@ from watukuy.core.rows import (
     state_from_fields,
     state_to_fields,
 )
-from watukuy.stores._errors import store_errors
+from watukuy.stores._errors import store_errors, wrap_store_error
 
 __all__ = ["SqliteStore", "sqlite_migrations"]
 
 T = TypeVar("T")
+
+_AckRequest = tuple[PKey, Lease, tuple[str, ...], "asyncio.Future[None]"]
+"""One ``ack_events`` call waiting for the worker: key, lease, event ids, its future."""
 
 _PREFIX: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$|^$")
 _MIGRATION_FILE: Final = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
@@ -243,6 +246,8 @@ class SqliteStore:
         self._busy_ms = parse_duration(busy_timeout, "busy_timeout")
         self._sql = _Sql(table_prefix)
         self._executor: ThreadPoolExecutor | None = None
+        self._acks: list[_AckRequest] = []
+        self._ack_flusher: asyncio.Future[None] | None = None
         self._conn: sqlite3.Connection | None = None  # touched only by the worker thread
 
     def __repr__(self) -> str:
@@ -620,15 +625,63 @@ class SqliteStore:
         return await self._count("count_pending", self._sql.count_pending, key)
 
     async def ack_events(self, key: PKey, lease: Lease, event_ids: Sequence[str]) -> None:
-        """Remove delivered rows (fenced); unknown ids are ignored."""
-        params = [(key.poller, key.partition, event_id) for event_id in event_ids]
+        """Remove delivered rows (fenced); unknown ids are ignored.
 
-        def write(conn: sqlite3.Connection) -> None:
-            with self._transaction(conn):
-                self._fence(conn, key, lease)
-                conn.executemany(self._sql.delete_event, params)
+        Acks that arrive while the worker thread is busy are written together, one
+        transaction per (key, lease) (group commit): each call still succeeds or fails on
+        its own fence, and returns only once its rows are gone.
+        """
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._acks.append((key, lease, tuple(event_ids), future))
+        if self._ack_flusher is None or self._ack_flusher.done():
+            self._ack_flusher = asyncio.ensure_future(self._flush_acks())
+        await future
 
-        await self._call("ack_events", write)
+    async def _flush_acks(self) -> None:
+        while self._acks:
+            batch, self._acks = self._acks, []
+            try:
+                outcomes = await self._call("ack_events", self._write_acks, batch)
+            except BaseException as error:  # the worker itself failed: every caller hears it
+                for *_, future in batch:
+                    if not future.done():
+                        future.set_exception(error)
+                if isinstance(error, asyncio.CancelledError):
+                    raise
+                continue  # the callers got the error; nobody awaits this task
+            for (*_, future), outcome in zip(batch, outcomes, strict=True):
+                if future.done():
+                    continue
+                if outcome is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(outcome)
+
+    def _write_acks(
+        self, conn: sqlite3.Connection, batch: list[_AckRequest]
+    ) -> list[BaseException | None]:
+        groups: dict[tuple[PKey, Lease], list[int]] = {}
+        for index, (key, lease, _, _) in enumerate(batch):
+            groups.setdefault((key, lease), []).append(index)
+        outcomes: list[BaseException | None] = [None] * len(batch)
+        for (key, lease), indexes in groups.items():
+            params = [
+                (key.poller, key.partition, event_id)
+                for index in indexes
+                for event_id in batch[index][2]
+            ]
+            try:
+                with self._transaction(conn):
+                    self._fence(conn, key, lease)
+                    conn.executemany(self._sql.delete_event, params)
+            except LeaseLostError as error:
+                for index in indexes:
+                    outcomes[index] = error
+            except Exception as error:
+                failure = wrap_store_error("ack_events", error)
+                for index in indexes:
+                    outcomes[index] = failure
+        return outcomes
 
     async def record_attempt(
         self,
