@@ -148,11 +148,15 @@ def _since_fetch(api: FakeApi) -> Fetch:
 
 
 def _poller(
-    name: str, cursor: wk.CursorConfig, fetch: Timed, concurrency: int = 1
+    name: str, cursor: wk.CursorConfig, fetch: Timed, concurrency: int = 1, *, version: bool = True
 ) -> wk.PollerDefinition[Any]:
+    # The FakeApi's items carry a version, as most APIs' items carry an updated_at or an
+    # etag: declaring it is the recommended set-up (an unchanged version skips hashing).
+    # One row below runs without it, hashing every item.
     return wk.define_poller(
         name=name,
         identity=lambda item: item["id"],
+        version=(lambda item: item["version"]) if version else None,
         cursor=cursor,
         fetch=fetch,
         # Never due on its own: every cycle below is started with trigger().
@@ -250,6 +254,19 @@ async def _strategy(
     return rows
 
 
+async def _unversioned() -> list[Row]:
+    """The snapshot scenario without ``version``: every re-listed item is hashed."""
+    api = _api()
+    fetch = Timed(_page_fetch(api))
+    poller = _poller("snapshot", wk.SnapshotDiff(), fetch, version=False)
+    label = "snapshot, no version"
+    async with _engine(poller) as engine:
+        return [
+            await _cycle(engine, fetch, label, "initial sync", trigger=False),
+            await _cycle(engine, fetch, label, "nothing changed", trigger=True),
+        ]
+
+
 async def _over_http() -> list[Row]:
     api = _api()
     http = httpx.AsyncClient(transport=api.transport())
@@ -307,13 +324,14 @@ def _print(
         "spent inside fetch (the API's share)"
     )
     print(
-        f"floor (bench_stores, this run): {floor_rate:,.0f} items/s; "
-        f"SqliteStore.commit_poll {store_rate:,.0f} items/s"
+        f"floor (bench_stores, this run, pages into a small database): {floor_rate:,.0f} "
+        f"items/s; SqliteStore.commit_poll {store_rate:,.0f} items/s"
     )
     print(
-        f"the floor writing all {ITEMS:,} items in one go: {at_scale[0]:,.0f} items/s with "
-        f"sequential event ids (as above), {at_scale[1]:,.0f} with SHA-256 ids (as the "
-        "engine writes them)"
+        f"the same floor writing all {ITEMS:,} items into one growing database, as the "
+        f"initial sync does: {at_scale[0]:,.0f} items/s with sequential event ids, "
+        f"{at_scale[1]:,.0f} with SHA-256 ids (as the engine writes them) -- 'vs floor' "
+        "compares with this last one, the same work"
     )
     print(
         f"{'strategy':<23}{'cycle':<26}{'seconds':>8}{'fetch':>7}{'items/s':>10}{'events':>9}"
@@ -325,7 +343,7 @@ def _print(
             initial[row.strategy] = row.seconds
         items_rate = f"{row.items / row.seconds:>10,.0f}" if row.items else f"{'-':>10}"
         events_rate = f"{row.events / row.seconds:>10,.0f}" if row.events else f"{'-':>10}"
-        share = f"{row.items / row.seconds / floor_rate:>10.0%}" if row.items else f"{'-':>10}"
+        share = f"{row.items / row.seconds / at_scale[1]:>10.0%}" if row.items else f"{'-':>10}"
         speedup = (
             f"{initial[row.strategy] / row.seconds:>10.1f}x"
             if row.strategy in initial and not row.cycle.startswith("dispatch")
@@ -347,7 +365,7 @@ def _print_targets(rows: list[Row], floor_rate: float, hashed_rate: float) -> No
     unchanged = find("snapshot/page", "nothing changed")
     one = find("snapshot/page", "dispatch, concurrency 1")
     many = find("timestamp", "dispatch, concurrency 32")
-    share = initial.items / initial.seconds / floor_rate
+    share = initial.items / initial.seconds / hashed_rate
     speedup = initial.seconds / unchanged.seconds
     rate_one = one.events / one.seconds
     rate_many = many.events / many.seconds
@@ -355,8 +373,8 @@ def _print_targets(rows: list[Row], floor_rate: float, hashed_rate: float) -> No
         (
             f"initial sync >= {FLOOR_SHARE_TARGET:.0%} of the floor",
             share >= FLOOR_SHARE_TARGET,
-            f"{share:.0%} ({initial.items / initial.seconds / hashed_rate:.0%} of the floor "
-            "with SHA-256 ids)",
+            f"{share:.0%} ({initial.items / initial.seconds / floor_rate:.0%} of the "
+            "small-database floor)",
         ),
         (
             f"no-change re-scan >= {NO_CHANGE_SPEEDUP_TARGET:g}x faster than the initial sync",
@@ -394,6 +412,7 @@ async def run() -> list[Row]:
             _since_fetch,
             concurrency=32,
         )
+        rows += await _unversioned()
         rows += await _over_http()
     finally:
         logger.setLevel(level)
