@@ -283,3 +283,40 @@ async def test_config_errors_name_the_field() -> None:
     with pytest.raises(wk.ConfigError) as caught:
         wk.Engine(store=wk.MemoryStore(), pollers=[poller])
     assert caught.value.field == "budgets"
+
+
+async def test_the_event_log_keeps_only_its_retention(world: World) -> None:
+    seed(world, 3)
+    engine = world.engine(orders(log=wk.EventLog(retention="1h")))
+    engine.on("orders", Recorder())
+    await engine.tick()
+    key = PKey("orders")
+    assert len(await world.store.read_log(key)) == 3
+    await world.clock.advance("2h")
+    await engine.trigger("orders")
+    await engine.tick()
+    assert await world.store.read_log(key) == []
+    assert (await engine.replay("orders", from_=0)).replayed == 0
+
+
+async def test_a_failing_partitions_function_does_not_stop_the_daemon(world: World) -> None:
+    world.api.tenant("a").add(item(1, T))
+    calls = {"n": 0}
+
+    def partitions() -> list[str]:
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            raise RuntimeError("tenant directory unavailable")
+        return ["a"]
+
+    poller = orders(partitions=partitions, partitions_refresh="10s")
+    engine = world.engine(poller)
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.start()
+    try:
+        for _ in range(5):
+            await world.clock.advance("15s")
+        assert [e.subject for e in recorder.events] == ["item-001"]
+    finally:
+        await engine.stop()

@@ -24,7 +24,7 @@ from watukuy.cursor import PageCursor, make_strategy
 from .consumers import Consumer, Handler, HandlerConsumer, Subscription
 from .context import HandlerContext
 from .durations import Duration, parse_duration
-from .errors import ConfigError, WatukuyError
+from .errors import ConfigError, WatukuyError, serialize_error
 from .events import Event
 from .hooks import HookBus, as_hook_list
 from .http_port import HttpFactory
@@ -46,6 +46,7 @@ TypedHandler = Callable[[Event[T], HandlerContext], Awaitable[None] | None]
 _log = logging.getLogger("watukuy")
 
 DEFAULT_TICK_CONCURRENCY = 4
+_SINGLE = Partition("")
 _RETRY_LEASED_MIN_MS = 1_000
 _STORE_ERROR_RETRY_MS = 5_000
 
@@ -148,6 +149,7 @@ class EngineCore(Operations):
         self._consumers: dict[str, Consumer] = {}
         self._warned_no_consumer: set[str] = set()
         self._partitions: dict[str, list[Partition]] = {}
+        self._partition_index: dict[PKey, Partition] = {}
         self._partitions_at: dict[str, int] = {}
         self._removed: dict[str, set[str]] = {}
         self._status = EngineStatus.IDLE
@@ -321,6 +323,10 @@ class EngineCore(Operations):
                 await self.store.save_state_unfenced(key, {"paused": False, "updated_at": now}, now)
             self._schedule(key, now)
         self._partitions[name] = listed
+        for entry in listed:
+            self._partition_index[PKey(name, entry.key)] = entry
+        for gone_key in gone:
+            self._partition_index.pop(PKey(name, gone_key), None)
         self._wake.set()
 
     # --- one pass -----------------------------------------------------------------------
@@ -413,12 +419,15 @@ class EngineCore(Operations):
         )
         try:
             result = await runner.run()
-        except WatukuyError as error:
+        except Exception as error:
             # A store failure before the lane could run (load_state, acquire_lease, the final
-            # save): report it like a failed cycle; the next pass retries.
-            _log.warning("run of %s failed: %s", runner.key, error)
-            from .errors import serialize_error
-
+            # save), or a bug: report it like a failed cycle; the next pass retries.
+            _log.warning(
+                "run of %s failed: %s",
+                runner.key,
+                error,
+                exc_info=not isinstance(error, WatukuyError),
+            )
             return KeyRunResult(
                 "ran",
                 results=[
@@ -558,8 +567,8 @@ class EngineCore(Operations):
                     await self._resync()
                 for name in self._pollers:
                     await self._partitions_of(name)
-            except WatukuyError as error:
-                _log.warning("engine loop: %s", error)
+            except Exception as error:  # a failing partitions() or store must not stop the loop
+                _log.warning("engine loop: %s", error, exc_info=not isinstance(error, WatukuyError))
             self._launch_due(now)
             self._wake.clear()
             await self._sleep_until(self._next_wake())
@@ -582,10 +591,9 @@ class EngineCore(Operations):
             self._running[key] = task
 
     def _partition_named(self, key: PKey) -> Partition | None:
-        for partition in self._partitions.get(key.poller, [Partition("")]):
-            if partition.key == key.partition:
-                return partition
-        return None
+        if self._pollers[key.poller].partitions is None:
+            return _SINGLE if key.partition == "" else None
+        return self._partition_index.get(key)
 
     async def _run_and_reschedule(
         self, poller: PollerDefinition[Any], partition: Partition, force: bool

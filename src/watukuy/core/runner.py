@@ -336,6 +336,14 @@ class KeyRunner:
             if self._halted(out):
                 state = await self._halt(state, out.drain)
 
+        if poller.log is not None and lanes:
+            # The replay log keeps log.retention of events; trimming it here costs one
+            # indexed delete per poll.
+            try:
+                await deps.store.prune_log(self._key, deps.clock.now() - poller.log.retention_ms)
+            except StoreError as error:
+                self._logger.warning("could not prune the event log: %s", error)
+
         # 7. Persist the schedule (and lane bookkeeping), then the caller releases the lease.
         schedule = dataclasses.replace(
             state.schedule,
