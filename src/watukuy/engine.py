@@ -71,6 +71,9 @@ class Engine(EngineCore):
         resync_every: How often the daemon re-reads all keys' state to notice changes made
             by other processes.
         auto_migrate: Run ``store.migrate()`` before the first pass.
+        fair_share_spread: Upper bound of a random delay the daemon adds before it looks at
+            a key again, so that replicas on one store share keys evenly (default: a tenth
+            of ``schedule.min``, at most 500 ms; ``0`` turns it off).
 
     Raises:
         ConfigError: Invalid configuration, naming the field and value.
@@ -94,6 +97,7 @@ class Engine(EngineCore):
         tick_concurrency: int = 4,
         resync_every: Duration = "15s",
         auto_migrate: bool = True,
+        fair_share_spread: Duration | None = None,
     ) -> None:
         if isinstance(lease, Mapping):
             try:
@@ -118,6 +122,7 @@ class Engine(EngineCore):
             tick_concurrency=tick_concurrency,
             resync_every=resync_every,
             auto_migrate=auto_migrate,
+            fair_share_spread=fair_share_spread,
         )
 
     async def serve(self, stop_timeout: Duration = "30s") -> None:

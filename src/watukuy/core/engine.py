@@ -48,6 +48,8 @@ _log = logging.getLogger("watukuy")
 DEFAULT_TICK_CONCURRENCY = 4
 _SINGLE = Partition("")
 _RETRY_LEASED_MIN_MS = 1_000
+_RETRY_LEASED_FLOOR_MS = 100
+_MAX_SPREAD_MS = 500
 _STORE_ERROR_RETRY_MS = 5_000
 
 
@@ -72,6 +74,9 @@ class EngineCore(Operations):
         resync_every: How often the daemon re-reads every key's state from the store, to
             see changes made by other processes (triggers from the CLI, other replicas).
         auto_migrate: Run ``store.migrate()`` once before the first pass.
+        fair_share_spread: Upper bound of the random delay the daemon adds before looking at
+            a key again, so that replicas on one store share the keys evenly (default: a
+            tenth of the poller's ``schedule.min``, at most 500 ms; ``0`` turns it off).
     """
 
     def __init__(
@@ -92,6 +97,7 @@ class EngineCore(Operations):
         tick_concurrency: int = DEFAULT_TICK_CONCURRENCY,
         resync_every: Duration = "15s",
         auto_migrate: bool = True,
+        fair_share_spread: Duration | None = None,
     ) -> None:
         if not isinstance(store, StateStore):
             raise ConfigError(f"expected a StateStore, got {store!r}", field="store")
@@ -143,6 +149,11 @@ class EngineCore(Operations):
         self._max_concurrent = max_concurrent_keys
         self._tick_concurrency = tick_concurrency
         self._resync_ms = parse_duration(resync_every, "resync_every")
+        self._fair_spread_ms = (
+            None
+            if fair_share_spread is None
+            else parse_duration(fair_share_spread, "fair_share_spread")
+        )
         self._auto_migrate = auto_migrate
         self._migrated = False
         self._migrate_lock = asyncio.Lock()
@@ -524,6 +535,19 @@ class EngineCore(Operations):
         self._wake_at[key] = at
         heapq.heappush(self._heap, (at, next(self._seq), key))
 
+    def _spread(self, poller: PollerDefinition[Any]) -> int:
+        """A random delay added to this engine's next look at a key.
+
+        Replicas read the same ``next_due_at`` from the store; without a spread, the one
+        whose event loop happens to be quickest wins every key, every time. With it, each
+        wake-up goes to a random replica and the shares even out. Bounded by
+        ``fair_share_spread`` (default: a tenth of ``schedule.min``, at most 500 ms).
+        """
+        limit = self._fair_spread_ms
+        if limit is None:
+            limit = min(_MAX_SPREAD_MS, poller.schedule.min_ms // 10)
+        return int(self.random.random() * limit) if limit > 0 else 0
+
     def _forget(self, key: PKey) -> None:
         self._wake_at.pop(key, None)
 
@@ -606,7 +630,13 @@ class EngineCore(Operations):
             self._running.pop(key, None)
             now = self.clock.now()
             if result.outcome == "leased":
-                at: int | None = now + max(_RETRY_LEASED_MIN_MS, self._lease.ttl_ms // 2)
+                # Look again when the holder's lease runs out (a dead replica's keys move to
+                # a live one within one TTL), or sooner if the holder lets go: its run ends
+                # by rescheduling the key, which this engine sees at that time.
+                retry = now + max(_RETRY_LEASED_MIN_MS, self._lease.ttl_ms // 2)
+                if result.leased_until is not None:
+                    retry = min(retry, max(now + _RETRY_LEASED_FLOOR_MS, result.leased_until))
+                at: int | None = retry + self._spread(poller)
             elif result.outcome == "lease-lost":
                 at = now + self._lease.ttl_ms // 2
             elif result.state is None:
@@ -615,6 +645,8 @@ class EngineCore(Operations):
                 at = wake_time(
                     poller, result.state, has_consumer=poller.name in self._consumers, now=now
                 )
+                if at is not None and at > now and at == result.state.schedule.next_due_at:
+                    at += self._spread(poller)  # a poll wake-up: replicas race for these
             if key not in self._wake_at or (at is not None and at < self._wake_at[key]):
                 self._wake_at.pop(key, None)
                 self._schedule(key, at)

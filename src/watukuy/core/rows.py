@@ -192,6 +192,10 @@ class PollerState:
         backfill: The active backfill, if any.
         created_at: When the key was first seen.
         updated_at: Last time anything here changed.
+        wake_at: When the key next needs the engine's attention (epoch ms), as the engine
+            last computed it; ``None`` when nothing is due until an operator acts (paused),
+            and for states written before the field existed. Stores index it per poller
+            (:meth:`~watukuy.core.ports.StateStore.due_keys`).
     """
 
     cursors: Mapping[str, str | None] = field(default_factory=dict)
@@ -203,6 +207,7 @@ class PollerState:
     backfill: BackfillState | None = None
     created_at: int = 0
     updated_at: int = 0
+    wake_at: int | None = None
 
 
 class StatePatch(TypedDict, total=False):
@@ -216,6 +221,7 @@ class StatePatch(TypedDict, total=False):
     last_reconcile_at: int | None
     backfill: BackfillState | None
     updated_at: int
+    wake_at: int | None
 
 
 def empty_poller_state(now: int) -> PollerState:
@@ -460,6 +466,10 @@ def schedule_from_json(data: Mapping[str, Any] | None) -> ScheduleState:
     )
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def _backfill_to_json(backfill: BackfillState | None) -> dict[str, Any] | None:
     if backfill is None:
         return None
@@ -492,6 +502,7 @@ _FIELD_ENCODERS: dict[str, Any] = {
     "backfill": _backfill_to_json,
     "created_at": int,
     "updated_at": int,
+    "wake_at": _optional_int,
 }
 
 _FIELD_DECODERS: dict[str, Any] = {
@@ -504,6 +515,7 @@ _FIELD_DECODERS: dict[str, Any] = {
     "backfill": _backfill_from_json,
     "created_at": lambda v: int(v or 0),
     "updated_at": lambda v: int(v or 0),
+    "wake_at": _optional_int,
 }
 
 STATE_FIELDS: tuple[str, ...] = tuple(_FIELD_ENCODERS)

@@ -125,6 +125,7 @@ class KeyRunResult:
     results: list[TickPollResult] = field(default_factory=list)
     state: PollerState | None = None
     drain: DrainResult = field(default_factory=DrainResult)
+    leased_until: int | None = None  # when another holder's lease expires ("leased" only)
 
 
 def _reconcile_due(poller: PollerDefinition[Any], state: PollerState, now: int) -> bool:
@@ -224,7 +225,10 @@ class KeyRunner:
             self._key, deps.instance_id, deps.lease_ttl_ms, deps.clock.now()
         )
         if lease is None:
-            return KeyRunResult("leased", state=state)
+            held = await deps.store.get_lease(self._key)
+            return KeyRunResult(
+                "leased", state=state, leased_until=None if held is None else held.expires_at
+            )
         await deps.hooks.emit(
             "on_lease_acquired",
             LeaseAcquiredDetails(**self._hook_fields("live"), lease=lease),
