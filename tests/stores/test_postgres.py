@@ -7,6 +7,7 @@ import dataclasses
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from importlib import resources
 from typing import Any
 
 import psycopg
@@ -14,9 +15,18 @@ import pytest
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
+from watukuy.core import json as wkjson
 from watukuy.core.errors import ConfigError, StoreError
 from watukuy.core.ports import StateStore
-from watukuy.core.rows import CommitBatch, OutboxRow, PKey, StatePatch
+from watukuy.core.rows import (
+    CommitBatch,
+    Lease,
+    OutboxRow,
+    PKey,
+    StatePatch,
+    empty_poller_state,
+    state_to_fields,
+)
 from watukuy.stores.postgres import PostgresStore
 from watukuy.testing.store_contract import (
     KEY,
@@ -153,7 +163,7 @@ async def test_migrate_creates_the_schema_and_records_each_version(
     versions = await _query(
         postgres_url, f'SELECT version, name FROM "{pg_schema}"."t_migrations" ORDER BY version'
     )
-    assert versions == [(1, "initial")]
+    assert versions == [(1, "initial"), (2, "due_index")]
     tables = await _query(
         postgres_url,
         "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
@@ -182,7 +192,7 @@ async def test_concurrent_migrations_apply_each_version_once(
     finally:
         await asyncio.gather(*(store.close() for store in stores))
     versions = await _query(postgres_url, f'SELECT version FROM "{pg_schema}"."watukuy_migrations"')
-    assert versions == [(1,)]
+    assert sorted(versions) == [(1,), (2,)]
 
 
 async def test_two_prefixes_share_a_schema(postgres_url: str, pg_schema: str) -> None:
@@ -196,6 +206,101 @@ async def test_two_prefixes_share_a_schema(postgres_url: str, pg_schema: str) ->
     finally:
         await first.close()
         await second.close()
+
+
+# --- the due index (migration 2) ---------------------------------------------------------
+
+
+async def _version_1_schema(url: str, schema: str) -> None:
+    """A schema as the store left it before migration 2: version 1 only, and states written
+    without a ``wake_at`` field."""
+    initial = resources.files("watukuy.stores") / "sql" / "postgres" / "0001_initial.sql"
+    ddl = initial.read_text("utf-8").replace("{{schema}}", schema).replace("{{prefix}}", "")
+    old = state_to_fields(dataclasses.replace(empty_poller_state(T0), sequence=7))
+    del old["wake_at"]
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+        await conn.execute(ddl.encode())
+        await conn.execute(
+            f'CREATE TABLE "{schema}".migrations (version integer PRIMARY KEY, name text NOT NULL,'
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        await conn.execute(f"INSERT INTO \"{schema}\".migrations VALUES (1, 'initial')")
+        for partition, owner, epoch in (("", "node-a", 3), ("b", None, 0)):
+            await conn.execute(
+                f'INSERT INTO "{schema}".pollers (poller, "partition", state, lease_owner,'
+                " lease_epoch, lease_expires_at) VALUES ('orders', %s, %s, %s, %s, %s)",
+                (partition, wkjson.dumps(old), owner, epoch, T0 + TTL if owner else None),
+            )
+
+
+async def test_a_version_1_schema_is_upgraded_in_place(postgres_url: str, pg_schema: str) -> None:
+    await _version_1_schema(postgres_url, pg_schema)
+    store = PostgresStore(postgres_url, schema=pg_schema, table_prefix="")
+    try:
+        await store.migrate()
+        versions = await _query(
+            postgres_url, f'SELECT version, name FROM "{pg_schema}".migrations ORDER BY version'
+        )
+        assert versions == [(1, "initial"), (2, "due_index")]
+        old = await store.load_state(KEY)
+        assert old == dataclasses.replace(empty_poller_state(T0), sequence=7)
+        assert old.wake_at is None
+        assert await store.due_keys("orders", T0 + 10**9) == []
+        # The old rows join the index as soon as a wake time is written, by any kind of write.
+        await store.commit_poll(
+            KEY, Lease("node-a", 3, T0 + TTL), batch(state_patch={"wake_at": T0 + 5})
+        )
+        await store.save_state_unfenced(PKey("orders", "b"), {"wake_at": T0 + 1}, T0)
+        assert await store.due_keys("orders", T0 + 10**9) == [("b", T0 + 1), ("", T0 + 5)]
+        state = await store.load_state(KEY)
+        assert state is not None
+        assert (state.sequence, state.wake_at) == (7, T0 + 5)
+        await store.migrate()  # already at version 2: nothing to do
+        assert await store.due_keys("orders", T0 + 1) == [("b", T0 + 1)]
+    finally:
+        await store.close()
+
+
+async def test_the_wake_at_column_mirrors_the_state_document(
+    postgres_store: PostgresStore, postgres_url: str, pg_schema: str
+) -> None:
+    store = postgres_store
+    mirror = (
+        "SELECT \"partition\", wake_at, (state->>'wake_at')::bigint"
+        f' FROM "{pg_schema}".watukuy_pollers ORDER BY "partition"'
+    )
+    lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+    assert lease is not None
+    assert await _query(postgres_url, mirror) == [("", None, None)]
+    await store.commit_poll(KEY, lease, batch(state_patch={"wake_at": T0 + 9}))
+    await store.save_state_unfenced(PKey("orders", "b"), {"wake_at": T0 + 3}, T0)
+    assert await _query(postgres_url, mirror) == [("", T0 + 9, T0 + 9), ("b", T0 + 3, T0 + 3)]
+    await store.save_state(KEY, lease, {"wake_at": None, "paused": True})
+    await store.save_state_unfenced(PKey("orders", "b"), {"sequence": 1}, T0)
+    assert await _query(postgres_url, mirror) == [("", None, None), ("b", T0 + 3, T0 + 3)]
+
+
+async def test_due_keys_can_be_answered_from_the_index_alone(
+    postgres_store: PostgresStore, postgres_url: str, pg_schema: str
+) -> None:
+    for n in range(50):
+        key = PKey("orders", f"p{n:02d}")
+        await postgres_store.save_state_unfenced(key, {"wake_at": T0 + n % 7}, T0)
+    await postgres_store.save_state_unfenced(PKey("orders", "paused"), {}, T0)
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+        await conn.execute(f'SET search_path = "{pg_schema}"')
+        await conn.execute("SET enable_seqscan = off")  # a 51-row table would be scanned
+        await conn.execute("ANALYZE watukuy_pollers")
+        cur = await conn.execute(
+            "EXPLAIN SELECT \"partition\", wake_at FROM watukuy_pollers WHERE poller = 'orders'"
+            ' AND wake_at IS NOT NULL AND wake_at <= 1 ORDER BY wake_at, "partition" LIMIT 5'
+        )
+        plan = "\n".join(row[0] for row in await cur.fetchall())
+    assert "Index Only Scan using watukuy_pollers_due_idx" in plan, plan
+    assert "Sort" not in plan, plan  # already in (wake_at, partition) order
+    due = await postgres_store.due_keys("orders", T0 + 1, limit=9)
+    assert due == [(f"p{n:02d}", T0) for n in range(0, 50, 7)] + [("p01", T0 + 1)]
 
 
 # --- JSON documents -----------------------------------------------------------------------

@@ -54,6 +54,19 @@ class TestRedisStoreContractDecodingResponses(StoreContract):
         await store.close()
 
 
+class TestRedisStoreContractWithTheDueIndexOutsideScripts(StoreContract):
+    """The same contract with the due index kept the way a Redis Cluster client keeps it:
+    by a command after each script (the switch is private; no cluster is needed here)."""
+
+    @pytest.fixture
+    async def store(self, redis_client: Any, redis_prefix: str) -> AsyncIterator[StateStore]:
+        store = RedisStore(redis_client, prefix=redis_prefix)
+        store._due_in_script = False
+        await store.migrate()
+        yield store
+        await store.close()
+
+
 class _CountingRedis(aioredis.Redis):
     """Records the name of every command the store sends (injected, not patched)."""
 
@@ -144,6 +157,7 @@ async def test_every_key_of_a_partition_shares_one_hash_slot(
             key,
             lease,
             batch(
+                state_patch={"wake_at": T0},
                 upserts=[item_row("a")],
                 events=[outbox_row("e1", 1, attempts=1, last_error={"message": "x"})],
                 parked=[parked_poison("p1", 0, hold_key="h"), parked_invalid("p2")],
@@ -162,12 +176,17 @@ async def test_every_key_of_a_partition_shares_one_hash_slot(
         assert "{" not in tag
         per_tag.setdefault(tag, set()).add(key_slot(name.encode()))
     assert sorted(per_tag) == [
+        "o",  # the due index of poller "o"
         "o:",
+        "orders",
+        "orders%3Ax",
         "orders%3Ax:%7B",
         "orders:a%3A%7Bb%7D%7Cc%2F%C3%A9%F0%9F%98%80",
     ]
     assert all(len(slots) == 1 for slots in per_tag.values())
-    assert len(names) == 1 + 3 * 15  # the known-keys set, and 15 keys per partition
+    # The known-keys set, 15 keys per partition, and one due index per poller.
+    assert len(names) == 1 + 3 * 15 + 3
+    assert f"{redis_prefix}{{orders%3Ax}}:due" in names
     assert await redis_store.list_keys() == sorted(awkward)
 
 
@@ -194,7 +213,7 @@ async def test_each_fenced_write_is_one_command(redis_url: str, redis_prefix: st
                 KEY,
                 lease,
                 batch(
-                    state_patch={"sequence": 2_000},
+                    state_patch={"sequence": 2_000, "wake_at": T0 + 1},
                     upserts=[item_row(f"i{n}") for n in range(2_000)],
                     deletes=["i3"],
                     events=[outbox_row(f"e{n}", n) for n in range(2_000)],
@@ -202,7 +221,7 @@ async def test_each_fenced_write_is_one_command(redis_url: str, redis_prefix: st
                     log=True,
                 ),
             ),
-            "save_state": lambda: store.save_state(KEY, lease, {"paused": True}),
+            "save_state": lambda: store.save_state(KEY, lease, {"paused": True, "wake_at": None}),
             "ack_events": lambda: store.ack_events(KEY, lease, ["e1", "e2"]),
             "park_event": lambda: store.park_event(KEY, lease, parked_poison("e3", 3)),
             "record_attempt": lambda: store.record_attempt(KEY, lease, "e4", {}, None),
@@ -216,6 +235,51 @@ async def test_each_fenced_write_is_one_command(redis_url: str, redis_prefix: st
             assert client.commands == ["EVALSHA"], name
         assert await store.count_items(KEY) == 1_999
         assert await store.count_pending(KEY) == 2_000 - 3
+        client.commands.clear()
+        await store.save_state_unfenced(KEY, {"wake_at": T0 + 5}, T0)
+        assert client.commands == ["EVALSHA", "SADD"]  # SADD: the known-keys set
+        assert await store.due_keys("orders", T0 + 5) == [("", T0 + 5)]
+    finally:
+        await client.aclose()
+
+
+async def test_the_due_index_is_a_sorted_set_per_poller(
+    redis_store: RedisStore, redis_client: Any, redis_prefix: str
+) -> None:
+    await redis_store.save_state_unfenced(PKey("orders", "b"), {"wake_at": T0 + 2}, T0)
+    await redis_store.save_state_unfenced(PKey("orders", "\u00e9"), {"wake_at": T0 + 1}, T0)
+    await redis_store.save_state_unfenced(PKey("orders", "paused"), {"wake_at": None}, T0)
+    due = f"{redis_prefix}{{orders}}:due"
+    assert await redis_client.zrange(due, 0, -1, withscores=True) == [
+        ("\u00e9".encode(), float(T0 + 1)),
+        (b"b", float(T0 + 2)),
+    ]
+    await redis_store.delete_key(PKey("orders", "b"))
+    await redis_store.delete_key(PKey("orders", "\u00e9"))
+    assert await redis_client.exists(due) == 0  # an empty sorted set leaves no key behind
+
+
+async def test_outside_scripts_the_due_index_costs_one_command_per_wake_time_change(
+    redis_url: str, redis_prefix: str
+) -> None:
+    client = _CountingRedis.from_url(redis_url)
+    try:
+        store = RedisStore(client, prefix=redis_prefix)
+        store._due_in_script = False  # what a RedisCluster client selects
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        calls = {
+            "moved": (batch(state_patch={"wake_at": T0 + 9}), ["EVALSHA", "ZADD"]),
+            "kept": (batch(state_patch={"sequence": 3}), ["EVALSHA"]),
+            "dropped": (batch(state_patch={"wake_at": None}), ["EVALSHA", "ZREM"]),
+        }
+        for name, (page, commands) in calls.items():
+            client.commands.clear()
+            await store.commit_poll(KEY, lease, page)
+            assert client.commands == commands, name
+        client.commands.clear()
+        await store.delete_key(KEY)
+        assert client.commands == ["DEL", "ZREM", "SREM"]
     finally:
         await client.aclose()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 import subprocess
 import sys
@@ -12,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from watukuy.core import json as wkjson
 from watukuy.core.errors import ConfigError, LeaseLostError, StoreError
 from watukuy.core.ports import StateStore
-from watukuy.core.rows import Lease, PKey
+from watukuy.core.rows import Lease, PKey, empty_poller_state, state_to_fields
 from watukuy.stores import MemoryStore, store_from_url
 from watukuy.stores.sqlite import SqliteStore, sqlite_migrations
 from watukuy.testing.store_contract import (
@@ -133,7 +135,7 @@ async def test_wal_mode_and_the_schema_version_are_on_disk(
     store = SqliteStore(db, table_prefix="wk_")
     await store.migrate()
     assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    assert raw.execute('SELECT version FROM "wk_migrations"').fetchall() == [(1,)]
+    assert raw.execute('SELECT version FROM "wk_migrations"').fetchall() == [(1,), (2,)]
     tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     expected = {"pollers", "items", "outbox", "parked", "validators", "log", "migrations"}
     assert tables == {f"wk_{name}" for name in expected}
@@ -141,10 +143,11 @@ async def test_wal_mode_and_the_schema_version_are_on_disk(
 
 
 async def test_migrations_ship_as_versioned_files() -> None:
-    [(version, script)] = sqlite_migrations("p_")
-    assert version == 1
-    assert 'CREATE TABLE IF NOT EXISTS "p_pollers"' in script
-    assert "{prefix}" not in script
+    [(first, initial), (second, due_index)] = sqlite_migrations("p_")
+    assert (first, second) == (1, 2)
+    assert 'CREATE TABLE IF NOT EXISTS "p_pollers"' in initial
+    assert 'ALTER TABLE "p_pollers" ADD COLUMN wake_at INTEGER;' in due_index
+    assert "{prefix}" not in initial + due_index
     with pytest.raises(ConfigError, match="table_prefix"):
         sqlite_migrations("p-")
 
@@ -163,10 +166,96 @@ async def test_concurrent_migrations_on_one_file_all_succeed(db: Path) -> None:
     await asyncio.gather(*(store.migrate() for store in stores))
     await asyncio.gather(*(store.migrate() for store in stores))
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT version FROM watukuy_migrations").fetchall() == [(1,)]
+    assert conn.execute("SELECT version FROM watukuy_migrations").fetchall() == [(1,), (2,)]
     conn.close()
     for store in stores:
         await store.close()
+
+
+# --- the due index (migration 2) -----------------------------------------------------------
+
+
+def _version_1_database(path: Path) -> None:
+    """A database as the store left it before migration 2: version 1 only, and states
+    written without a ``wake_at`` field."""
+    [(_, initial), *_] = sqlite_migrations()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(initial)
+    conn.execute(
+        "CREATE TABLE watukuy_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT "
+        "NULL DEFAULT (CAST(strftime('%s', 'now') AS INTEGER) * 1000))"
+    )
+    conn.execute("INSERT INTO watukuy_migrations (version) VALUES (1)")
+    old = state_to_fields(dataclasses.replace(empty_poller_state(T0), sequence=7))
+    del old["wake_at"]
+    conn.executemany(
+        'INSERT INTO watukuy_pollers (poller, "partition", state, lease_owner, lease_epoch, '
+        "lease_expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            ("orders", "", wkjson.dumps(old), "node-a", 3, T0 + TTL),
+            ("orders", "b", wkjson.dumps(old), None, 0, None),
+        ],
+    )
+    conn.close()
+
+
+async def test_a_version_1_database_is_upgraded_in_place(db: Path, raw: sqlite3.Connection) -> None:
+    _version_1_database(db)
+    store = SqliteStore(db)
+    await store.migrate()
+    assert raw.execute("SELECT version FROM watukuy_migrations").fetchall() == [(1,), (2,)]
+    assert raw.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'watukuy_pollers'"
+    ).fetchall() == [("watukuy_pollers_due_idx",)]
+    old = await store.load_state(KEY)
+    assert old == dataclasses.replace(empty_poller_state(T0), sequence=7)
+    assert old.wake_at is None
+    assert await store.due_keys("orders", T0 + 10**9) == []
+    # The old rows join the index as soon as a wake time is written, by any kind of write.
+    lease = Lease("node-a", 3, T0 + TTL)
+    await store.commit_poll(KEY, lease, batch(state_patch={"wake_at": T0 + 5}))
+    await store.save_state_unfenced(PKey("orders", "b"), {"wake_at": T0 + 1}, T0)
+    assert await store.due_keys("orders", T0 + 10**9) == [("b", T0 + 1), ("", T0 + 5)]
+    state = await store.load_state(KEY)
+    assert state is not None
+    assert (state.sequence, state.wake_at) == (7, T0 + 5)
+    await store.close()
+    again = SqliteStore(db)
+    await again.migrate()  # already at version 2: nothing to do
+    assert await again.due_keys("orders", T0 + 1) == [("b", T0 + 1)]
+    await again.close()
+
+
+async def test_the_wake_at_column_mirrors_the_state_document(
+    db: Path, raw: sqlite3.Connection
+) -> None:
+    store = SqliteStore(db)
+    lease = await _lease(store)
+    mirror = (
+        "SELECT \"partition\", wake_at, json_extract(state, '$.wake_at') FROM watukuy_pollers "
+        'ORDER BY "partition"'
+    )
+    assert raw.execute(mirror).fetchall() == [("", None, None)]
+    await store.commit_poll(KEY, lease, batch(state_patch={"wake_at": T0 + 9}))
+    await store.save_state_unfenced(PKey("orders", "b"), {"wake_at": T0 + 3}, T0)
+    assert raw.execute(mirror).fetchall() == [("", T0 + 9, T0 + 9), ("b", T0 + 3, T0 + 3)]
+    await store.save_state(KEY, lease, {"wake_at": None, "paused": True})
+    await store.save_state_unfenced(PKey("orders", "b"), {"sequence": 1}, T0)
+    assert raw.execute(mirror).fetchall() == [("", None, None), ("b", T0 + 3, T0 + 3)]
+    await store.close()
+
+
+async def test_due_keys_is_answered_from_the_index_alone(db: Path, raw: sqlite3.Connection) -> None:
+    store = SqliteStore(db)
+    await store.migrate()
+    plan = raw.execute(
+        "EXPLAIN QUERY PLAN " + store._sql.due,  # the store's own statement
+        ("orders", T0, 10),
+    ).fetchall()
+    details = " | ".join(row[-1] for row in plan)
+    assert "USING COVERING INDEX watukuy_pollers_due_idx (poller=? AND wake_at" in details
+    assert "TEMP B-TREE" not in details  # already in (wake_at, partition) order
+    await store.close()
 
 
 # --- errors --------------------------------------------------------------------------------
@@ -336,7 +425,7 @@ async def test_sqlite_url_options(tmp_path: Path) -> None:
     assert repr(store) == f"SqliteStore('{tmp_path}/x.db', table_prefix='app_')"
     await store.migrate()
     conn = sqlite3.connect(tmp_path / "x.db")
-    assert conn.execute("SELECT version FROM app_migrations").fetchall() == [(1,)]
+    assert conn.execute("SELECT version FROM app_migrations").fetchall() == [(1,), (2,)]
     conn.close()
     await store.close()
 

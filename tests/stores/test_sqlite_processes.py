@@ -183,7 +183,7 @@ async def test_several_processes_migrate_one_file_at_once(tmp_path: Path) -> Non
     outputs = await asyncio.gather(*(_output(p) for p in processes))
     assert outputs == ["migrated"] * 4
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT version FROM watukuy_migrations").fetchall() == [(1,)]
+    assert conn.execute("SELECT version FROM watukuy_migrations").fetchall() == [(1,), (2,)]
     assert conn.execute("SELECT COUNT(*) FROM watukuy_pollers").fetchone() == (4,)
     conn.close()
 

@@ -96,6 +96,9 @@ class StateStore(Protocol):
     6. **No I/O in the constructor.** ``migrate()`` creates what is missing, idempotently,
        and is safe to run from several processes at once.
     7. **Driver failures** surface as ``StoreError`` with the driver error as its cause.
+    8. **Due index.** Every write of a state keeps the per-poller index of its ``wake_at``
+       in step, atomically with the write, so ``due_keys`` never scans every key. (A
+       backend that cannot, like ``RedisStore`` on a cluster, says how stale it may get.)
     """
 
     @property
@@ -144,6 +147,27 @@ class StateStore(Protocol):
 
     async def list_keys(self, poller: str | None = None) -> list[PKey]:
         """Every key with state, optionally of one poller, sorted."""
+        ...
+
+    async def due_keys(
+        self, poller: str, until: int, limit: int | None = None
+    ) -> list[tuple[str, int]]:
+        """The keys of ``poller`` whose stored ``wake_at`` is at or before ``until``.
+
+        The store keeps an index of ``PollerState.wake_at`` in step with every write of the
+        state (``save_state``, ``save_state_unfenced``, the state patch of ``commit_poll``,
+        key creation, ``delete_key``), in the same transaction as that write, so this costs
+        time in proportion to the answer rather than to the number of keys. Keys whose
+        ``wake_at`` is ``None`` are never returned.
+
+        Args:
+            poller: The poller whose partitions are wanted; other pollers are ignored.
+            until: Inclusive upper bound (epoch ms).
+            limit: At most this many entries (``None``: all of them; ``<= 0``: none).
+
+        Returns:
+            ``(partition, wake_at)`` pairs ordered by ``(wake_at, partition)``.
+        """
         ...
 
     async def delete_key(self, key: PKey) -> None:

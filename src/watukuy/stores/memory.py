@@ -19,7 +19,7 @@ import dataclasses
 import itertools
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, TypeVar, cast
 
 from watukuy.core import json as wkjson
@@ -47,6 +47,7 @@ from watukuy.stores._errors import store_errors
 __all__ = ["MemoryKeySnapshot", "MemoryStore"]
 
 _last_error = attrgetter("last_error")
+_wake_of = itemgetter(0)
 R = TypeVar("R")
 
 
@@ -97,6 +98,32 @@ class _Key:
     log: dict[int, LoggedEvent] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class _DueIndex:
+    """The wake times of one poller's keys, kept sorted so that a due query costs a binary
+    search plus the entries it returns, whatever the number of keys."""
+
+    wake_at: dict[str, int] = field(default_factory=dict)
+    order: list[tuple[int, str]] = field(default_factory=list)  # (wake_at, partition)
+
+    def set(self, partition: str, wake_at: int | None) -> None:
+        old = self.wake_at.get(partition)
+        if old == wake_at:
+            return
+        if old is not None:
+            del self.order[bisect.bisect_left(self.order, (old, partition))]
+            del self.wake_at[partition]
+        if wake_at is not None:
+            bisect.insort(self.order, (wake_at, partition))
+            self.wake_at[partition] = wake_at
+
+    def due(self, until: int, limit: int | None) -> list[tuple[str, int]]:
+        end = bisect.bisect_right(self.order, until, key=_wake_of)
+        if limit is not None:
+            end = min(end, max(limit, 0))
+        return [(partition, wake_at) for wake_at, partition in self.order[:end]]
+
+
 def _decode_error(text: str) -> SerializedError:
     return cast(SerializedError, wkjson.loads(text))
 
@@ -115,6 +142,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._keys: dict[PKey, _Key] = {}
+        self._due: dict[str, _DueIndex] = {}
 
     @property
     def capabilities(self) -> StoreCapabilities:
@@ -132,6 +160,7 @@ class MemoryStore:
     def reset(self) -> None:
         """Forget every key, as if the store had just been created."""
         self._keys.clear()
+        self._due.clear()
 
     def keys(self) -> list[PKey]:
         """Every key the store holds, sorted (the same as ``await list_keys()``)."""
@@ -160,6 +189,7 @@ class MemoryStore:
         record = self._keys.get(key)
         if record is None:
             record = self._keys[key] = _new_key(now)
+            self._index(key, record.state)
         elif record.owner is not None and (record.expires_at or 0) > now:
             return None
         record.owner = owner
@@ -201,6 +231,18 @@ class MemoryStore:
 
     # --- state ---------------------------------------------------------------------------
 
+    def _index(self, key: PKey, fields: dict[str, Any] | None) -> None:
+        """Bring the due index in step with the key's state fields (``None``: key gone)."""
+        wake_at = None if fields is None else fields.get("wake_at")
+        index = self._due.get(key.poller)
+        if index is None:
+            if wake_at is None:
+                return
+            index = self._due[key.poller] = _DueIndex()
+        index.set(key.partition, wake_at)
+        if not index.wake_at:
+            del self._due[key.poller]
+
     async def load_state(self, key: PKey) -> PollerState | None:
         """The key's state, or ``None`` when the key has never been seen."""
         record = self._keys.get(key)
@@ -214,6 +256,9 @@ class MemoryStore:
         # keep, before anything is changed.
         fields = dict(record.state)
         fields.update(wkjson.loads(wkjson.dumps(patch_to_fields(patch))))
+        wake_at = fields.get("wake_at")
+        if wake_at is not None and not -(2**63) <= wake_at < 2**63:
+            raise OverflowError(f"wake_at {wake_at} does not fit in 64 bits")
         return fields
 
     async def save_state(self, key: PKey, lease: Lease, patch: StatePatch) -> None:
@@ -222,6 +267,7 @@ class MemoryStore:
         if patch:
             with store_errors("save_state"):
                 record.state = self._patched(record, patch)
+            self._index(key, record.state)
 
     async def save_state_unfenced(self, key: PKey, patch: StatePatch, now: int) -> None:
         """Administrative partial update; creates the key when it does not exist yet."""
@@ -230,6 +276,7 @@ class MemoryStore:
             new_state = self._patched(record, patch)
         self._keys[key] = record
         record.state = new_state
+        self._index(key, new_state)
 
     async def list_keys(self, poller: str | None = None) -> list[PKey]:
         """Every key with state, optionally of one poller, sorted."""
@@ -237,7 +284,16 @@ class MemoryStore:
 
     async def delete_key(self, key: PKey) -> None:
         """Remove every row of the key, its lease included."""
-        self._keys.pop(key, None)
+        if self._keys.pop(key, None) is not None:
+            self._index(key, None)
+
+    async def due_keys(
+        self, poller: str, until: int, limit: int | None = None
+    ) -> list[tuple[str, int]]:
+        """``(partition, wake_at)`` of the keys of ``poller`` due at ``until``, ordered by
+        ``(wake_at, partition)``; a binary search in a per-poller sorted list."""
+        index = self._due.get(poller)
+        return [] if index is None else index.due(until, limit)
 
     async def clear_items(self, key: PKey) -> None:
         """Drop the key's snapshot rows only."""
@@ -327,6 +383,7 @@ class MemoryStore:
         # Nothing below can fail.
         if new_state is not None:
             record.state = new_state
+            self._index(key, new_state)
         items = record.items
         if upserts:
             record.items_written += 1

@@ -127,6 +127,12 @@ def _envelope_sequence(row: ParkedRow) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def _initial_state(now: int) -> tuple[str, int | None]:
+    """The ``state`` and ``wake_at`` column values of a new key."""
+    fields = state_to_fields(empty_poller_state(now))
+    return json.dumps(fields), fields.get("wake_at")
+
+
 def _parked_columns(parked: Iterable[ParkedRow]) -> tuple[list[Any], ...]:
     """Parked rows as one array per column, in the order of ``upsert_parked``."""
     rows = list(parked)
@@ -326,7 +332,7 @@ class PostgresStore:
     ) -> None:
         if patch:
             fields.update(patch)
-            params = (json.dumps(fields), key.poller, key.partition)
+            params = (json.dumps(fields), fields.get("wake_at"), key.poller, key.partition)
             await conn.execute(self._q["write_state"], params)
 
     @staticmethod
@@ -339,8 +345,8 @@ class PostgresStore:
 
     async def acquire_lease(self, key: PKey, owner: str, ttl_ms: int, now: int) -> Lease | None:
         """Take the key's lease when it is free or expired (creating the key if needed)."""
-        state = json.dumps(state_to_fields(empty_poller_state(now)))
-        params = (key.poller, key.partition, state, owner, now + ttl_ms, now)
+        state, wake_at = _initial_state(now)
+        params = (key.poller, key.partition, state, wake_at, owner, now + ttl_ms, now)
         rows = await self._fetch("acquire_lease", "acquire", params)
         return Lease(owner, rows[0][0], now + ttl_ms) if rows else None
 
@@ -378,10 +384,10 @@ class PostgresStore:
     async def save_state_unfenced(self, key: PKey, patch: StatePatch, now: int) -> None:
         """Administrative partial update; creates the key first when needed."""
         fields = self._encoded_patch(patch)
-        initial = json.dumps(state_to_fields(empty_poller_state(now)))
+        initial = _initial_state(now)
         k = (key.poller, key.partition)
         async with self._connection("save_state_unfenced") as conn, conn.transaction():
-            await conn.execute(self._q["create"], (*k, initial))
+            await conn.execute(self._q["create"], (*k, *initial))
             cur = await conn.execute(self._q["lock"], k)
             row = await cur.fetchone()
             stored = json.loads(row[2]) if row is not None else {}
@@ -394,6 +400,16 @@ class PostgresStore:
         else:
             rows = await self._fetch("list_keys", "list_keys_of", (poller,))
         return [PKey(name, partition) for name, partition in rows]
+
+    async def due_keys(
+        self, poller: str, until: int, limit: int | None = None
+    ) -> list[tuple[str, int]]:
+        """``(partition, wake_at)`` of the keys of ``poller`` due at ``until``, ordered by
+        ``(wake_at, partition)``; read from the partial index on ``wake_at``."""
+        if limit is not None and limit <= 0:
+            return []
+        rows = await self._fetch("due_keys", "due_keys", (poller, until, limit))
+        return [(partition, wake_at) for partition, wake_at in rows]
 
     async def delete_key(self, key: PKey) -> None:
         """Remove every row of the key in every table, in one statement."""

@@ -17,6 +17,15 @@ How :class:`RedisStore` keeps the contract:
   non-ASCII included), so each script touches a single slot. The set of known keys used
   by ``list_keys`` lives outside the tags and is updated after the script that creates a
   key.
+- **The due index.** ``<prefix>{<poller>}:due`` (poller percent-encoded) is a sorted set of
+  the poller's partitions scored by the ``wake_at`` field of their state, for
+  :meth:`~RedisStore.due_keys`. On a standalone server every script that writes a state
+  also updates it, in the same atomic step. Redis Cluster does not let one script touch
+  two slots, and the set cannot share every partition's slot, so there the store updates
+  it with one ``ZADD``/``ZREM`` right after a script whose patch carries ``wake_at``.
+  Between the two a concurrent writer's update of the same key can land out of order, and
+  a crash can skip the second step, leaving the index stale for that key until its next
+  state write. Callers treat ``due_keys`` as a hint and re-read the state before acting.
 
 Layout under ``<prefix>{<tag>}:``::
 
@@ -37,7 +46,8 @@ Layout under ``<prefix>{<tag>}:``::
     logrows     hash   sequence -> "<created_at>:<event>"
     logtime     zset   sequence by created_at (for prune_log)
 
-plus ``<prefix>keys`` (a set of JSON ``[poller, partition]``) and, for
+plus ``<prefix>keys`` (a set of JSON ``[poller, partition]``), ``<prefix>{<poller>}:due``
+(sorted set: partition by ``wake_at``, keys with a ``None`` wake time left out) and, for
 :class:`RedisBudgetStore`, ``<prefix>budget:<name>`` (sorted set: the grants of the last
 window, score = grant time, member ``<time>:<seq>:<cost>``; it expires with its newest grant).
 """
@@ -101,6 +111,7 @@ _STORE_SCRIPTS = (
     "prune_log",
 )
 _PRUNE_BATCH = 1000
+_MIN_WAKE, _MAX_WAKE = -(2**63), 2**63 - 1
 
 
 @functools.cache
@@ -133,6 +144,16 @@ def _pairs(fields: dict[str, Any]) -> list[str]:
     for name, value in fields.items():
         out += (name, json.dumps(value))
     return out
+
+
+def _wake_of(fields: dict[str, Any]) -> int | None:
+    """The ``wake_at`` of encoded state fields, refused (``OverflowError``) outside the
+    64-bit range the SQL stores keep: a score Redis cannot parse would fail a script half
+    way through its writes."""
+    wake_at: int | None = fields.get("wake_at")
+    if wake_at is not None and not _MIN_WAKE <= wake_at <= _MAX_WAKE:
+        raise OverflowError(f"wake_at {wake_at} does not fit in 64 bits")
+    return wake_at
 
 
 def _envelope_sequence(row: ParkedRow) -> int:
@@ -249,6 +270,9 @@ class RedisStore:
             name: client.register_script(_script_source(name)) for name in _STORE_SCRIPTS
         }
         self._known = f"{self._prefix}keys"
+        # Scripts may only touch the slots of their KEYS; in a cluster the due index lives
+        # in another slot than the state it mirrors, so it is updated outside the script.
+        self._due_in_script = not isinstance(client, aioredis.RedisCluster)
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "watukuy:", **options: Any) -> RedisStore:
@@ -282,6 +306,24 @@ class RedisStore:
 
     def _member(self, key: PKey) -> str:
         return json.dumps([key.poller, key.partition])
+
+    def _due_key(self, poller: str) -> str:
+        return f"{self._prefix}{{{quote(poller, safe='')}}}:due"
+
+    def _script_due(self, key: PKey) -> list[str]:
+        """The due index as the optional last KEYS entry of a state-writing script."""
+        return [self._due_key(key.poller)] if self._due_in_script else []
+
+    async def _sync_due(self, what: str, key: PKey, fields: dict[str, Any]) -> None:
+        """Cluster mode: mirror a written ``wake_at`` in the due index, after the script."""
+        if self._due_in_script or "wake_at" not in fields:
+            return
+        wake_at = fields["wake_at"]
+        with store_errors(what):
+            if wake_at is None:
+                await self._redis.zrem(self._due_key(key.poller), key.partition)
+            else:
+                await self._redis.zadd(self._due_key(key.poller), {key.partition: wake_at})
 
     async def _eval(self, what: str, script: str, keys: list[str], args: Sequence[Any]) -> Any:
         with store_errors(what):
@@ -318,8 +360,9 @@ class RedisStore:
         """Take the key's lease when it is free or expired (creating the key if needed)."""
         keys = self._keys(key)
         initial = _pairs(state_to_fields(empty_poller_state(now)))
-        args = [owner, now, now + ttl_ms, *initial]
-        epoch = await self._eval("acquire_lease", "acquire", [keys.meta, keys.state], args)
+        args = [owner, now, now + ttl_ms, key.partition, *initial]
+        script_keys = [keys.meta, keys.state, *self._script_due(key)]
+        epoch = await self._eval("acquire_lease", "acquire", script_keys, args)
         if epoch is None:
             return None
         await self._remember("acquire_lease", key)
@@ -363,15 +406,24 @@ class RedisStore:
     async def save_state(self, key: PKey, lease: Lease, patch: StatePatch) -> None:
         """Fenced partial update of the key's state."""
         keys = self._keys(key)
-        args = _pairs(patch_to_fields(patch))
-        await self._fenced("save_state", "save_state", key, lease, [keys.meta, keys.state], args)
+        fields = patch_to_fields(patch)
+        with store_errors("save_state"):
+            _wake_of(fields)
+        args = [key.partition, *_pairs(fields)]
+        script_keys = [keys.meta, keys.state, *self._script_due(key)]
+        await self._fenced("save_state", "save_state", key, lease, script_keys, args)
+        await self._sync_due("save_state", key, fields)
 
     async def save_state_unfenced(self, key: PKey, patch: StatePatch, now: int) -> None:
         """Administrative partial update; creates the key first when needed."""
         initial = _pairs(state_to_fields(empty_poller_state(now)))
-        args = [len(initial) // 2, *initial, *_pairs(patch_to_fields(patch))]
-        state = self._keys(key).state
-        await self._eval("save_state_unfenced", "save_state_unfenced", [state], args)
+        fields = patch_to_fields(patch)
+        with store_errors("save_state_unfenced"):
+            _wake_of(fields)
+        args = [key.partition, len(initial) // 2, *initial, *_pairs(fields)]
+        script_keys = [self._keys(key).state, *self._script_due(key)]
+        await self._eval("save_state_unfenced", "save_state_unfenced", script_keys, args)
+        await self._sync_due("save_state_unfenced", key, fields)
         await self._remember("save_state_unfenced", key)
 
     async def list_keys(self, poller: str | None = None) -> list[PKey]:
@@ -381,11 +433,37 @@ class RedisStore:
         found = (PKey(*json.loads(member)) for member in members)
         return sorted(k for k in found if poller is None or k.poller == poller)
 
+    async def due_keys(
+        self, poller: str, until: int, limit: int | None = None
+    ) -> list[tuple[str, int]]:
+        """``(partition, wake_at)`` of the keys of ``poller`` due at ``until``, ordered by
+        ``(wake_at, partition)``: one ``ZRANGEBYSCORE`` on the poller's due index (members
+        of one score come in byte order, which for UTF-8 is code-point order). Scores are
+        doubles, exact for every wake time up to 2**53 ms (the year 287396)."""
+        if limit is not None and limit <= 0:
+            return []
+        page = {} if limit is None else {"start": 0, "num": limit}
+        with store_errors("due_keys"):
+            found = await self._redis.zrangebyscore(
+                self._due_key(poller), "-inf", until, withscores=True, **page
+            )
+        return [(_text(partition), int(score)) for partition, score in found]
+
     async def delete_key(self, key: PKey) -> None:
-        """Remove every Redis key of the key, then forget it."""
+        """Remove every Redis key of the key, its due index entry, then forget it; one
+        ``MULTI`` transaction on a standalone server."""
+        due, partition = self._due_key(key.poller), key.partition
         with store_errors("delete_key"):
-            await self._redis.delete(*self._keys(key))
-            await self._redis.srem(self._known, self._member(key))
+            if self._due_in_script:
+                async with self._redis.pipeline(transaction=True) as pipe:
+                    pipe.delete(*self._keys(key))
+                    pipe.zrem(due, partition)
+                    pipe.srem(self._known, self._member(key))
+                    await pipe.execute()
+            else:
+                await self._redis.delete(*self._keys(key))
+                await self._redis.zrem(due, partition)
+                await self._redis.srem(self._known, self._member(key))
 
     async def clear_items(self, key: PKey) -> None:
         """Drop the key's snapshot only."""
@@ -438,8 +516,11 @@ class RedisStore:
         # Rows go in batch order and the script applies them in that order, so a repeated
         # id ends with its last row and a delete wins over an upsert, as in one transaction.
         # Delivery data (attempts, errors) is rare at commit time, so it has its own section.
-        state = _pairs(patch_to_fields(batch.state_patch))
-        args: list[Any] = [batch.now, len(state) // 2, *state, len(batch.upserts)]
+        fields = patch_to_fields(batch.state_patch)
+        with store_errors("commit_poll"):
+            _wake_of(fields)
+        state = _pairs(fields)
+        args: list[Any] = [batch.now, key.partition, len(state) // 2, *state, len(batch.upserts)]
         for row in batch.upserts:
             item = [row.version, row.hash, row.schema_version, row.payload, row.seen_at]
             args += (row.identity, json.dumps(item))
@@ -479,8 +560,10 @@ class RedisStore:
             k.log,
             k.logrows,
             k.logtime,
+            *self._script_due(key),
         ]
         await self._fenced("commit_poll", "commit", key, lease, keys, args)
+        await self._sync_due("commit_poll", key, fields)
 
     async def load_pending(
         self, key: PKey, limit: int, after_sequence: int | None = None

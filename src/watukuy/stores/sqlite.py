@@ -123,8 +123,8 @@ class _Sql:
         self.lease = f"SELECT lease_owner, lease_epoch, lease_expires_at FROM {p} WHERE {_K}"
         self.fence = f"SELECT lease_owner, lease_epoch, state FROM {p} WHERE {_K}"
         self.insert_key = (
-            f'INSERT INTO {p} (poller, "partition", state, lease_owner, lease_epoch, '
-            "lease_expires_at) VALUES (?, ?, ?, ?, ?, ?)"
+            f'INSERT INTO {p} (poller, "partition", state, wake_at, lease_owner, lease_epoch, '
+            "lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
         )
         self.take_lease = (
             f"UPDATE {p} SET lease_owner = ?, lease_epoch = lease_epoch + 1, "
@@ -134,7 +134,12 @@ class _Sql:
         self.renew = f"UPDATE {p} SET lease_expires_at = ? WHERE {owned}"
         self.release = f"UPDATE {p} SET lease_owner = NULL, lease_expires_at = NULL WHERE {owned}"
         self.state = f"SELECT state FROM {p} WHERE {_K}"
-        self.set_state = f"UPDATE {p} SET state = ? WHERE {_K}"
+        self.set_state = f"UPDATE {p} SET state = ?, wake_at = ? WHERE {_K}"
+        # The partial index (poller, wake_at, partition) answers this in index order.
+        self.due = (
+            f'SELECT "partition", wake_at FROM {p} WHERE poller = ? AND wake_at IS NOT NULL '
+            'AND wake_at <= ? ORDER BY wake_at, "partition" LIMIT ?'
+        )
         self.keys = f'SELECT poller, "partition" FROM {p} ORDER BY poller, "partition"'
         self.keys_of = f'SELECT poller, "partition" FROM {p} WHERE poller = ? ORDER BY "partition"'
         self.delete_key = [f"DELETE FROM {t} WHERE {_K}" for t in self.tables]
@@ -196,6 +201,16 @@ class _Sql:
         )
         self.log = f"SELECT seq, event, created_at FROM {lg} WHERE {_K}"
         self.prune_log = f"DELETE FROM {lg} WHERE {_K} AND created_at < ?"
+
+
+def _state_columns(fields: dict[str, Any]) -> tuple[str, int | None]:
+    """The ``state`` and ``wake_at`` column values of a state document: the column is a
+    copy of the document's field, so the two are always written together."""
+    return wkjson.dumps(fields), fields.get("wake_at")
+
+
+def _initial_state(now: int) -> tuple[str, int | None]:
+    return _state_columns(state_to_fields(empty_poller_state(now)))
 
 
 def _error_text(error: SerializedError | None) -> str | None:
@@ -333,7 +348,7 @@ class SqliteStore:
     def _patch(self, conn: sqlite3.Connection, key: PKey, state: str, patch: StatePatch) -> None:
         fields = wkjson.loads(state)
         fields.update(patch_to_fields(patch))
-        conn.execute(self._sql.set_state, (wkjson.dumps(fields), key.poller, key.partition))
+        conn.execute(self._sql.set_state, (*_state_columns(fields), key.poller, key.partition))
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -395,8 +410,9 @@ class SqliteStore:
         with self._transaction(conn):
             row = conn.execute(self._sql.lease, k).fetchone()
             if row is None:
-                state = wkjson.dumps(state_to_fields(empty_poller_state(now)))
-                conn.execute(self._sql.insert_key, (*k, state, owner, 1, now + ttl_ms))
+                conn.execute(
+                    self._sql.insert_key, (*k, *_initial_state(now), owner, 1, now + ttl_ms)
+                )
                 return Lease(owner, 1, now + ttl_ms)
             holder, epoch, expires_at = row
             if holder is not None and (expires_at or 0) > now:
@@ -461,8 +477,8 @@ class SqliteStore:
             with self._transaction(conn):
                 row = conn.execute(self._sql.state, k).fetchone()
                 if row is None:
-                    state = wkjson.dumps(state_to_fields(empty_poller_state(now)))
-                    conn.execute(self._sql.insert_key, (*k, state, None, 0, None))
+                    state, wake_at = _initial_state(now)
+                    conn.execute(self._sql.insert_key, (*k, state, wake_at, None, 0, None))
                 else:
                     state = row[0]
                 self._patch(conn, key, state, patch)
@@ -476,6 +492,17 @@ class SqliteStore:
         else:
             rows = await self._fetchall("list_keys", self._sql.keys_of, (poller,))
         return [PKey(row[0], row[1]) for row in rows]
+
+    async def due_keys(
+        self, poller: str, until: int, limit: int | None = None
+    ) -> list[tuple[str, int]]:
+        """``(partition, wake_at)`` of the keys of ``poller`` due at ``until``, ordered by
+        ``(wake_at, partition)``; read from the partial index on ``wake_at``."""
+        if limit is not None and limit <= 0:
+            return []
+        params = (poller, until, -1 if limit is None else limit)
+        rows = await self._fetchall("due_keys", self._sql.due, params)
+        return [(row[0], row[1]) for row in rows]
 
     async def delete_key(self, key: PKey) -> None:
         """Remove every row of the key in every table, its lease included."""

@@ -27,3 +27,18 @@ local function slice(from, count)
   end
   return out
 end
+
+-- Bring the poller's due index (sorted set `due`: partition by wake_at) in step with the
+-- `wake_at` field of the state hash `state`, after the script has written that hash. `due`
+-- is nil when the store keeps the index itself, outside the script (Redis Cluster).
+local function sync_due(state, due, member)
+  if not due then
+    return
+  end
+  local at = redis.call('HGET', state, 'wake_at')
+  if at and at ~= 'null' then
+    redis.call('ZADD', due, at, member)
+  else
+    redis.call('ZREM', due, member)
+  end
+end

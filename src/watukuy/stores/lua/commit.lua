@@ -1,7 +1,7 @@
 -- One page, all or nothing.
 -- KEYS: meta, state, items, ids, outbox, rows, attempts, errors, parked, retry, hold,
---       log, logrows, logtime.
--- ARGV: owner, epoch, now, then five sections, each a count followed by its entries:
+--       log, logrows, logtime[, due].
+-- ARGV: owner, epoch, now, partition, then the sections, each a count and its entries:
 --       (field, value)                      state patch
 --       (identity, row)                     item upserts
 --       (identity)                          item deletes
@@ -17,11 +17,12 @@ if not fenced() then
   return 0
 end
 local now = ARGV[3]
-local i = 4
+local i = 5
 
 local n = tonumber(ARGV[i])
 if n > 0 then
   bulk('HSET', KEYS[2], slice(i + 1, 2 * n))
+  sync_due(KEYS[2], KEYS[15], ARGV[4])
 end
 i = i + 1 + 2 * n
 

@@ -1,11 +1,13 @@
 -- Administrative partial state update; never touches the lease.
--- KEYS: state.  ARGV: n, (field, value)... of the empty state (n pairs), then the patch pairs.
-local n = tonumber(ARGV[1])
+-- KEYS: state[, due].  ARGV: partition, n, (field, value)... of the empty state (n pairs),
+-- then the patch pairs.
+local n = tonumber(ARGV[2])
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  bulk('HSET', KEYS[1], slice(2, 2 * n))
+  bulk('HSET', KEYS[1], slice(3, 2 * n))
 end
-local from = 2 + 2 * n
+local from = 3 + 2 * n
 if #ARGV >= from then
   bulk('HSET', KEYS[1], slice(from, #ARGV - from + 1))
 end
+sync_due(KEYS[1], KEYS[2], ARGV[1])
 return 1

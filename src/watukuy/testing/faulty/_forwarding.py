@@ -103,6 +103,13 @@ class ForwardingStore:
         self._enter("list_keys")
         return await self._run(self.inner.list_keys(poller))
 
+    async def due_keys(
+        self, poller: str, until: int, limit: int | None = None
+    ) -> list[tuple[str, int]]:
+        """Forwarded."""
+        self._enter("due_keys")
+        return await self._run(self.inner.due_keys(poller, until, limit))
+
     async def delete_key(self, key: PKey) -> None:
         """Forwarded."""
         self._enter("delete_key")

@@ -10,8 +10,9 @@
 -- name: acquire
 -- Create the key (with its empty state) or take its lease when free or expired.
 INSERT INTO {pollers} AS t
-    (poller, "partition", state, lease_owner, lease_epoch, lease_expires_at, epoch_counter)
-VALUES (%s, %s, %s::json, %s, 1, %s, 1)
+    (poller, "partition", state, wake_at, lease_owner, lease_epoch, lease_expires_at,
+    epoch_counter)
+VALUES (%s, %s, %s::json, %s, %s, 1, %s, 1)
 ON CONFLICT (poller, "partition") DO UPDATE SET
     lease_owner = EXCLUDED.lease_owner,
     lease_epoch = GREATEST(t.lease_epoch, t.epoch_counter) + 1,
@@ -39,14 +40,22 @@ WHERE poller = %s AND "partition" = %s
 FOR UPDATE
 
 -- name: create
-INSERT INTO {pollers} (poller, "partition", state) VALUES (%s, %s, %s::json)
+INSERT INTO {pollers} (poller, "partition", state, wake_at) VALUES (%s, %s, %s::json, %s)
 ON CONFLICT DO NOTHING
 
 -- name: load_state
 SELECT state::text FROM {pollers} WHERE poller = %s AND "partition" = %s
 
 -- name: write_state
-UPDATE {pollers} SET state = %s::json WHERE poller = %s AND "partition" = %s
+-- wake_at is a copy of the document's field, for the due index: always written together.
+UPDATE {pollers} SET state = %s::json, wake_at = %s WHERE poller = %s AND "partition" = %s
+
+-- name: due_keys
+-- Served by the partial index (poller, wake_at, partition) in index order; LIMIT NULL is
+-- no limit.
+SELECT "partition", wake_at FROM {pollers}
+WHERE poller = %s AND wake_at IS NOT NULL AND wake_at <= %s
+ORDER BY wake_at, "partition" LIMIT %s
 
 -- name: list_keys
 SELECT poller, "partition" FROM {pollers} ORDER BY poller, "partition"

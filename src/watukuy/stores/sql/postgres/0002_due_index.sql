@@ -1,0 +1,15 @@
+-- watukuy PostgreSQL schema, version 2: the due index.
+--
+-- {{schema}} and {{prefix}} are replaced as in version 1.
+--
+-- wake_at mirrors the "wake_at" field of the state document (epoch ms, NULL when the key
+-- needs nothing until an operator acts); every write of the state writes both. Rows written
+-- before this version have no such field, so NULL is their true value and nothing is
+-- back-filled. The partial index holds only keys with a wake time, ordered the way
+-- due_keys reads them.
+
+ALTER TABLE "{{schema}}"."{{prefix}}pollers" ADD COLUMN IF NOT EXISTS wake_at bigint;
+
+CREATE INDEX IF NOT EXISTS "{{prefix}}pollers_due_idx"
+    ON "{{schema}}"."{{prefix}}pollers" (poller, wake_at, "partition")
+    WHERE wake_at IS NOT NULL;
