@@ -266,3 +266,53 @@ async def test_removed_partitions_are_paused_not_deleted(world: World) -> None:
     assert state.paused is True
     assert await world.store.count_items(PKey("inv", "b")) == 1
     assert [p["partition"] for p in (await engine.inspect())["pollers"]] == ["a"]
+
+
+class CountingStore:
+    """Counts load_state calls on the way through."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.loads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    @property
+    def capabilities(self) -> Any:
+        return self._inner.capabilities
+
+    async def load_state(self, key: PKey) -> Any:
+        self.loads += 1
+        return await self._inner.load_state(key)
+
+
+async def test_a_warm_tick_visits_only_due_keys(world: World) -> None:
+    tenants = [f"t{n:02d}" for n in range(50)]
+    for tenant in tenants:
+        world.api.tenant(tenant).add(item(1, T))
+    poller = wk.define_poller(
+        name="inv",
+        identity=lambda o: o["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+        fetch=timestamp_fetch(),
+        partitions=lambda: tenants,
+        schedule=wk.Schedule(min="1m", max="1h", jitter=0),
+    )
+    counting = CountingStore(world.store)
+    engine = World(clock=world.clock, api=world.api, store=counting).engine(poller)  # type: ignore[arg-type]
+    engine.on("inv", Recorder())
+    first = await engine.tick()
+    assert len(first.polled) == 50
+    counting.loads = 0
+    await world.clock.advance("10s")
+    idle = await engine.tick()
+    assert (idle.polled, idle.skipped_not_due) == ([], 50)
+    assert counting.loads == 0  # the due index answered: no key was read
+
+    # Another process (the CLI, say) triggers one key: the due index shows it.
+    other = world.engine(poller, instance_id="cli")
+    await other.trigger("inv", partition="t07")
+    visited = await engine.tick()
+    assert [(r.partition, r.lane) for r in visited.polled] == [("t07", "live")]
+    assert counting.loads == 2  # the run's check and its re-read under the lease

@@ -50,6 +50,9 @@ _SINGLE = Partition("")
 _RETRY_LEASED_MIN_MS = 1_000
 _RETRY_LEASED_FLOOR_MS = 100
 _MAX_SPREAD_MS = 500
+# One resync in this many reads every key's state instead of asking the due index: a safety
+# net for index entries a crash or a Redis cluster left stale.
+_FULL_SWEEP_EVERY = 40
 _STORE_ERROR_RETRY_MS = 5_000
 
 
@@ -161,6 +164,8 @@ class EngineCore(Operations):
         self._warned_no_consumer: set[str] = set()
         self._partitions: dict[str, list[Partition]] = {}
         self._partition_index: dict[PKey, Partition] = {}
+        self._fresh: dict[str, set[str]] = {}  # partitions listed since the last tick
+        self._tick_swept: dict[str, int] = {}  # when tick() last visited every key
         self._partitions_at: dict[str, int] = {}
         self._removed: dict[str, set[str]] = {}
         self._status = EngineStatus.IDLE
@@ -173,6 +178,7 @@ class EngineCore(Operations):
         self._forced: set[PKey] = set()
         self._seq = itertools.count()
         self._next_resync = 0
+        self._resyncs = 0
         self.parked = ParkedOperations(self)
         self.partitions = PartitionOperations(self)
 
@@ -259,6 +265,7 @@ class EngineCore(Operations):
             )
         self._consumers[name] = consumer
         self._warned_no_consumer.discard(name)
+        self._tick_swept.pop(name, None)  # outboxes may wait for it: look at every key
         # Events may be waiting for a consumer: let the daemon look at every key now.
         for key in list(self._wake_at):
             if key.poller == name:
@@ -323,15 +330,18 @@ class EngineCore(Operations):
             state = await self.store.load_state(PKey(name, partition))
             if state is not None and not state.paused:
                 await self.store.save_state_unfenced(
-                    PKey(name, partition), {"paused": True, "updated_at": now}, now
+                    PKey(name, partition), {"paused": True, "updated_at": now, "wake_at": None}, now
                 )
                 removed.add(partition)
             self._forget(PKey(name, partition))
+        self._fresh.setdefault(name, set()).update(current - previous)
         for partition in sorted(current - previous):
             key = PKey(name, partition)
             if partition in removed:
                 removed.discard(partition)
-                await self.store.save_state_unfenced(key, {"paused": False, "updated_at": now}, now)
+                await self.store.save_state_unfenced(
+                    key, {"paused": False, "updated_at": now, "wake_at": now}, now
+                )
             self._schedule(key, now)
         self._partitions[name] = listed
         for entry in listed:
@@ -362,11 +372,14 @@ class EngineCore(Operations):
         )
         await self._ensure_migrated()
         keys: list[tuple[PollerDefinition[Any], Partition]] = []
+        quiet = 0
         for name in names:
-            for partition in await self._partitions_of(name):
-                keys.append((self._pollers[name], partition))
+            partitions = await self._partitions_of(name)
+            chosen = await self._tick_keys(name, partitions, started)
+            keys.extend((self._pollers[name], partition) for partition in chosen)
+            quiet += len(partitions) - len(chosen)
         results: list[TickPollResult] = []
-        counts = {"leased": 0, "not_due": 0}
+        counts = {"leased": 0, "not_due": quiet}
         timed_out = False
         queue = iter(keys)
 
@@ -403,6 +416,25 @@ class EngineCore(Operations):
             duration_ms=self.clock.now() - started,
             timed_out=timed_out,
         )
+
+    async def _tick_keys(self, name: str, partitions: list[Partition], now: int) -> list[Partition]:
+        """The partitions a tick visits.
+
+        The first tick of an engine (and one in every full-sweep period, or after a
+        consumer was attached) visits every key: that is how keys never polled, keys that
+        predate the due index and outboxes waiting for a consumer are found. A warm engine
+        then asks the store's due index and visits only the keys due now, plus partitions
+        listed since the last tick: an idle tick costs in proportion to the due keys.
+        """
+        fresh = self._fresh.pop(name, set())
+        swept = self._tick_swept.get(name)
+        if swept is None or now - swept >= self._resync_ms * _FULL_SWEEP_EVERY:
+            self._tick_swept[name] = now
+            return partitions
+        due = {partition for partition, _ in await self.store.due_keys(name, now)}
+        forced = {key.partition for key in self._forced if key.poller == name}
+        wanted = due | fresh | forced
+        return [partition for partition in partitions if partition.key in wanted]
 
     def _select(self, only: Sequence[str] | str | None) -> list[str]:
         if only is None:
@@ -561,27 +593,56 @@ class EngineCore(Operations):
             self._wake.set()
 
     async def _resync(self, *, initial: bool = False) -> None:
-        """Re-read every key's state to rebuild the wake-up index."""
+        """Bring the wake-up index up to date with changes made by other processes.
+
+        The first pass, and every ``_FULL_SWEEP_EVERY``-th, reads every key's state. The
+        others only ask the store's due index which keys wake before the next resync, so
+        an idle pass costs in proportion to the keys about to be due, not to all keys.
+        """
         now = self.clock.now()
+        self._resyncs += 1
+        full = initial or self._resyncs % _FULL_SWEEP_EVERY == 0
         for name, poller in self._pollers.items():
             try:
                 partitions = await self._partitions_of(name)
             except Exception as error:
                 _log.warning("partitions() of %s failed: %s", name, error)
                 continue
-            for partition in partitions:
-                key = PKey(name, partition.key)
-                if key in self._running:
+            if full:
+                await self._sweep(name, poller, partitions, now, recovering=initial)
+                continue
+            for partition, at in await self.store.due_keys(name, now + self._resync_ms):
+                key = PKey(name, partition)
+                if key in self._running or self._partition_named(key) is None:
                     continue
-                state = await self.store.load_state(key)
-                has_consumer = name in self._consumers
-                at = wake_time(poller, state, has_consumer=has_consumer, now=now)
-                recovering = initial and has_consumer and state is not None and not state.paused
-                if recovering and await self.store.count_pending(key) > 0:
-                    at = now  # a previous process left events in the outbox: deliver them first
-                self._wake_at.pop(key, None)
-                self._schedule(key, at)
+                current = self._wake_at.get(key)
+                if current is None or at < current:
+                    self._wake_at.pop(key, None)
+                    self._schedule(key, at)
         self._next_resync = now + self._resync_ms
+
+    async def _sweep(
+        self,
+        name: str,
+        poller: PollerDefinition[Any],
+        partitions: list[Partition],
+        now: int,
+        *,
+        recovering: bool,
+    ) -> None:
+        """Read every key's state and reschedule it (start-up, and a slow safety net)."""
+        has_consumer = name in self._consumers
+        for partition in partitions:
+            key = PKey(name, partition.key)
+            if key in self._running:
+                continue
+            state = await self.store.load_state(key)
+            at = wake_time(poller, state, has_consumer=has_consumer, now=now)
+            live = recovering and has_consumer and state is not None and not state.paused
+            if live and await self.store.count_pending(key) > 0:
+                at = now  # a previous process left events in the outbox: deliver them first
+            self._wake_at.pop(key, None)
+            self._schedule(key, at)
 
     async def _loop(self) -> None:
         while self._status is EngineStatus.RUNNING:

@@ -155,7 +155,9 @@ class Operations:
         now = self.clock.now()
         state = await self._state(key)
         schedule = trigger_schedule(state.schedule, now)
-        await self.store.save_state_unfenced(key, {"schedule": schedule, "updated_at": now}, now)
+        await self.store.save_state_unfenced(
+            key, {"schedule": schedule, "updated_at": now, "wake_at": now}, now
+        )
         self._wake_key(key, force=True)
 
     async def pause(self, name: str, partition: str | None = None) -> None:
@@ -163,7 +165,9 @@ class Operations:
         _, key = self._key(name, partition)
         await self._ensure_migrated()
         now = self.clock.now()
-        await self.store.save_state_unfenced(key, {"paused": True, "updated_at": now}, now)
+        await self.store.save_state_unfenced(
+            key, {"paused": True, "updated_at": now, "wake_at": None}, now
+        )
         self._forget(key)
 
     async def resume(self, name: str, partition: str | None = None) -> None:
@@ -174,7 +178,7 @@ class Operations:
         state = await self._state(key)
         schedule = dataclasses.replace(state.schedule, next_due_at=now, drain_blocked=False)
         await self.store.save_state_unfenced(
-            key, {"paused": False, "schedule": schedule, "updated_at": now}, now
+            key, {"paused": False, "schedule": schedule, "updated_at": now, "wake_at": now}, now
         )
         self._wake_key(key)
 
@@ -222,6 +226,7 @@ class Operations:
                 ),
                 "cursors": cursors,
                 "updated_at": now,
+                "wake_at": now,
             },
             now,
         )
@@ -252,7 +257,9 @@ class Operations:
         if clear_snapshot:
             await self.store.clear_items(key)
         await self.store.save_state_unfenced(
-            key, {"cursors": cursors, "schedule": schedule, "updated_at": now}, now
+            key,
+            {"cursors": cursors, "schedule": schedule, "updated_at": now, "wake_at": now},
+            now,
         )
         self._wake_key(key)
 
@@ -335,7 +342,9 @@ class Operations:
                 schedule = dataclasses.replace(
                     (await self._state(key)).schedule, next_retry_at=None, drain_blocked=False
                 )
-                await self.store.save_state(key, lease, {"schedule": schedule})
+                await self.store.save_state(
+                    key, lease, {"schedule": schedule, "wake_at": self.clock.now()}
+                )
         finally:
             await self.store.release_lease(key, lease)
         self._wake_key(key)
@@ -446,7 +455,9 @@ class ParkedOperations:
         now = engine.clock.now()
         state = await engine._state(key)
         schedule = dataclasses.replace(state.schedule, next_retry_at=now, drain_blocked=False)
-        await engine.store.save_state_unfenced(key, {"schedule": schedule, "updated_at": now}, now)
+        await engine.store.save_state_unfenced(
+            key, {"schedule": schedule, "updated_at": now, "wake_at": now}, now
+        )
         engine._wake_key(key)
 
 

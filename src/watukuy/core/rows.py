@@ -226,7 +226,7 @@ class StatePatch(TypedDict, total=False):
 
 def empty_poller_state(now: int) -> PollerState:
     """The state of a key that has never been polled: everything initial, due now."""
-    return PollerState(created_at=now, updated_at=now)
+    return PollerState(created_at=now, updated_at=now, wake_at=now)
 
 
 def apply_patch(state: PollerState, patch: StatePatch) -> PollerState:

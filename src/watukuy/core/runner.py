@@ -354,15 +354,19 @@ class KeyRunner:
             next_retry_at=out.drain.next_retry_at,
             drain_blocked=out.drain.held > 0 and out.drain.next_retry_at is None,
         )
+        now = deps.clock.now()
+        final = dataclasses.replace(state, schedule=schedule)
         patch: StatePatch = {
             "schedule": schedule,
             "last_reconcile_at": state.last_reconcile_at,
             "backfill": state.backfill,
             "cursors": state.cursors,
-            "updated_at": deps.clock.now(),
+            "updated_at": now,
+            # The store's due index: when this key next needs a run (see wake_time).
+            "wake_at": wake_time(poller, final, has_consumer=self._consumer is not None, now=now),
         }
         await deps.store.save_state(self._key, keeper.lease, patch)
-        out.state = dataclasses.replace(state, schedule=schedule)
+        out.state = dataclasses.replace(final, wake_at=patch["wake_at"])
 
     @staticmethod
     def _halted(out: KeyRunResult) -> bool:
