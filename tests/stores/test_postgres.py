@@ -243,8 +243,9 @@ async def test_a_version_1_schema_is_upgraded_in_place(postgres_url: str, pg_sch
             postgres_url, f'SELECT version, name FROM "{pg_schema}".migrations ORDER BY version'
         )
         assert versions == [(1, "initial"), (2, "due_index")]
+        # Rows written before the migration have no wake time (nothing is back-filled).
         old = await store.load_state(KEY)
-        assert old == dataclasses.replace(empty_poller_state(T0), sequence=7)
+        assert old == dataclasses.replace(empty_poller_state(T0), sequence=7, wake_at=None)
         assert old.wake_at is None
         assert await store.due_keys("orders", T0 + 10**9) == []
         # The old rows join the index as soon as a wake time is written, by any kind of write.
@@ -258,6 +259,9 @@ async def test_a_version_1_schema_is_upgraded_in_place(postgres_url: str, pg_sch
         assert (state.sequence, state.wake_at) == (7, T0 + 5)
         await store.migrate()  # already at version 2: nothing to do
         assert await store.due_keys("orders", T0 + 1) == [("b", T0 + 1)]
+        # A key created after the migration is born due.
+        assert await store.acquire_lease(PKey("orders", "c"), "node-b", TTL, T0 + 2) is not None
+        assert await store.due_keys("orders", T0 + 2) == [("b", T0 + 1), ("c", T0 + 2)]
     finally:
         await store.close()
 
@@ -272,13 +276,24 @@ async def test_the_wake_at_column_mirrors_the_state_document(
     )
     lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
     assert lease is not None
-    assert await _query(postgres_url, mirror) == [("", None, None)]
+    assert await _query(postgres_url, mirror) == [("", T0, T0)]  # born due
     await store.commit_poll(KEY, lease, batch(state_patch={"wake_at": T0 + 9}))
     await store.save_state_unfenced(PKey("orders", "b"), {"wake_at": T0 + 3}, T0)
-    assert await _query(postgres_url, mirror) == [("", T0 + 9, T0 + 9), ("b", T0 + 3, T0 + 3)]
+    await store.save_state_unfenced(PKey("orders", "c"), {"sequence": 2}, T0 + 4)
+    assert await _query(postgres_url, mirror) == [
+        ("", T0 + 9, T0 + 9),
+        ("b", T0 + 3, T0 + 3),
+        ("c", T0 + 4, T0 + 4),
+    ]
     await store.save_state(KEY, lease, {"wake_at": None, "paused": True})
     await store.save_state_unfenced(PKey("orders", "b"), {"sequence": 1}, T0)
-    assert await _query(postgres_url, mirror) == [("", None, None), ("b", T0 + 3, T0 + 3)]
+    await store.save_state_unfenced(PKey("orders", "d"), {"wake_at": None}, T0 + 5)
+    assert await _query(postgres_url, mirror) == [
+        ("", None, None),
+        ("b", T0 + 3, T0 + 3),
+        ("c", T0 + 4, T0 + 4),
+        ("d", None, None),
+    ]
 
 
 async def test_due_keys_can_be_answered_from_the_index_alone(
@@ -287,7 +302,7 @@ async def test_due_keys_can_be_answered_from_the_index_alone(
     for n in range(50):
         key = PKey("orders", f"p{n:02d}")
         await postgres_store.save_state_unfenced(key, {"wake_at": T0 + n % 7}, T0)
-    await postgres_store.save_state_unfenced(PKey("orders", "paused"), {}, T0)
+    await postgres_store.save_state_unfenced(PKey("orders", "paused"), {"wake_at": None}, T0)
     async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
         await conn.execute(f'SET search_path = "{pg_schema}"')
         await conn.execute("SET enable_seqscan = off")  # a 51-row table would be scanned

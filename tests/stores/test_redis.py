@@ -18,7 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from watukuy.core.errors import ConfigError, StoreError
 from watukuy.core.ports import StateStore
-from watukuy.core.rows import Lease, PKey, Validator
+from watukuy.core.rows import Lease, PKey, StatePatch, Validator
 from watukuy.stores.redis import RedisStore
 from watukuy.testing.store_contract import (
     KEY,
@@ -266,8 +266,32 @@ async def test_outside_scripts_the_due_index_costs_one_command_per_wake_time_cha
     try:
         store = RedisStore(client, prefix=redis_prefix)
         store._due_in_script = False  # what a RedisCluster client selects
+        due = f"{redis_prefix}{{orders}}:due"
+        # Creating a key adds it to the index (born due); taking an existing key's lease
+        # leaves the index alone.
         lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
         assert lease is not None
+        assert client.commands == ["EVALSHA", "ZADD", "SADD"]  # SADD: the known-keys set
+        assert await client.zscore(due, "") == T0
+        await store.save_state_unfenced(KEY, {"wake_at": None}, T0)
+        client.commands.clear()
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0 + TTL)
+        assert lease is not None
+        assert client.commands == ["EVALSHA", "SADD"]
+        assert await client.zscore(due, "") is None
+        # The same for administrative writes: a new key is due at its creation time unless
+        # the patch says otherwise.
+        writes: list[tuple[str, StatePatch, list[str], int | None]] = [
+            ("new", {}, ["EVALSHA", "ZADD", "SADD"], T0 + 3),
+            ("new", {"sequence": 4}, ["EVALSHA", "SADD"], T0 + 3),
+            ("paused", {"wake_at": None}, ["EVALSHA", "ZREM", "SADD"], None),
+            ("later", {"wake_at": T0 + 8}, ["EVALSHA", "ZADD", "SADD"], T0 + 8),
+        ]
+        for partition, patch, commands, score in writes:
+            client.commands.clear()
+            await store.save_state_unfenced(PKey("orders", partition), patch, T0 + 3)
+            assert client.commands == commands, partition
+            assert await client.zscore(due, partition) == score, partition
         calls = {
             "moved": (batch(state_patch={"wake_at": T0 + 9}), ["EVALSHA", "ZADD"]),
             "kept": (batch(state_patch={"sequence": 3}), ["EVALSHA"]),

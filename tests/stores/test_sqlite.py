@@ -207,8 +207,9 @@ async def test_a_version_1_database_is_upgraded_in_place(db: Path, raw: sqlite3.
     assert raw.execute(
         "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'watukuy_pollers'"
     ).fetchall() == [("watukuy_pollers_due_idx",)]
+    # Rows written before the migration have no wake time (nothing is back-filled).
     old = await store.load_state(KEY)
-    assert old == dataclasses.replace(empty_poller_state(T0), sequence=7)
+    assert old == dataclasses.replace(empty_poller_state(T0), sequence=7, wake_at=None)
     assert old.wake_at is None
     assert await store.due_keys("orders", T0 + 10**9) == []
     # The old rows join the index as soon as a wake time is written, by any kind of write.
@@ -223,6 +224,9 @@ async def test_a_version_1_database_is_upgraded_in_place(db: Path, raw: sqlite3.
     again = SqliteStore(db)
     await again.migrate()  # already at version 2: nothing to do
     assert await again.due_keys("orders", T0 + 1) == [("b", T0 + 1)]
+    # A key created after the migration is born due.
+    assert await again.acquire_lease(PKey("orders", "c"), "node-b", TTL, T0 + 2) is not None
+    assert await again.due_keys("orders", T0 + 2) == [("b", T0 + 1), ("c", T0 + 2)]
     await again.close()
 
 
@@ -235,13 +239,24 @@ async def test_the_wake_at_column_mirrors_the_state_document(
         "SELECT \"partition\", wake_at, json_extract(state, '$.wake_at') FROM watukuy_pollers "
         'ORDER BY "partition"'
     )
-    assert raw.execute(mirror).fetchall() == [("", None, None)]
+    assert raw.execute(mirror).fetchall() == [("", T0, T0)]  # born due
     await store.commit_poll(KEY, lease, batch(state_patch={"wake_at": T0 + 9}))
     await store.save_state_unfenced(PKey("orders", "b"), {"wake_at": T0 + 3}, T0)
-    assert raw.execute(mirror).fetchall() == [("", T0 + 9, T0 + 9), ("b", T0 + 3, T0 + 3)]
+    await store.save_state_unfenced(PKey("orders", "c"), {"sequence": 2}, T0 + 4)
+    assert raw.execute(mirror).fetchall() == [
+        ("", T0 + 9, T0 + 9),
+        ("b", T0 + 3, T0 + 3),
+        ("c", T0 + 4, T0 + 4),
+    ]
     await store.save_state(KEY, lease, {"wake_at": None, "paused": True})
     await store.save_state_unfenced(PKey("orders", "b"), {"sequence": 1}, T0)
-    assert raw.execute(mirror).fetchall() == [("", None, None), ("b", T0 + 3, T0 + 3)]
+    await store.save_state_unfenced(PKey("orders", "d"), {"wake_at": None}, T0 + 5)
+    assert raw.execute(mirror).fetchall() == [
+        ("", None, None),
+        ("b", T0 + 3, T0 + 3),
+        ("c", T0 + 4, T0 + 4),
+        ("d", None, None),
+    ]
     await store.close()
 
 

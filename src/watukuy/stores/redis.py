@@ -22,7 +22,8 @@ How :class:`RedisStore` keeps the contract:
   :meth:`~RedisStore.due_keys`. On a standalone server every script that writes a state
   also updates it, in the same atomic step. Redis Cluster does not let one script touch
   two slots, and the set cannot share every partition's slot, so there the store updates
-  it with one ``ZADD``/``ZREM`` right after a script whose patch carries ``wake_at``.
+  it with one ``ZADD``/``ZREM`` right after a script that creates a key (a new key is due
+  at once) or whose patch carries ``wake_at``.
   Between the two a concurrent writer's update of the same key can land out of order, and
   a crash can skip the second step, leaving the index stale for that key until its next
   state write. Callers treat ``due_keys`` as a hint and re-read the state before acting.
@@ -315,7 +316,8 @@ class RedisStore:
         return [self._due_key(key.poller)] if self._due_in_script else []
 
     async def _sync_due(self, what: str, key: PKey, fields: dict[str, Any]) -> None:
-        """Cluster mode: mirror a written ``wake_at`` in the due index, after the script."""
+        """Cluster mode: mirror a written ``wake_at`` in the due index, after the script;
+        ``fields`` are the state fields the script wrote."""
         if self._due_in_script or "wake_at" not in fields:
             return
         wake_at = fields["wake_at"]
@@ -359,12 +361,16 @@ class RedisStore:
     async def acquire_lease(self, key: PKey, owner: str, ttl_ms: int, now: int) -> Lease | None:
         """Take the key's lease when it is free or expired (creating the key if needed)."""
         keys = self._keys(key)
-        initial = _pairs(state_to_fields(empty_poller_state(now)))
-        args = [owner, now, now + ttl_ms, key.partition, *initial]
+        initial = state_to_fields(empty_poller_state(now))
+        args = [owner, now, now + ttl_ms, key.partition, *_pairs(initial)]
         script_keys = [keys.meta, keys.state, *self._script_due(key)]
-        epoch = await self._eval("acquire_lease", "acquire", script_keys, args)
-        if epoch is None:
+        reply = await self._eval("acquire_lease", "acquire", script_keys, args)
+        if reply is None:
             return None
+        epoch, created = reply
+        if created:
+            # A new key is born due; in a cluster its index entry follows the script.
+            await self._sync_due("acquire_lease", key, initial)
         await self._remember("acquire_lease", key)
         return Lease(owner=owner, epoch=int(epoch), expires_at=now + ttl_ms)
 
@@ -416,14 +422,16 @@ class RedisStore:
 
     async def save_state_unfenced(self, key: PKey, patch: StatePatch, now: int) -> None:
         """Administrative partial update; creates the key first when needed."""
-        initial = _pairs(state_to_fields(empty_poller_state(now)))
+        initial = state_to_fields(empty_poller_state(now))
         fields = patch_to_fields(patch)
         with store_errors("save_state_unfenced"):
             _wake_of(fields)
-        args = [key.partition, len(initial) // 2, *initial, *_pairs(fields)]
+        args = [key.partition, len(initial), *_pairs(initial), *_pairs(fields)]
         script_keys = [self._keys(key).state, *self._script_due(key)]
-        await self._eval("save_state_unfenced", "save_state_unfenced", script_keys, args)
-        await self._sync_due("save_state_unfenced", key, fields)
+        created = await self._eval("save_state_unfenced", "save_state_unfenced", script_keys, args)
+        # A key created here carries the empty state's wake time unless the patch sets one.
+        written = {**initial, **fields} if created else fields
+        await self._sync_due("save_state_unfenced", key, written)
         await self._remember("save_state_unfenced", key)
 
     async def list_keys(self, poller: str | None = None) -> list[PKey]:

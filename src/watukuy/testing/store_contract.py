@@ -1185,10 +1185,30 @@ class StoreContract:
         assert await store.due_keys("orders", T0 + 30, limit=7) == expected[:7]
         assert await store.due_keys("orders", T0 + 30) == [e for e in expected if e[1] <= T0 + 30]
 
-    async def test_acquisition_creates_a_key_with_no_wake_time(self, store: StateStore) -> None:
+    async def test_acquisition_creates_a_key_due_at_once(self, store: StateStore) -> None:
+        # A key is born due (empty_poller_state): a process that dies before the key's first
+        # commit leaves it where every engine's due_keys() finds it.
         await _acquire(store)
+        assert await self._wake(store, KEY) == T0
+        assert await store.due_keys(KEY.poller, _FAR) == [("", T0)]
+
+    async def test_only_creation_makes_a_key_due(self, store: StateStore) -> None:
+        # Born due at the creation `now` of either creating write; later acquisitions and
+        # administrative writes that leave wake_at out never bring a paused key back.
+        lease = await _acquire(store, KEY, now=T0 + 3)
+        await store.save_state_unfenced(KEY_B, {"paused": False}, T0 + 4)
+        await store.save_state_unfenced(PKey("orders", "off"), {"wake_at": None}, T0 + 5)
+        assert await store.due_keys("orders", _FAR) == [("", T0 + 3), ("tenant-b", T0 + 4)]
+        assert await self._wake(store, KEY_B) == T0 + 4
+        assert await self._wake(store, PKey("orders", "off")) is None
+        await store.save_state(KEY, lease, {"wake_at": None, "paused": True})
+        await store.release_lease(KEY, lease)
+        again = await _acquire(store, KEY, owner="node-b", now=T0 + 9)
+        assert again.epoch == lease.epoch + 1
+        await store.save_state_unfenced(PKey("orders", "off"), {"paused": True}, T0 + 9)
+        assert await store.due_keys("orders", _FAR) == [("tenant-b", T0 + 4)]
         assert await self._wake(store, KEY) is None
-        assert await store.due_keys(KEY.poller, _FAR) == []
+        assert await self._wake(store, PKey("orders", "off")) is None
 
     async def test_save_state_moves_the_key_in_the_index(self, store: StateStore) -> None:
         lease = await _acquire(store)
@@ -1240,8 +1260,8 @@ class StoreContract:
         await store.save_state_unfenced(KEY_B, {"paused": False, "wake_at": T0 + 2}, T0 + 2)
         assert await store.due_keys(KEY_B.poller, _FAR) == [("tenant-b", T0 + 2)]
         assert await store.get_lease(KEY_B) == lease
-        await store.save_state_unfenced(KEY, {}, T0)  # a new key without a wake time
-        assert await store.due_keys(KEY.poller, _FAR) == [("tenant-b", T0 + 2)]
+        await store.save_state_unfenced(KEY, {}, T0)  # a new key is due at once
+        assert await store.due_keys(KEY.poller, _FAR) == [("", T0), ("tenant-b", T0 + 2)]
 
     async def test_delete_key_removes_the_entry(self, store: StateStore) -> None:
         await _seed(store, KEY)
@@ -1254,8 +1274,8 @@ class StoreContract:
         await store.delete_key(KEY_B)
         assert await store.due_keys("orders", _FAR) == []
         assert await store.due_keys("invoices", _FAR) == [("", T0)]
-        await store.save_state_unfenced(KEY, {}, T0)  # recreated: no wake time until written
-        assert await store.due_keys("orders", _FAR) == []
+        await store.save_state_unfenced(KEY, {}, T0 + 7)  # recreated: due at once
+        assert await store.due_keys("orders", _FAR) == [("", T0 + 7)]
 
     async def test_due_keys_with_awkward_partitions_and_pollers(self, store: StateStore) -> None:
         partitions = [
