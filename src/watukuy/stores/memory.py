@@ -47,6 +47,8 @@ from watukuy.stores._errors import store_errors
 __all__ = ["MemoryKeySnapshot", "MemoryStore"]
 
 _last_error = attrgetter("last_error")
+_identity = attrgetter("identity")
+_event_id = attrgetter("event_id")
 _wake_of = itemgetter(0)
 R = TypeVar("R")
 
@@ -387,16 +389,14 @@ class MemoryStore:
         items = record.items
         if upserts:
             record.items_written += 1
-        for item in upserts:
-            items[item.identity] = item
+        items.update(zip(map(_identity, upserts), upserts))
         for identity in deletes:
             items.pop(identity, None)
         outbox, outbox_errors = record.outbox, record.outbox_errors
         if events:
             record.outbox_order = None
         if not has_errors and not outbox_errors:
-            for row in events:
-                outbox[row.event_id] = row
+            outbox.update(zip(map(_event_id, events), events))
         else:
             for row in events:
                 if row.last_error is None:
