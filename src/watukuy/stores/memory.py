@@ -389,14 +389,14 @@ class MemoryStore:
         items = record.items
         if upserts:
             record.items_written += 1
-        items.update(zip(map(_identity, upserts), upserts))
+        items.update(zip(map(_identity, upserts), upserts, strict=True))
         for identity in deletes:
             items.pop(identity, None)
         outbox, outbox_errors = record.outbox, record.outbox_errors
         if events:
             record.outbox_order = None
         if not has_errors and not outbox_errors:
-            outbox.update(zip(map(_event_id, events), events))
+            outbox.update(zip(map(_event_id, events), events, strict=True))
         else:
             for row in events:
                 if row.last_error is None:
