@@ -240,14 +240,18 @@ class StoreOperator:
         now = self._clock.now()
         state = await self._state(key)
         schedule = trigger_schedule(state.schedule, now)
-        await self._store.save_state_unfenced(key, {"schedule": schedule, "updated_at": now}, now)
+        await self._store.save_state_unfenced(
+            key, {"schedule": schedule, "updated_at": now, "wake_at": now}, now
+        )
         return key
 
     async def pause(self, name: str, partition: str | None) -> PKey:
         """Paused until resumed."""
         key = await self.key(name, partition)
         now = self._clock.now()
-        await self._store.save_state_unfenced(key, {"paused": True, "updated_at": now}, now)
+        await self._store.save_state_unfenced(
+            key, {"paused": True, "updated_at": now, "wake_at": None}, now
+        )
         return key
 
     async def resume(self, name: str, partition: str | None) -> PKey:
@@ -257,7 +261,7 @@ class StoreOperator:
         state = await self._state(key)
         schedule = dataclasses.replace(state.schedule, next_due_at=now, drain_blocked=False)
         await self._store.save_state_unfenced(
-            key, {"paused": False, "schedule": schedule, "updated_at": now}, now
+            key, {"paused": False, "schedule": schedule, "updated_at": now, "wake_at": now}, now
         )
         return key
 
@@ -277,7 +281,7 @@ class StoreOperator:
         if clear_snapshot:
             await self._store.clear_items(key)
         await self._store.save_state_unfenced(
-            key, {"cursors": cursors, "schedule": schedule, "updated_at": now}, now
+            key, {"cursors": cursors, "schedule": schedule, "updated_at": now, "wake_at": now}, now
         )
         return key
 
@@ -309,7 +313,9 @@ class StoreOperator:
         now = self._clock.now()
         state = await self._state(key)
         schedule = dataclasses.replace(state.schedule, next_retry_at=now, drain_blocked=False)
-        await self._store.save_state_unfenced(key, {"schedule": schedule, "updated_at": now}, now)
+        await self._store.save_state_unfenced(
+            key, {"schedule": schedule, "updated_at": now, "wake_at": now}, now
+        )
 
 
 def _sample(partitions: Sequence[str], limit: int = 5) -> str:
