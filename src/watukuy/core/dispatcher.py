@@ -12,7 +12,9 @@ its ordering key held when ``poison.hold_key`` is on.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,25 +134,51 @@ class Dispatcher:
         blocked: set[str] = set(await self._store.held_keys(self._key))
         held_at_start = set(blocked)
         after: int | None = None
-        while not (result.halted or result.abandoned or self._cancel.is_set()):
-            rows = await self._store.load_pending(self._key, self._batch_size, after)
-            if not rows:
-                break
-            after = rows[-1].sequence
-            groups: dict[str, list[tuple[OutboxRow, Event[Any]]]] = {}
-            for row in rows:
-                event = event_from_json(row.event)
-                okey = self._ordering_key_of(event)
-                if okey in blocked:
-                    if okey in held_at_start:
-                        result.held += 1
-                    continue
-                groups.setdefault(okey, []).append((row, event))
-            if groups:
-                await self._run_groups(consumer, list(groups.items()), blocked, result)
-            if len(rows) < self._batch_size:
-                break
+        upcoming: asyncio.Future[list[OutboxRow]] | None = None
+        try:
+            while not (result.halted or result.abandoned or self._cancel.is_set()):
+                if upcoming is None:
+                    rows = await self._store.load_pending(self._key, self._batch_size, after)
+                else:
+                    rows, upcoming = await upcoming, None
+                if not rows:
+                    break
+                after = rows[-1].sequence
+                if len(rows) == self._batch_size:
+                    # Read the next batch while this one is delivered (rows are only ever
+                    # removed behind ``after``, so the read cannot go stale).
+                    upcoming = asyncio.ensure_future(
+                        self._store.load_pending(self._key, self._batch_size, after)
+                    )
+                await self._batch(consumer, rows, blocked, held_at_start, result)
+                if len(rows) < self._batch_size:
+                    break
+        finally:
+            if upcoming is not None:
+                upcoming.cancel()
+                await asyncio.gather(upcoming, return_exceptions=True)
         return result
+
+    async def _batch(
+        self,
+        consumer: Consumer,
+        rows: list[OutboxRow],
+        blocked: set[str],
+        held_at_start: set[str],
+        result: DrainResult,
+    ) -> None:
+        """Deliver one batch: group its rows by ordering key, skipping blocked keys."""
+        groups: dict[str, list[tuple[OutboxRow, Event[Any]]]] = {}
+        for row in rows:
+            event = event_from_json(row.event)
+            okey = self._ordering_key_of(event)
+            if okey in blocked:
+                if okey in held_at_start:
+                    result.held += 1
+                continue
+            groups.setdefault(okey, []).append((row, event))
+        if groups:
+            await self._run_groups(consumer, list(groups.items()), blocked, result)
 
     def _ordering_key_of(self, event: Event[Any]) -> str:
         if self._ordering_key is None:
@@ -170,10 +198,11 @@ class Dispatcher:
         blocked: set[str],
         result: DrainResult,
     ) -> None:
-        queue = iter(groups)
+        queue = collections.deque(groups)
 
         async def worker() -> None:
-            for okey, items in queue:
+            while queue:
+                okey, items = queue.popleft()
                 for row, event in items:
                     if result.halted or result.abandoned or self._cancel.is_set():
                         return
@@ -187,14 +216,7 @@ class Dispatcher:
             if workers == 1:
                 await worker()
             else:
-                tasks = [asyncio.create_task(worker()) for _ in range(workers)]
-                try:
-                    await asyncio.gather(*tasks)
-                finally:
-                    for task in tasks:
-                        if not task.done():
-                            task.cancel()
-                    await asyncio.gather(*tasks, return_exceptions=True)
+                await self._run_workers(worker, workers, queue)
         finally:
             # Acks run alongside the next deliveries (one store call per event; a store may
             # write concurrent ones together). A batch ends only when all of them landed.
@@ -204,6 +226,33 @@ class Dispatcher:
                 for ack in self._acking.values():
                     ack.cancel()
                 self._acking.clear()
+
+    @staticmethod
+    async def _run_workers(
+        worker: Callable[[], Awaitable[None]], workers: int, queue: collections.deque[Any]
+    ) -> None:
+        """Run up to ``workers`` workers over ``queue``, starting the extra ones only once
+        the first one waits (a handler doing I/O): a handler that never waits gains nothing
+        from more workers, and would only pay for their tasks."""
+        tasks = [asyncio.ensure_future(worker())]
+
+        async def spawn_when_the_first_waits() -> None:
+            for _ in range(workers - 1):
+                if queue:
+                    tasks.append(asyncio.ensure_future(worker()))
+
+        tasks.append(asyncio.ensure_future(spawn_when_the_first_waits()))
+        try:
+            while pending := [task for task in tasks if not task.done()]:
+                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+                for task in done:
+                    if not task.cancelled() and task.exception() is not None:
+                        raise task.exception()  # type: ignore[misc]
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _deliver_one(
         self,
