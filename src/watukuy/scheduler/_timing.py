@@ -83,7 +83,9 @@ def backoff_ceiling(attempt: int, backoff: Backoff) -> int:
     except OverflowError:
         # A long outage makes the exponent huge; the cap applies long before that.
         return backoff.max_ms
-    return min(backoff.max_ms, _round_half_up(raw))
+    if not raw < backoff.max_ms:  # also an infinite product (base * factor ** n overflowed)
+        return backoff.max_ms
+    return _round_half_up(raw)
 
 
 def backoff_delay(attempt: int, backoff: Backoff, random: Random) -> int:

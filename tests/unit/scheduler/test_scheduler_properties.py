@@ -210,3 +210,10 @@ def test_pacing_spreads_the_window_over_the_remaining_requests(remaining, window
     share = max(remaining, 1)
     assert delay * share >= window
     assert (delay - 1) * share < window
+
+
+def test_backoff_ceiling_caps_a_product_that_overflows_to_infinity():
+    # 94.0 ** 156 is still a finite float; times the base it is not.
+    backoff = Backoff(base="3ms", factor=94.0, max="3ms")
+    assert backoff_ceiling(157, backoff) == 3
+    assert backoff_ceiling(157, Backoff(base="3ms", factor=94.0, max="1h")) == 3_600_000
