@@ -26,7 +26,7 @@ from watukuy.diff import (
     prepare_candidates,
     version_text,
 )
-from watukuy.validate import Invalid
+from watukuy.validate import Invalid, is_passthrough
 
 from . import json as wkjson
 from .consumers import Consumer
@@ -345,17 +345,23 @@ class LaneCycle:
         kept = strategy.select(page, now)
         valid: list[tuple[str, Any]] = []
         invalid: list[tuple[Any, list[ValidationIssue]]] = []
+        passthrough = is_passthrough(poller.adapter)
+        identity_of = poller.identity
         for raw in kept:
-            outcome = poller.adapter.validate(raw)
-            if isinstance(outcome, Invalid):
-                invalid.append((raw, outcome.issues))
-                continue
+            if passthrough:
+                item = raw
+            else:
+                outcome = poller.adapter.validate(raw)
+                if isinstance(outcome, Invalid):
+                    invalid.append((raw, outcome.issues))
+                    continue
+                item = outcome.item
             try:
-                identity = identity_text(poller.identity(outcome.item))
+                identity = identity_text(identity_of(item))
             except Exception as error:
                 invalid.append((raw, [{"message": f"identity() failed: {error}"}]))
                 continue
-            valid.append((identity, outcome.item))
+            valid.append((identity, item))
         if invalid and poller.on_invalid == "fail":
             raw, issues = invalid[0]
             raise ValidationError(
@@ -369,6 +375,7 @@ class LaneCycle:
         candidates, _unchanged = prepare_candidates(
             pairs,
             existing,
+            unique=True,
             version=poller.version,
             fingerprint=poller.fingerprint,
             schema_version=poller.schema_version,

@@ -141,6 +141,7 @@ def prepare_candidates(
     version: Callable[[T], Any] | None,
     fingerprint: Callable[[T], Any] | None,
     schema_version: int,
+    unique: bool = False,
 ) -> tuple[list[Candidate[T]], list[str]]:
     """Compute version text and content hash for a page of ``(identity, item)`` pairs.
 
@@ -155,6 +156,7 @@ def prepare_candidates(
         version: The poller's ``version(item)``, or ``None``.
         fingerprint: The poller's ``fingerprint(item)``, or ``None`` to hash the whole item.
         schema_version: The poller's current ``schema_version``.
+        unique: The caller already folded duplicate identities (skips :func:`dedupe`).
 
     Returns:
         The candidates to diff, and the identities the fast path found unchanged, each in
@@ -162,7 +164,7 @@ def prepare_candidates(
     """
     candidates: list[Candidate[T]] = []
     unchanged: list[str] = []
-    for identity, item in dedupe(pairs):
+    for identity, item in pairs if unique else dedupe(pairs):
         text = version_text(version(item)) if version is not None else None
         row = existing.get(identity)
         if (

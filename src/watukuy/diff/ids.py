@@ -19,6 +19,9 @@ from watukuy.core.json import to_jsonable
 
 from .jcs import format_number
 
+# Integers below 2**53 in magnitude are doubles exactly, and String(n) writes their digits.
+_EXACT_INT: Final = 2**53
+
 __all__ = ["event_id", "event_id_material", "identity_text", "version_text"]
 
 _PREFIX: Final = "watukuy|v1|"
@@ -107,6 +110,8 @@ def version_text(value: Any) -> str | None:
     """
     if value is None:
         return None
+    if type(value) is int and -_EXACT_INT < value < _EXACT_INT:
+        return int.__repr__(value)  # the common case: JavaScript writes these digit for digit
     if isinstance(value, str):
         return str.__str__(value)  # the text itself, also for str enums and subclasses
     if value is True:

@@ -533,7 +533,7 @@ class SqliteStore:
                 chunk = wanted[start : start + _IN_CHUNK]
                 sql = self._sql.items_in + "(" + ",".join("?" * len(chunk)) + ")"
                 for r in conn.execute(sql, (key.poller, key.partition, *chunk)):
-                    out[r[0]] = ItemRow(r[0], r[1], r[2], r[3], r[4], r[5])
+                    out[r[0]] = ItemRow(*r)
             return out
 
         return await self._call("load_versions", read)

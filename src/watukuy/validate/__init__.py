@@ -21,6 +21,7 @@ __all__ = [
     "Invalid",
     "SchemaAdapter",
     "Valid",
+    "is_passthrough",
     "schema_adapter",
 ]
 
@@ -216,6 +217,11 @@ def _is_type_adapter(schema: Any) -> bool:
 
 def _is_msgspec_struct(schema: Any) -> bool:
     return isinstance(schema, type) and hasattr(schema, "__struct_fields__")
+
+
+def is_passthrough(adapter: SchemaAdapter[Any]) -> bool:
+    """True for the adapter of a poller without a schema: every item is valid as it is."""
+    return type(adapter) is _Passthrough
 
 
 def schema_adapter(schema: Any) -> SchemaAdapter[Any]:
