@@ -68,8 +68,9 @@ class Engine(EngineCore):
         dispatch_batch_size: Outbox rows loaded per dispatcher batch.
         max_concurrent_keys: Keys the daemon runs at once (default: no limit).
         tick_concurrency: Keys ``tick()`` runs at once.
-        resync_every: How often the daemon re-reads all keys' state to notice changes made
-            by other processes.
+        resync_every: How often the daemon asks the store's due index which keys wake
+            soon, to notice changes made by other processes (each resync also re-reads a
+            few keys' state in turn, a rolling audit).
         auto_migrate: Run ``store.migrate()`` before the first pass.
         fair_share_spread: Upper bound of a random delay the daemon adds before it looks at
             a key again, so that replicas on one store share keys evenly (default: a tenth

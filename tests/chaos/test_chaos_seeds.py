@@ -20,12 +20,15 @@ from watukuy.core.ports import StateStore
 from watukuy.stores.sqlite import SqliteStore
 from watukuy.testing.chaos import STRATEGIES, ChaosReport, assert_chaos_report, run_chaos
 
+from .conftest import record
+
 MEMORY_SEEDS = (1, 2, 3, 4, 5, 6, 7, 8)
 SQLITE_SEEDS = (1, 2, 3, 4)
 SERVER_SEEDS = (1, 2, 3)
 
 
 def survived(report: ChaosReport) -> None:
+    record(report)
     assert_chaos_report(report)
     assert report.total_kills > 0
     assert report.pending == 0

@@ -316,3 +316,51 @@ async def test_a_warm_tick_visits_only_due_keys(world: World) -> None:
     visited = await engine.tick()
     assert [(r.partition, r.lane) for r in visited.polled] == [("t07", "live")]
     assert counting.loads == 2  # the run's check and its re-read under the lease
+
+
+async def test_the_daemon_reads_the_due_index_and_audits_a_few_keys_per_resync(
+    world: World,
+) -> None:
+    tenants = [f"t{n:02d}" for n in range(40)]
+    for tenant in tenants:
+        world.api.tenant(tenant).add(item(1, T))
+    poller = wk.define_poller(
+        name="inv",
+        identity=lambda o: o["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+        fetch=timestamp_fetch(),
+        partitions=lambda: tenants,
+        schedule=wk.Schedule(min="1h", max="2h", jitter=0),
+    )
+    counting = CountingStore(world.store)
+    engine = World(clock=world.clock, api=world.api, store=counting).engine(  # type: ignore[arg-type]
+        poller, resync_every="15s"
+    )
+    recorder = Recorder()
+    engine.on("inv", recorder)
+    await engine.start()
+    try:
+        await world.clock.advance("1s")
+        assert len(recorder.events) == 40
+        # An index entry left stale (as a crash between two Redis Cluster writes could):
+        # the key is due by its schedule, but its wake_at says "in a day".
+        key = PKey("inv", "t33")
+        state = await world.store.load_state(key)
+        assert state is not None
+        now = world.clock.now()
+        due_now = state.schedule.__class__(next_due_at=now)
+        await world.store.save_state_unfenced(
+            key, {"schedule": due_now, "wake_at": now + 86_400_000}, now
+        )
+        world.api.tenant("t33").add(item(2, "2025-12-31T13:00:00.000Z"))
+        counting.loads = 0
+        await world.clock.advance("15s")  # one resync: the index says nothing is due
+        assert counting.loads <= 16  # the audit reads a bounded number of keys, not 40
+        # 40 keys, 16 audited per resync: every key is re-read within three resyncs.
+        await world.clock.advance("45s")
+        assert [e.subject for e in recorder.events if e.partition == "t33"] == [
+            "item-001",
+            "item-002",
+        ]
+    finally:
+        await engine.stop()

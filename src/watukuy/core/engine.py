@@ -50,9 +50,10 @@ _SINGLE = Partition("")
 _RETRY_LEASED_MIN_MS = 1_000
 _RETRY_LEASED_FLOOR_MS = 100
 _MAX_SPREAD_MS = 500
-# One resync in this many reads every key's state instead of asking the due index: a safety
-# net for index entries a crash or a Redis cluster left stale.
-_FULL_SWEEP_EVERY = 40
+# Each resync (and each warm tick) also re-reads the state of this many keys, in turn: a
+# rolling audit that finds an index entry a crash or a Redis cluster left stale, at a cost
+# per pass that does not grow with the number of keys.
+_AUDIT_BATCH = 16
 _STORE_ERROR_RETRY_MS = 5_000
 
 
@@ -74,8 +75,9 @@ class EngineCore(Operations):
         dispatch_batch_size: Outbox rows loaded per dispatcher batch.
         max_concurrent_keys: Keys run at once by the daemon (default: no limit).
         tick_concurrency: Keys run at once by ``tick()``.
-        resync_every: How often the daemon re-reads every key's state from the store, to
-            see changes made by other processes (triggers from the CLI, other replicas).
+        resync_every: How often the daemon asks the store's due index which keys wake soon,
+            to see changes made by other processes (triggers from the CLI, other
+            replicas); each resync also re-reads the state of a few keys in turn.
         auto_migrate: Run ``store.migrate()`` once before the first pass.
         fair_share_spread: Upper bound of the random delay the daemon adds before looking at
             a key again, so that replicas on one store share the keys evenly (default: a
@@ -163,9 +165,10 @@ class EngineCore(Operations):
         self._consumers: dict[str, Consumer] = {}
         self._warned_no_consumer: set[str] = set()
         self._partitions: dict[str, list[Partition]] = {}
-        self._partition_index: dict[PKey, Partition] = {}
+        self._partition_index: dict[str, dict[str, Partition]] = {}
         self._fresh: dict[str, set[str]] = {}  # partitions listed since the last tick
-        self._tick_swept: dict[str, int] = {}  # when tick() last visited every key
+        self._tick_swept: set[str] = set()  # pollers whose every key tick() has visited
+        self._audit_at: dict[str, int] = {}  # where the rolling audit goes on, per poller
         self._partitions_at: dict[str, int] = {}
         self._removed: dict[str, set[str]] = {}
         self._status = EngineStatus.IDLE
@@ -178,7 +181,6 @@ class EngineCore(Operations):
         self._forced: set[PKey] = set()
         self._seq = itertools.count()
         self._next_resync = 0
-        self._resyncs = 0
         self.parked = ParkedOperations(self)
         self.partitions = PartitionOperations(self)
 
@@ -265,7 +267,7 @@ class EngineCore(Operations):
             )
         self._consumers[name] = consumer
         self._warned_no_consumer.discard(name)
-        self._tick_swept.pop(name, None)  # outboxes may wait for it: look at every key
+        self._tick_swept.discard(name)  # outboxes may wait for it: look at every key
         # Events may be waiting for a consumer: let the daemon look at every key now.
         for key in list(self._wake_at):
             if key.poller == name:
@@ -317,14 +319,14 @@ class EngineCore(Operations):
         return self._partitions[name]
 
     async def _apply_partitions(self, name: str, listed: list[Partition], *, first: bool) -> None:
-        previous = {p.key for p in self._partitions.get(name, [])}
-        current = {p.key for p in listed}
+        before = self._partition_index.get(name, {})
+        current = {partition.key: partition for partition in listed}
         now = self.clock.now()
         if first:
             stored = {key.partition for key in await self.store.list_keys(name)}
-            gone = stored - current
+            gone = stored - current.keys()
         else:
-            gone = previous - current
+            gone = before.keys() - current.keys()
         removed = self._removed.setdefault(name, set())
         for partition in sorted(gone):
             state = await self.store.load_state(PKey(name, partition))
@@ -334,8 +336,9 @@ class EngineCore(Operations):
                 )
                 removed.add(partition)
             self._forget(PKey(name, partition))
-        self._fresh.setdefault(name, set()).update(current - previous)
-        for partition in sorted(current - previous):
+        new = current.keys() - before.keys()
+        self._fresh.setdefault(name, set()).update(new)
+        for partition in sorted(new):
             key = PKey(name, partition)
             if partition in removed:
                 removed.discard(partition)
@@ -344,11 +347,9 @@ class EngineCore(Operations):
                 )
             self._schedule(key, now)
         self._partitions[name] = listed
-        for entry in listed:
-            self._partition_index[PKey(name, entry.key)] = entry
-        for gone_key in gone:
-            self._partition_index.pop(PKey(name, gone_key), None)
-        self._wake.set()
+        self._partition_index[name] = current
+        if gone or new:
+            self._wake.set()
 
     # --- one pass -----------------------------------------------------------------------
 
@@ -420,21 +421,34 @@ class EngineCore(Operations):
     async def _tick_keys(self, name: str, partitions: list[Partition], now: int) -> list[Partition]:
         """The partitions a tick visits.
 
-        The first tick of an engine (and one in every full-sweep period, or after a
-        consumer was attached) visits every key: that is how keys never polled, keys that
-        predate the due index and outboxes waiting for a consumer are found. A warm engine
-        then asks the store's due index and visits only the keys due now, plus partitions
-        listed since the last tick: an idle tick costs in proportion to the due keys.
+        The first tick of an engine (or the first after a consumer was attached) visits
+        every key: that is how keys never polled, keys that predate the due index and
+        outboxes waiting for a consumer are found. A warm engine then asks the store's due
+        index and visits only the keys due now, partitions listed since the last tick and
+        forced keys: an idle tick costs in proportion to the due keys, not to all keys.
+        (The daemon's rolling audit has no counterpart here: an idle tick reads no state.)
         """
         fresh = self._fresh.pop(name, set())
-        swept = self._tick_swept.get(name)
-        if swept is None or now - swept >= self._resync_ms * _FULL_SWEEP_EVERY:
-            self._tick_swept[name] = now
+        if name not in self._tick_swept:
+            self._tick_swept.add(name)
             return partitions
-        due = {partition for partition, _ in await self.store.due_keys(name, now)}
-        forced = {key.partition for key in self._forced if key.poller == name}
-        wanted = due | fresh | forced
-        return [partition for partition in partitions if partition.key in wanted]
+        wanted = [partition for partition, _ in await self.store.due_keys(name, now)]
+        wanted += sorted(fresh | {key.partition for key in self._forced if key.poller == name})
+        if self._pollers[name].partitions is None:
+            return partitions if "" in wanted else []
+        index = self._partition_index.get(name, {})
+        return [index[key] for key in dict.fromkeys(wanted) if key in index]
+
+    def _audit_slice(self, name: str, partitions: list[Partition]) -> list[Partition]:
+        """The next ``_AUDIT_BATCH`` partitions of the rolling audit, wrapping around."""
+        if not partitions:
+            return []
+        start = self._audit_at.get(name, 0) % len(partitions)
+        chosen = partitions[start : start + _AUDIT_BATCH]
+        if len(chosen) < _AUDIT_BATCH:
+            chosen += partitions[: min(start, _AUDIT_BATCH - len(chosen))]
+        self._audit_at[name] = start + len(chosen)
+        return chosen
 
     def _select(self, only: Sequence[str] | str | None) -> list[str]:
         if only is None:
@@ -575,10 +589,13 @@ class EngineCore(Operations):
         wake-up goes to a random replica and the shares even out. Bounded by
         ``fair_share_spread`` (default: a tenth of ``schedule.min``, at most 500 ms).
         """
-        limit = self._fair_spread_ms
-        if limit is None:
-            limit = min(_MAX_SPREAD_MS, poller.schedule.min_ms // 10)
+        limit = self._spread_limit(poller)
         return int(self.random.random() * limit) if limit > 0 else 0
+
+    def _spread_limit(self, poller: PollerDefinition[Any]) -> int:
+        if self._fair_spread_ms is not None:
+            return self._fair_spread_ms
+        return min(_MAX_SPREAD_MS, poller.schedule.min_ms // 10)
 
     def _forget(self, key: PKey) -> None:
         self._wake_at.pop(key, None)
@@ -595,30 +612,35 @@ class EngineCore(Operations):
     async def _resync(self, *, initial: bool = False) -> None:
         """Bring the wake-up index up to date with changes made by other processes.
 
-        The first pass, and every ``_FULL_SWEEP_EVERY``-th, reads every key's state. The
-        others only ask the store's due index which keys wake before the next resync, so
-        an idle pass costs in proportion to the keys about to be due, not to all keys.
+        The first pass reads every key's state. The others ask the store's due index which
+        keys wake before the next resync and re-read the state of ``_AUDIT_BATCH`` keys in
+        turn (the rolling audit), so an idle pass costs in proportion to the keys about to
+        be due, not to all keys.
         """
         now = self.clock.now()
-        self._resyncs += 1
-        full = initial or self._resyncs % _FULL_SWEEP_EVERY == 0
         for name, poller in self._pollers.items():
             try:
                 partitions = await self._partitions_of(name)
             except Exception as error:
                 _log.warning("partitions() of %s failed: %s", name, error)
                 continue
-            if full:
-                await self._sweep(name, poller, partitions, now, recovering=initial)
+            if initial:
+                await self._sweep(name, poller, partitions, now, recovering=True)
                 continue
+            # An entry within the spread of what this engine already holds is its own
+            # schedule coming back (the index has no spread): nothing to do for it.
+            slack = self._spread_limit(poller)
             for partition, at in await self.store.due_keys(name, now + self._resync_ms):
                 key = PKey(name, partition)
+                current = self._wake_at.get(key)
+                if current is not None and current - slack <= at:
+                    continue
                 if key in self._running or self._partition_named(key) is None:
                     continue
-                current = self._wake_at.get(key)
-                if current is None or at < current:
-                    self._wake_at.pop(key, None)
-                    self._schedule(key, at)
+                self._wake_at.pop(key, None)
+                self._schedule(key, at)
+            audit = self._audit_slice(name, partitions)
+            await self._sweep(name, poller, audit, now, recovering=False, sooner_only=True)
         self._next_resync = now + self._resync_ms
 
     async def _sweep(
@@ -629,8 +651,11 @@ class EngineCore(Operations):
         now: int,
         *,
         recovering: bool,
+        sooner_only: bool = False,
     ) -> None:
-        """Read every key's state and reschedule it (start-up, and a slow safety net)."""
+        """Read these keys' state and reschedule them (start-up, and the rolling audit,
+        which only ever brings a wake-up forward: a key woken too early finds itself not
+        due and reschedules itself)."""
         has_consumer = name in self._consumers
         for partition in partitions:
             key = PKey(name, partition.key)
@@ -641,6 +666,10 @@ class EngineCore(Operations):
             live = recovering and has_consumer and state is not None and not state.paused
             if live and await self.store.count_pending(key) > 0:
                 at = now  # a previous process left events in the outbox: deliver them first
+            if sooner_only:
+                current = self._wake_at.get(key)
+                if at is None or (current is not None and current <= at):
+                    continue
             self._wake_at.pop(key, None)
             self._schedule(key, at)
 
@@ -678,7 +707,7 @@ class EngineCore(Operations):
     def _partition_named(self, key: PKey) -> Partition | None:
         if self._pollers[key.poller].partitions is None:
             return _SINGLE if key.partition == "" else None
-        return self._partition_index.get(key)
+        return self._partition_index.get(key.poller, {}).get(key.partition)
 
     async def _run_and_reschedule(
         self, poller: PollerDefinition[Any], partition: Partition, force: bool
