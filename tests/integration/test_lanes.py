@@ -287,18 +287,23 @@ class CountingStore:
         return await self._inner.load_state(key)
 
 
-async def test_a_warm_tick_visits_only_due_keys(world: World) -> None:
-    tenants = [f"t{n:02d}" for n in range(50)]
+def tenants_poller(world: World, count: int, schedule: wk.Schedule) -> wk.PollerDefinition[Any]:
+    """Poller ``inv`` over ``count`` tenants ``t00``, ``t01``..., each with one item."""
+    tenants = [f"t{n:02d}" for n in range(count)]
     for tenant in tenants:
         world.api.tenant(tenant).add(item(1, T))
-    poller = wk.define_poller(
+    return wk.define_poller(
         name="inv",
         identity=lambda o: o["id"],
         cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
         fetch=timestamp_fetch(),
         partitions=lambda: tenants,
-        schedule=wk.Schedule(min="1m", max="1h", jitter=0),
+        schedule=schedule,
     )
+
+
+async def test_a_warm_tick_visits_only_due_keys(world: World) -> None:
+    poller = tenants_poller(world, 50, wk.Schedule(min="1m", max="1h", jitter=0))
     counting = CountingStore(world.store)
     engine = World(clock=world.clock, api=world.api, store=counting).engine(poller)  # type: ignore[arg-type]
     engine.on("inv", Recorder())
@@ -321,17 +326,7 @@ async def test_a_warm_tick_visits_only_due_keys(world: World) -> None:
 async def test_the_daemon_reads_the_due_index_and_audits_a_few_keys_per_resync(
     world: World,
 ) -> None:
-    tenants = [f"t{n:02d}" for n in range(40)]
-    for tenant in tenants:
-        world.api.tenant(tenant).add(item(1, T))
-    poller = wk.define_poller(
-        name="inv",
-        identity=lambda o: o["id"],
-        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
-        fetch=timestamp_fetch(),
-        partitions=lambda: tenants,
-        schedule=wk.Schedule(min="1h", max="2h", jitter=0),
-    )
+    poller = tenants_poller(world, 40, wk.Schedule(min="1h", max="2h", jitter=0))
     counting = CountingStore(world.store)
     engine = World(clock=world.clock, api=world.api, store=counting).engine(  # type: ignore[arg-type]
         poller, resync_every="15s"
