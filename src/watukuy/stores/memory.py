@@ -47,8 +47,6 @@ from watukuy.stores._errors import store_errors
 __all__ = ["MemoryKeySnapshot", "MemoryStore"]
 
 _last_error = attrgetter("last_error")
-_identity = attrgetter("identity")
-_event_id = attrgetter("event_id")
 _wake_of = itemgetter(0)
 R = TypeVar("R")
 
@@ -389,14 +387,16 @@ class MemoryStore:
         items = record.items
         if upserts:
             record.items_written += 1
-        items.update(zip(map(_identity, upserts), upserts, strict=True))
+        for item_row in upserts:
+            items[item_row.identity] = item_row
         for identity in deletes:
             items.pop(identity, None)
         outbox, outbox_errors = record.outbox, record.outbox_errors
         if events:
             record.outbox_order = None
         if not has_errors and not outbox_errors:
-            outbox.update(zip(map(_event_id, events), events, strict=True))
+            for event in events:
+                outbox[event.event_id] = event
         else:
             for row in events:
                 if row.last_error is None:
