@@ -301,3 +301,39 @@ async def test_page_strategy_resets_after_the_last_page(world: World) -> None:
     assert len(recorder.events) == 25
     report = await engine.inspect()
     assert report["pollers"][0]["cursors"]["live"] == {"page": 1}
+
+
+async def test_a_trigger_during_a_run_runs_the_key_again_and_its_schedule_goes_on(
+    world: World,
+) -> None:
+    seed(world, 2)
+    release = asyncio.Event()
+    entered = asyncio.Event()
+    plain = timestamp_fetch(limit=10)
+    calls = 0
+
+    async def slow_fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            entered.set()
+            await release.wait()  # the first run is still going when the trigger comes
+        page: wk.Page[Any] = await plain(ctx)
+        return page
+
+    engine = world.engine(
+        orders(fetch=slow_fetch, schedule=wk.Schedule(min="1m", max="1m", jitter=0))
+    )
+    engine.on("orders", Recorder())
+    await engine.start()
+    try:
+        await entered.wait()
+        await engine.trigger("orders")
+        await world.clock.advance("1s")  # the triggered wake-up comes due while the key runs
+        release.set()
+        await world.clock.advance("1s")
+        assert calls == 2  # the trigger was honoured once the first run ended
+        await world.clock.advance("2m")
+        assert calls >= 4  # and the key's schedule goes on: polls at every minute
+    finally:
+        await engine.stop()

@@ -30,6 +30,7 @@ from .hooks import HookBus, as_hook_list
 from .http_port import HttpFactory
 from .operations import Operations, ParkedOperations, PartitionOperations
 from .options import Budget
+from .partition_book import PartitionBook
 from .poller import Partition, PollerDefinition
 from .ports import BudgetStore, Clock, Random, StateStore
 from .results import EngineStatus, LeaseOptions, TickResult
@@ -46,14 +47,9 @@ TypedHandler = Callable[[Event[T], HandlerContext], Awaitable[None] | None]
 _log = logging.getLogger("watukuy")
 
 DEFAULT_TICK_CONCURRENCY = 4
-_SINGLE = Partition("")
 _RETRY_LEASED_MIN_MS = 1_000
 _RETRY_LEASED_FLOOR_MS = 100
 _MAX_SPREAD_MS = 500
-# Each resync (and each warm tick) also re-reads the state of this many keys, in turn: a
-# rolling audit that finds an index entry a crash or a Redis cluster left stale, at a cost
-# per pass that does not grow with the number of keys.
-_AUDIT_BATCH = 16
 _STORE_ERROR_RETRY_MS = 5_000
 
 
@@ -164,13 +160,14 @@ class EngineCore(Operations):
         self._migrate_lock = asyncio.Lock()
         self._consumers: dict[str, Consumer] = {}
         self._warned_no_consumer: set[str] = set()
-        self._partitions: dict[str, list[Partition]] = {}
-        self._partition_index: dict[str, dict[str, Partition]] = {}
-        self._fresh: dict[str, set[str]] = {}  # partitions listed since the last tick
+        self._book = PartitionBook(
+            self._pollers,
+            self.store,
+            self.clock,
+            appeared=self._partition_appeared,
+            disappeared=self._partition_disappeared,
+        )
         self._tick_swept: set[str] = set()  # pollers whose every key tick() has visited
-        self._audit_at: dict[str, int] = {}  # where the rolling audit goes on, per poller
-        self._partitions_at: dict[str, int] = {}
-        self._removed: dict[str, set[str]] = {}
         self._status = EngineStatus.IDLE
         # daemon state
         self._loop_task: asyncio.Task[None] | None = None
@@ -179,6 +176,7 @@ class EngineCore(Operations):
         self._heap: list[tuple[int, int, PKey]] = []
         self._wake_at: dict[PKey, int] = {}
         self._forced: set[PKey] = set()
+        self._rerun: set[PKey] = set()  # keys asked for while they ran
         self._seq = itertools.count()
         self._next_resync = 0
         self.parked = ParkedOperations(self)
@@ -299,57 +297,15 @@ class EngineCore(Operations):
 
     async def _partitions_of(self, name: str, *, force: bool = False) -> list[Partition]:
         """The current partitions of a poller, refreshing them when due (or forced)."""
-        poller = self._pollers[name]
-        if poller.partitions is None:
-            return [Partition("")]
-        now = self.clock.now()
-        last = self._partitions_at.get(name)
-        if not force and last is not None and now - last < poller.partitions_refresh_ms:
-            return self._partitions[name]
-        try:
-            listed = await _call_partitions(poller)
-        except Exception as error:
-            if name not in self._partitions:
-                raise
-            _log.warning("partitions() of %s failed, keeping the previous list: %s", name, error)
-            self._partitions_at[name] = now
-            return self._partitions[name]
-        await self._apply_partitions(name, listed, first=last is None)
-        self._partitions_at[name] = now
-        return self._partitions[name]
+        return await self._book.of(name, force=force)
 
-    async def _apply_partitions(self, name: str, listed: list[Partition], *, first: bool) -> None:
-        before = self._partition_index.get(name, {})
-        current = {partition.key: partition for partition in listed}
-        now = self.clock.now()
-        if first:
-            stored = {key.partition for key in await self.store.list_keys(name)}
-            gone = stored - current.keys()
-        else:
-            gone = before.keys() - current.keys()
-        removed = self._removed.setdefault(name, set())
-        for partition in sorted(gone):
-            state = await self.store.load_state(PKey(name, partition))
-            if state is not None and not state.paused:
-                await self.store.save_state_unfenced(
-                    PKey(name, partition), {"paused": True, "updated_at": now, "wake_at": None}, now
-                )
-                removed.add(partition)
-            self._forget(PKey(name, partition))
-        new = current.keys() - before.keys()
-        self._fresh.setdefault(name, set()).update(new)
-        for partition in sorted(new):
-            key = PKey(name, partition)
-            if partition in removed:
-                removed.discard(partition)
-                await self.store.save_state_unfenced(
-                    key, {"paused": False, "updated_at": now, "wake_at": now}, now
-                )
-            self._schedule(key, now)
-        self._partitions[name] = listed
-        self._partition_index[name] = current
-        if gone or new:
-            self._wake.set()
+    def _partition_appeared(self, key: PKey, now: int) -> None:
+        self._schedule(key, now)
+        self._wake.set()
+
+    def _partition_disappeared(self, key: PKey) -> None:
+        self._forget(key)
+        self._wake.set()
 
     # --- one pass -----------------------------------------------------------------------
 
@@ -428,27 +384,13 @@ class EngineCore(Operations):
         forced keys: an idle tick costs in proportion to the due keys, not to all keys.
         (The daemon's rolling audit has no counterpart here: an idle tick reads no state.)
         """
-        fresh = self._fresh.pop(name, set())
+        fresh = self._book.take_fresh(name)
         if name not in self._tick_swept:
             self._tick_swept.add(name)
             return partitions
         wanted = [partition for partition, _ in await self.store.due_keys(name, now)]
         wanted += sorted(fresh | {key.partition for key in self._forced if key.poller == name})
-        if self._pollers[name].partitions is None:
-            return partitions if "" in wanted else []
-        index = self._partition_index.get(name, {})
-        return [index[key] for key in dict.fromkeys(wanted) if key in index]
-
-    def _audit_slice(self, name: str, partitions: list[Partition]) -> list[Partition]:
-        """The next ``_AUDIT_BATCH`` partitions of the rolling audit, wrapping around."""
-        if not partitions:
-            return []
-        start = self._audit_at.get(name, 0) % len(partitions)
-        chosen = partitions[start : start + _AUDIT_BATCH]
-        if len(chosen) < _AUDIT_BATCH:
-            chosen += partitions[: min(start, _AUDIT_BATCH - len(chosen))]
-        self._audit_at[name] = start + len(chosen)
-        return chosen
+        return self._book.pick(name, wanted)
 
     def _select(self, only: Sequence[str] | str | None) -> list[str]:
         if only is None:
@@ -613,7 +555,7 @@ class EngineCore(Operations):
         """Bring the wake-up index up to date with changes made by other processes.
 
         The first pass reads every key's state. The others ask the store's due index which
-        keys wake before the next resync and re-read the state of ``_AUDIT_BATCH`` keys in
+        keys wake before the next resync and re-read the state of ``AUDIT_BATCH`` keys in
         turn (the rolling audit), so an idle pass costs in proportion to the keys about to
         be due, not to all keys.
         """
@@ -635,11 +577,11 @@ class EngineCore(Operations):
                 current = self._wake_at.get(key)
                 if current is not None and current - slack <= at:
                     continue
-                if key in self._running or self._partition_named(key) is None:
+                if key in self._running or self._book.named(key) is None:
                     continue
                 self._wake_at.pop(key, None)
                 self._schedule(key, at)
-            audit = self._audit_slice(name, partitions)
+            audit = self._book.audit_slice(name, partitions)
             await self._sweep(name, poller, audit, now, recovering=False, sooner_only=True)
         self._next_resync = now + self._resync_ms
 
@@ -692,22 +634,22 @@ class EngineCore(Operations):
             if self._max_concurrent is not None and len(self._running) >= self._max_concurrent:
                 return
             at, _, key = heapq.heappop(self._heap)
-            if self._wake_at.get(key) != at or key in self._running:
-                continue
+            if self._wake_at.get(key) != at:
+                continue  # superseded by a later _schedule
             del self._wake_at[key]
+            if key in self._running:
+                # Asked for (a trigger, say) while the key runs: the run in progress may
+                # already have read the state the request wrote, so run once more after it.
+                self._rerun.add(key)
+                continue
             poller = self._pollers.get(key.poller)
-            partition = self._partition_named(key)
+            partition = self._book.named(key)
             if poller is None or partition is None:
                 continue
             force = key in self._forced
             self._forced.discard(key)
             task = asyncio.create_task(self._run_and_reschedule(poller, partition, force))
             self._running[key] = task
-
-    def _partition_named(self, key: PKey) -> Partition | None:
-        if self._pollers[key.poller].partitions is None:
-            return _SINGLE if key.partition == "" else None
-        return self._partition_index.get(key.poller, {}).get(key.partition)
 
     async def _run_and_reschedule(
         self, poller: PollerDefinition[Any], partition: Partition, force: bool
@@ -737,6 +679,11 @@ class EngineCore(Operations):
                 )
                 if at is not None and at > now and at == result.state.schedule.next_due_at:
                     at += self._spread(poller)  # a poll wake-up: replicas race for these
+            if key in self._rerun:
+                self._rerun.discard(key)
+                if at is not None and result.outcome in ("ran", "not-due"):
+                    self._forced.add(key)
+                    at = now
             if key not in self._wake_at or (at is not None and at < self._wake_at[key]):
                 self._wake_at.pop(key, None)
                 self._schedule(key, at)
@@ -751,9 +698,10 @@ class EngineCore(Operations):
             self._max_concurrent is not None and len(self._running) >= self._max_concurrent
         ):
             candidates.append(self._heap[0][0])
-        for name, poller in self._pollers.items():
-            if poller.partitions is not None and name in self._partitions_at:
-                candidates.append(self._partitions_at[name] + poller.partitions_refresh_ms)
+        for name in self._pollers:
+            refresh = self._book.next_refresh(name)
+            if refresh is not None:
+                candidates.append(refresh)
         return min(candidates)
 
     async def _sleep_until(self, at: int) -> None:
@@ -783,31 +731,6 @@ async def _wait_with_clock(tasks: list[asyncio.Task[Any]], clock: Clock, timeout
         if not everything.done():
             everything.cancel()
             await asyncio.gather(everything, return_exceptions=True)
-
-
-async def _call_partitions(poller: PollerDefinition[Any]) -> list[Partition]:
-    assert poller.partitions is not None
-    listed: Any = poller.partitions()
-    if isinstance(listed, Awaitable):
-        listed = await listed
-    partitions: list[Partition] = []
-    seen: set[str] = set()
-    for entry in listed:
-        partition = entry if isinstance(entry, Partition) else Partition(entry)
-        if not isinstance(partition.key, str) or not partition.key:
-            raise ConfigError(
-                f"poller {poller.name!r}: partition keys must be non-empty strings, got "
-                f"{partition.key!r}",
-                field="partitions",
-            )
-        if partition.key in seen:
-            raise ConfigError(
-                f"poller {poller.name!r}: duplicate partition key {partition.key!r}",
-                field="partitions",
-            )
-        seen.add(partition.key)
-        partitions.append(partition)
-    return partitions
 
 
 def _index_pollers(
