@@ -125,6 +125,10 @@ class Dispatcher:
         self._cancel = cancel
         self._ordering_key = poller.delivery.ordering_key
         self._acking: dict[str, asyncio.Future[None]] = {}  # ordering key -> its latest ack
+        # Acks waiting for the writer, and the future they all resolve together.
+        self._ack_queue: list[tuple[str, Event[Any], int, int, DrainResult]] = []
+        self._ack_batch: asyncio.Future[None] | None = None
+        self._ack_writer: asyncio.Task[None] | None = None
 
     async def drain(self, consumer: Consumer | None) -> DrainResult:
         """Deliver everything deliverable now; returns what happened."""
@@ -218,14 +222,15 @@ class Dispatcher:
             else:
                 await self._run_workers(worker, workers, queue)
         finally:
-            # Acks run alongside the next deliveries (one store call per event; a store may
-            # write concurrent ones together). A batch ends only when all of them landed.
+            # Acks are written in the background while the next events are delivered, in
+            # groups (see _queue_ack). A batch ends only when all of them landed.
             try:
                 await self._settle_acks()
             finally:
                 for ack in self._acking.values():
                     ack.cancel()
                 self._acking.clear()
+                self._abandon_acks()
 
     @staticmethod
     async def _run_workers(
@@ -290,16 +295,88 @@ class Dispatcher:
             # A pull consumer asks for the next event only once this one is acked.
             await self._ack(row.event_id, event, attempt, duration, result)
             return "next"
-        ack = asyncio.ensure_future(self._ack(row.event_id, event, attempt, duration, result))
-        self._acking[okey] = ack
-        if len(self._acking) >= _MAX_ACKS_IN_FLIGHT:
+        self._acking[okey] = self._queue_ack(row.event_id, event, attempt, duration, result)
+        if len(self._ack_queue) >= _MAX_ACKS_IN_FLIGHT:
             await self._settle_acks()
         return "next"
+
+    def _queue_ack(
+        self, event_id: str, event: Event[Any], attempt: int, duration: int, result: DrainResult
+    ) -> asyncio.Future[None]:
+        """Queue an ack for the background writer; the future resolves when it landed.
+
+        Acks that complete while the writer is busy are written together by its next store
+        call (one ``ack_events`` for all of them), so a fast handler pays one store call
+        per group of events rather than one per event.
+        """
+        if self._ack_batch is None:
+            self._ack_batch = asyncio.get_running_loop().create_future()
+        self._ack_queue.append((event_id, event, attempt, duration, result))
+        if self._ack_writer is None or self._ack_writer.done():
+            self._ack_writer = asyncio.ensure_future(self._write_acks())
+        return self._ack_batch
+
+    async def _write_acks(self) -> None:
+        while self._ack_queue:
+            entries, self._ack_queue = self._ack_queue, []
+            batch, self._ack_batch = self._ack_batch, None
+            assert batch is not None
+            try:
+                failure = await self._ack_group(entries)
+            except BaseException as error:
+                failure = error
+            if not batch.done():
+                if failure is None:
+                    batch.set_result(None)
+                else:
+                    batch.set_exception(failure)
+            if isinstance(failure, asyncio.CancelledError):
+                raise failure
+
+    async def _ack_group(
+        self, entries: list[tuple[str, Event[Any], int, int, DrainResult]]
+    ) -> BaseException | None:
+        """Ack a group in one store call. When that call fails for a reason other than a
+        lost lease, each event is acked on its own, so that one bad ack costs one
+        redelivery rather than one per event of the group. Returns the first failure."""
+        lease = self._lease()
+        try:
+            await self._store.ack_events(self._key, lease, [entry[0] for entry in entries])
+        except LeaseLostError:
+            raise
+        except Exception as error:
+            if len(entries) == 1:
+                return error
+            failure: BaseException | None = None
+            for event_id, event, attempt, duration, result in entries:
+                try:
+                    await self._store.ack_events(self._key, lease, [event_id])
+                except Exception as single:
+                    failure = failure or single
+                    continue
+                await self._delivered(event, attempt, duration, result)
+            return failure
+        for _, event, attempt, duration, result in entries:
+            await self._delivered(event, attempt, duration, result)
+        return None
+
+    def _abandon_acks(self) -> None:
+        """Stop the ack writer and drop what it had not written (the events stay pending)."""
+        if self._ack_writer is not None and not self._ack_writer.done():
+            self._ack_writer.cancel()
+        if self._ack_batch is not None and not self._ack_batch.done():
+            self._ack_batch.cancel()
+        self._ack_writer, self._ack_batch, self._ack_queue = None, None, []
 
     async def _ack(
         self, event_id: str, event: Event[Any], attempt: int, duration: int, result: DrainResult
     ) -> None:
         await self._store.ack_events(self._key, self._lease(), [event_id])
+        await self._delivered(event, attempt, duration, result)
+
+    async def _delivered(
+        self, event: Event[Any], attempt: int, duration: int, result: DrainResult
+    ) -> None:
         result.delivered += 1
         if self._hooks.has("on_delivered"):
             await self._hooks.emit(
@@ -317,7 +394,10 @@ class Dispatcher:
 
     async def _settle_acks(self) -> None:
         """Wait for every ack in flight; the first failure is raised once all are done."""
-        acks, self._acking = list(self._acking.values()), {}
+        acks, self._acking = list(dict.fromkeys(self._acking.values())), {}
+        writer = self._ack_writer
+        if writer is not None and not writer.done():
+            await asyncio.gather(writer, return_exceptions=True)
         if not acks:
             return
         outcomes = await asyncio.gather(*acks, return_exceptions=True)
