@@ -396,7 +396,8 @@ def replicas_figures(result: ReplicasRun) -> list[Figure]:
         Figure(
             scenario,
             "delivered",
-            f"items and changes delivered ({result.changes} changes)",
+            f"items and changes delivered ({result.changes} changes)"
+            + (f"; missing: {result.missing[:3]}" if result.missing else ""),
             f"{result.delivered}/{result.expected}",
             "",
             "all",
