@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 __all__ = ["KILL_POINTS", "KillPoint", "SimulatedCrash"]
 
@@ -30,16 +30,7 @@ KillPoint = Literal[
 - ``handler``: the consumer raises once; not a process death (the dispatcher retries).
 """
 
-KILL_POINTS: Final[tuple[KillPoint, ...]] = (
-    "before-acquire",
-    "after-fetch",
-    "after-commit",
-    "mid-dispatch",
-    "before-ack",
-    "after-ack-before-schedule",
-    "during-release",
-    "handler",
-)
+KILL_POINTS: Final[tuple[KillPoint, ...]] = get_args(KillPoint)
 """Every kill point, K1..K7 in poll-cycle order, then ``handler``."""
 
 
