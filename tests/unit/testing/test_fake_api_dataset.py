@@ -400,3 +400,14 @@ def test_direct_listings_of_a_tenant_are_logged_under_its_prefix(clock: VirtualC
         {"page": "2", "page_size": "2"},
     )
     assert api.list_all() == []
+
+
+def test_listed_items_are_deep_copies(api: FakeApi) -> None:
+    api.add({"id": "a", "tags": ["x"], "owner": {"name": "Ada", "roles": ["admin"]}})
+    listed = api.list_page(1, 10).data[0]
+    listed["tags"].append("y")
+    listed["owner"]["roles"].append("root")
+    listed["owner"]["name"] = "Eve"
+    again = api.list_page(1, 10).data[0]
+    assert (again["tags"], again["owner"]) == (["x"], {"name": "Ada", "roles": ["admin"]})
+    assert again["owner"] is not listed["owner"]

@@ -172,9 +172,21 @@ def decode_token(token: str) -> str:
 
 
 def copy_item(item: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of a stored item, safe to hand to callers."""
-    copied: dict[str, Any] = wkjson.to_jsonable(item)
-    return copied
+    """A deep copy of a stored item, safe to hand to callers.
+
+    Stored items are plain JSON data already (``_plain`` made them so), so only their
+    dicts and lists need copying; a listing then costs the API little next to the engine.
+    """
+    return {key: _copy_plain(value) for key, value in item.items()}
+
+
+def _copy_plain(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {key: _copy_plain(item) for key, item in value.items()}
+    if kind is list:
+        return [_copy_plain(item) for item in value]
+    return value  # str, int, float, bool, None: immutable
 
 
 def _plain(item: object, field: str) -> dict[str, Any]:
