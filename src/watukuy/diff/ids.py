@@ -55,6 +55,9 @@ def event_id_material(
         For example ``watukuy|v1|urn:watukuy:orders||o1|v1|1|created``.
     """
     parts = (source, partition, identity, version, format_number(schema_version), type)
+    joined = "|".join(parts)
+    if joined.count("|") == len(parts) - 1 and "\\" not in joined:
+        return _PREFIX + joined  # the usual case: no part holds a character to escape
     return _PREFIX + "|".join(map(_escape, parts))
 
 
