@@ -50,6 +50,8 @@ def resolve_path(item: object, path: str) -> Any:
         The value found, or :data:`MISSING` when a segment does not exist, including when
         the walk reaches ``None`` or a scalar before the path ends.
     """
+    if type(item) is dict and "." not in path:
+        return item.get(path, MISSING)  # the usual case: one key of a decoded JSON object
     current: Any = item
     for segment in path.split("."):
         if current is None or isinstance(current, str | bytes | int | float | bool):

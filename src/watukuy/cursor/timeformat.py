@@ -19,6 +19,7 @@ of a sample value, and is rounded down so it is never later than the instant ask
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import re
 from decimal import ROUND_FLOOR, Decimal
@@ -177,10 +178,7 @@ def parse_ns(value: TimestampValue) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
-        if _EPOCH_DIGITS.fullmatch(value):
-            return int(value) * (_NS_PER_S if len(value) == 10 else NS_PER_MS)
-        parsed = _parse_iso(value)
-        return None if parsed is None else parsed[0]
+        return _text_ns(value)
     if isinstance(value, int | float) and math.isfinite(value) and value > 0:
         digits = _integer_digits(value)
         if digits not in (10, 13):
@@ -188,6 +186,16 @@ def parse_ns(value: TimestampValue) -> int | None:
         scale = _NS_PER_S if digits == 10 else NS_PER_MS
         return value * scale if isinstance(value, int) else _scaled_floor(value, scale)
     return None
+
+
+# A page's stamps are read more than once (to drop items inside ``lag``, then to move the
+# watermark): remembering the latest few thousand makes every read after the first a lookup.
+@functools.lru_cache(maxsize=4096)
+def _text_ns(value: str) -> int | None:
+    if _EPOCH_DIGITS.fullmatch(value):
+        return int(value) * (_NS_PER_S if len(value) == 10 else NS_PER_MS)
+    parsed = _parse_iso(value)
+    return None if parsed is None else parsed[0]
 
 
 def format_ns(ns: int, like: TimestampValue) -> TimestampValue:

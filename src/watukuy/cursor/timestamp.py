@@ -95,7 +95,10 @@ class TimestampStrategy:
         raw = normalise_timestamp(resolve_path(item, self.config.field))
         if raw is None:
             return None
-        instant = self._instant(raw)
+        if self.config.parse is None:
+            instant: _Instant | None = parse_ns(raw)  # already normalised
+        else:
+            instant = read_timestamp_ms(raw, self.config.parse)
         return None if instant is None else (raw, instant)
 
     def _tie(self, item: object) -> TieBreakValue | None:
