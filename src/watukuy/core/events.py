@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from . import json as wkjson
+from .records import fast_init
 from .rows import Lane
 
 __all__ = ["Event", "EventType", "iso_time", "event_from_json", "event_to_json"]
@@ -28,6 +29,7 @@ def iso_time(ms: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Event(Generic[T]):
     """One observed change of one item.

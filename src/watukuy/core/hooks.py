@@ -22,6 +22,7 @@ from typing import Any, Final, Literal
 
 from .errors import SerializedError, ValidationIssue
 from .events import Event
+from .records import fast_init
 from .rows import Lane, Lease, ParkedRow, PollSummary
 
 __all__ = [
@@ -94,6 +95,7 @@ class CommitDetails(HookContext):
     duration_ms: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EventDetails(HookContext):
     """``on_event``: once per event committed to the outbox."""
@@ -101,6 +103,7 @@ class EventDetails(HookContext):
     event: Event[Any]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeliveredDetails(HookContext):
     """``on_delivered``: the handler succeeded and the event was acked."""

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any, Literal, TypedDict, cast
 
 from .errors import SerializedError
+from .records import fast_init
 
 __all__ = [
     "BackfillState",
@@ -239,6 +240,8 @@ def apply_patch(state: PollerState, patch: StatePatch) -> PollerState:
     return dataclasses.replace(state, **changes)
 
 
+@fast_init
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ItemRow:
     """One identity in the snapshot of a key.
@@ -260,6 +263,8 @@ class ItemRow:
     seen_at: int = 0
 
 
+@fast_init
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
     """A committed event waiting for its handler.

@@ -34,6 +34,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from watukuy.core import json as wkjson
 from watukuy.core.errors import ConfigError
+from watukuy.core.records import fast_init
 from watukuy.core.rows import ItemRow
 
 from .canonical import content_hash
@@ -63,6 +64,7 @@ OnSchemaChange = Literal["rebaseline", "emit"]
 _ON_SCHEMA_CHANGE: frozenset[str] = frozenset({"rebaseline", "emit"})
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Candidate(Generic[T]):
     """One item of a page, ready to compare with its stored row.
@@ -80,6 +82,7 @@ class Candidate(Generic[T]):
     hash: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Change(Generic[T]):
     """An event the page produces.
