@@ -6,7 +6,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from .context import HandlerContext
 from .errors import WatukuyError
@@ -61,9 +61,7 @@ class HandlerConsumer:
     async def deliver(self, event: Event[Any], ctx: HandlerContext) -> None:
         try:
             if self._is_async:
-                result = self.handler(event, ctx)
-                if inspect.isawaitable(result):
-                    await result
+                await cast("Awaitable[None]", self.handler(event, ctx))
             else:
                 result = await asyncio.to_thread(self.handler, event, ctx)
                 if inspect.isawaitable(result):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watukuy.scheduler import backoff_delay
+from watukuy.validate import is_passthrough
 
 from .consumers import Consumer, DeliveryAbandoned
 from .context import HandlerContext
@@ -124,6 +125,7 @@ class Dispatcher:
         self._logger = logger
         self._cancel = cancel
         self._ordering_key = poller.delivery.ordering_key
+        self._passthrough = is_passthrough(poller.adapter)
         self._acking: dict[str, asyncio.Future[None]] = {}  # ordering key -> its latest ack
         # Acks waiting for the writer, and the future they all resolve together.
         self._ack_queue: list[tuple[str, Event[Any], int, int, DrainResult]] = []
@@ -407,6 +409,8 @@ class Dispatcher:
 
     def _hydrate(self, stored: Event[Any], attempt: int) -> Event[Any]:
         adapter = self._poller.adapter
+        if self._passthrough and stored.attempt == attempt:
+            return stored  # no schema and a first attempt: the stored event is the one
         data = stored.data if stored.data is None else adapter.load(stored.data)
         previous = stored.previous if stored.previous is None else adapter.load(stored.previous)
         return Event(
