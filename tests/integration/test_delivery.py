@@ -320,3 +320,45 @@ async def test_a_failing_partitions_function_does_not_stop_the_daemon(world: Wor
         assert [e.subject for e in recorder.events] == ["item-001"]
     finally:
         await engine.stop()
+
+
+class AckLog:
+    """Delegates to a store and writes every ack_events call into ``log``."""
+
+    def __init__(self, store: Any, log: list[tuple[str, tuple[str, ...]]]) -> None:
+        self._store = store
+        self._log = log
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def ack_events(self, key: PKey, lease: Any, event_ids: Any) -> None:
+        await self._store.ack_events(key, lease, event_ids)
+        self._log.append(("ack", tuple(event_ids)))
+
+
+@pytest.mark.parametrize("constant_key", [True, False])
+async def test_a_constant_ordering_key_acks_each_event_before_the_next(
+    world: World, constant_key: bool
+) -> None:
+    seed(world, 5)
+    log: list[tuple[str, tuple[str, ...]]] = []
+    world.store = AckLog(world.store, log)
+    delivery = wk.Delivery(ordering_key=lambda event: "all") if constant_key else wk.Delivery()
+    engine = world.engine(orders(delivery=delivery))
+
+    async def handler(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+        log.append(("handle", (event.id,)))
+
+    engine.on("orders", handler)
+    await engine.tick()
+    handled = [ids[0] for kind, ids in log if kind == "handle"]
+    assert len(handled) == 5
+    if constant_key:
+        # handle e1, ack e1, handle e2, ack e2, ...: a crash can only repeat the last one.
+        assert log == [entry for eid in handled for entry in (("handle", (eid,)), ("ack", (eid,)))]
+    else:
+        # The default key with concurrency=1: acks are written behind the handler.
+        assert log[:5] == [("handle", (eid,)) for eid in handled]
+        assert [eid for kind, ids in log if kind == "ack" for eid in ids] == handled
+    assert await world.store.count_pending(PKey("orders")) == 0
