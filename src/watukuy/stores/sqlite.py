@@ -23,6 +23,7 @@ recorded in ``<prefix>migrations``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import re
 import sqlite3
@@ -67,6 +68,8 @@ _PREFIX: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$|^$")
 _MIGRATION_FILE: Final = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 # Bound parameters per IN (...) list; old SQLite builds allow 999 in total.
 _IN_CHUNK: Final = 500
+# load_versions reads a sorted run of at least this many identities as one key range.
+_RUN_MIN: Final = 64
 _K: Final = 'poller = ? AND "partition" = ?'
 
 
@@ -152,6 +155,10 @@ class _Sql:
         self.items_in = (
             "SELECT identity, version, hash, schema_version, payload, seen_at "
             f"FROM {i} WHERE {_K} AND identity IN "
+        )
+        self.items_between = (
+            "SELECT identity, version, hash, schema_version, payload, seen_at "
+            f"FROM {i} WHERE {_K} AND identity BETWEEN ? AND ? LIMIT ?"
         )
         self.identities_first = f"SELECT identity FROM {i} WHERE {_K} ORDER BY identity LIMIT ?"
         self.identities_after = (
@@ -528,6 +535,17 @@ class SqliteStore:
             return {}
 
         def read(conn: sqlite3.Connection) -> dict[str, ItemRow]:
+            if len(wanted) >= _RUN_MIN and all(a < b for a, b in itertools.pairwise(wanted)):
+                # A page listed in identity order is usually a contiguous run of the
+                # snapshot: one range scan reads it in about half the time of an IN list.
+                # The LIMIT keeps a sparse run (a filtered listing, many new items) cheap;
+                # it then takes the IN path below.
+                limit = 2 * len(wanted)
+                params = (key.poller, key.partition, wanted[0], wanted[-1], limit + 1)
+                rows = conn.execute(self._sql.items_between, params).fetchall()
+                if len(rows) <= limit:
+                    asked = set(wanted)
+                    return {r[0]: ItemRow(*r) for r in rows if r[0] in asked}
             out: dict[str, ItemRow] = {}
             for start in range(0, len(wanted), _IN_CHUNK):
                 chunk = wanted[start : start + _IN_CHUNK]

@@ -703,6 +703,31 @@ class StoreContract:
         assert sorted(found) == [f"id-{n:05d}" for n in range(0, 1_200, 2)]
         assert found["id-00998"].hash == "h998"
 
+    async def test_load_versions_of_sorted_runs_dense_or_sparse(self, store: StateStore) -> None:
+        # Pages listed in identity order ask for sorted runs; whatever a store does with
+        # them, the answer is exactly the asked rows of this key.
+        numbered = [f"id-{n:05d}" for n in range(1_000)]
+        lease = await _acquire(store)
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row(i, hash=f"h-{i}") for i in numbered])
+        )
+        other = await _acquire(store, KEY_B)
+        await store.commit_poll(KEY_B, other, batch(upserts=[item_row(i) for i in numbered]))
+        dense = [f"id-{n:05d}" for n in range(100, 300)] + ["id-00300x"]  # one unknown
+        found = await store.load_versions(KEY, dense)
+        assert sorted(found) == dense[:-1]
+        assert found["id-00150"].hash == "h-id-00150"
+        sparse = [f"id-{n:05d}" for n in range(0, 1_000, 10)]
+        assert sorted(await store.load_versions(KEY, sparse)) == sparse
+
+        names = [chr(0x4E00 + n) for n in range(70)] + ["Z", "a", "\u00e9", "\uff5a", "\U0001f600"]
+        key_u = PKey("orders", "tenant-u")
+        await store.commit_poll(
+            key_u, await _acquire(store, key_u), batch(upserts=[item_row(i) for i in names])
+        )
+        asked = sorted([*names, "b", "\u00ff"])  # code point order, two unknown
+        assert set(await store.load_versions(key_u, asked)) == set(names)
+
     async def test_upserts_replace_whole_rows_and_deletes_remove_them(
         self, store: StateStore
     ) -> None:
