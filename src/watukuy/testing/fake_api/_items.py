@@ -177,7 +177,13 @@ def copy_item(item: Mapping[str, Any]) -> dict[str, Any]:
     Stored items are plain JSON data already (``_plain`` made them so), so only their
     dicts and lists need copying; a listing then costs the API little next to the engine.
     """
-    return {key: _copy_plain(value) for key, value in item.items()}
+    return {
+        key: _copy_plain(value) if type(value) in _CONTAINERS else value
+        for key, value in item.items()
+    }
+
+
+_CONTAINERS: Final = frozenset({dict, list})
 
 
 def _copy_plain(value: Any) -> Any:
