@@ -23,7 +23,9 @@ cycle after 1% of the items changed and a cycle where nothing changed.
 
 The dispatch targets are read from a separate pair (**same events**): two fresh snapshot
 engines sync the same listing, then one delivers its 100,000 events at concurrency 1 and
-the other at 32, so both rates are measured on identical events.
+the other at 32, so both rates are measured on identical events. A last pair (**handler
+waits 1 ms**) delivers 5,000 events at concurrency 1 and 32 to a handler that awaits 1 ms
+per event, as one posting to a webhook does; it is reported, not a target.
 
 The floor is ``bench/bench_stores.py``'s, measured in the same run: the plainest code that
 commits a page of 500 item upserts and 500 outbox events to the same SQLite schema. Its
@@ -73,6 +75,9 @@ FLOOR_SHARE_TARGET = 0.5
 NO_CHANGE_SPEEDUP_TARGET = 5.0
 DISPATCH_TARGET = 10_000
 SAME_EVENTS = "same events"  # the like-for-like dispatch pair
+WAITING = "handler waits 1 ms"  # the pair that shows what concurrency is for
+WAITING_ITEMS = 5_000
+HANDLER_WAIT = 0.001
 
 
 class NoopHooks:
@@ -90,6 +95,10 @@ def _noop(details: Any) -> None:
 
 async def _handler(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
     return None
+
+
+async def _waiting_handler(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+    await asyncio.sleep(HANDLER_WAIT)  # a webhook or broker round trip
 
 
 @dataclass
@@ -171,10 +180,10 @@ def _poller(
     )
 
 
-def _api() -> FakeApi:
+def _api(items: int = ITEMS) -> FakeApi:
     # Stamped in the past, one second apart, so a timestamp cursor sees every item at once.
-    start = wk.SystemClock().now() - (ITEMS + 3_600) * 1_000
-    return FakeApi(items=fake_items(ITEMS, start=start), page_size=PAGE, log_limit=1_000)
+    start = wk.SystemClock().now() - (items + 3_600) * 1_000
+    return FakeApi(items=fake_items(items, start=start), page_size=PAGE, log_limit=1_000)
 
 
 @asynccontextmanager
@@ -228,11 +237,16 @@ def _change(api: FakeApi) -> None:
         api.update(f"item-{n + 1:06d}", status="changed")
 
 
-async def _dispatch(engine: wk.Engine, strategy: str, concurrency: int) -> Row:
+async def _dispatch(
+    engine: wk.Engine,
+    strategy: str,
+    concurrency: int,
+    handler: Callable[[wk.Event[Any], wk.HandlerContext], Awaitable[None]] = _handler,
+) -> Row:
     name = next(iter(engine.pollers))
     key = PKey(name)
     pending = await engine.store.count_pending(key)
-    engine.on(name, _handler)
+    engine.on(name, handler)
     seconds, _ = await _timed(engine.tick)
     left = await engine.store.count_pending(key)
     engine.off(name)
@@ -270,6 +284,21 @@ async def _dispatch_pair() -> list[Row]:
         async with _engine(poller) as engine:
             await _cycle(engine, fetch, SAME_EVENTS, "initial sync", trigger=False)
             rows.append(await _dispatch(engine, SAME_EVENTS, concurrency))
+    return rows
+
+
+async def _waiting_pair() -> list[Row]:
+    """Dispatch at concurrency 1 and 32 to a handler that waits 1 ms per event (as one that
+    posts to a webhook does): what concurrency is for. Fewer events, or concurrency 1 would
+    take minutes."""
+    rows = []
+    for concurrency in (1, 32):
+        api = _api(WAITING_ITEMS)
+        fetch = Timed(_page_fetch(api))
+        poller = _poller("snapshot", wk.SnapshotDiff(), fetch, concurrency)
+        async with _engine(poller) as engine:
+            await _cycle(engine, fetch, WAITING, "initial sync", trigger=False)
+            rows.append(await _dispatch(engine, WAITING, concurrency, _waiting_handler))
     return rows
 
 
@@ -409,6 +438,12 @@ def _print_targets(rows: list[Row], floor_rate: float, hashed_rate: float) -> No
     ]
     for text, ok, figure in checks:
         print(f"  {'met   ' if ok else 'MISSED'} {text}: {figure}")
+    slow_one = find(WAITING, "dispatch, concurrency 1")
+    slow_many = find(WAITING, "dispatch, concurrency 32")
+    print(
+        f"  (not a target) {WAITING}: concurrency 32 delivers "
+        f"{slow_one.seconds / slow_many.seconds:.1f}x the events/s of concurrency 1"
+    )
 
 
 async def run() -> list[Row]:
@@ -432,6 +467,7 @@ async def run() -> list[Row]:
             concurrency=32,
         )
         rows += await _dispatch_pair()
+        rows += await _waiting_pair()
         rows += await _unversioned()
         rows += await _over_http()
     finally:
