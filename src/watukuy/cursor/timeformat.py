@@ -192,10 +192,41 @@ def parse_ns(value: TimestampValue) -> int | None:
 # watermark): remembering the latest few thousand makes every read after the first a lookup.
 @functools.lru_cache(maxsize=4096)
 def _text_ns(value: str) -> int | None:
+    fast = _utc_seconds_or_millis_ns(value)
+    if fast is not None:
+        return fast
     if _EPOCH_DIGITS.fullmatch(value):
         return int(value) * (_NS_PER_S if len(value) == 10 else NS_PER_MS)
     parsed = _parse_iso(value)
     return None if parsed is None else parsed[0]
+
+
+def _utc_seconds_or_millis_ns(text: str) -> int | None:
+    """``YYYY-MM-DDTHH:MM:SS[.mmm]Z``, the shape most APIs write, without the regex.
+
+    Returns ``None`` for anything else, valid or not; :func:`_parse_iso` then decides.
+    """
+    size = len(text)
+    if size not in (20, 24) or text[-1] not in "Zz":
+        return None
+    if text[4] != "-" or text[7] != "-" or text[10] not in "Tt " or text[13] != ":":
+        return None
+    if text[16] != ":" or (size == 24 and text[19] not in ".,"):
+        return None
+    digits = text[:4] + text[5:7] + text[8:10] + text[11:13] + text[14:16] + text[17:19]
+    if size == 24:
+        digits += text[20:23]
+    if not (digits.isascii() and digits.isdigit()):
+        return None
+    hour, minute, second = int(digits[8:10]), int(digits[10:12]), int(digits[12:14])
+    if hour > 23 or minute > 59 or second > 59:
+        return None
+    try:
+        day = dt.date(int(digits[:4]), int(digits[4:6]), int(digits[6:8]))
+    except ValueError:
+        return None
+    seconds = (day.toordinal() - _EPOCH_ORDINAL) * 86_400 + hour * 3_600 + minute * 60 + second
+    return seconds * _NS_PER_S + (int(digits[14:]) * NS_PER_MS if size == 24 else 0)
 
 
 def format_ns(ns: int, like: TimestampValue) -> TimestampValue:

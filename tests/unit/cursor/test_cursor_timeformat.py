@@ -6,9 +6,11 @@ import datetime as dt
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from watukuy.cursor import MISSING, format_timestamp, parse_timestamp, resolve_path
-from watukuy.cursor.timeformat import format_ns, normalise_timestamp, parse_ns
+from watukuy.cursor.timeformat import _parse_iso, format_ns, normalise_timestamp, parse_ns
 
 T0 = 1_714_557_600_000  # 2024-05-01T10:00:00Z in epoch milliseconds
 
@@ -189,3 +191,26 @@ def test_resolve_path_reports_missing(item: object, path: str) -> None:
     assert resolve_path(item, path) is MISSING
     assert not MISSING
     assert repr(MISSING) == "MISSING"
+
+
+_MOMENTS = st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 12, 31))
+
+
+@st.composite
+def _utc_like(draw: st.DrawFn) -> str:
+    """``YYYY-MM-DDTHH:MM:SS[.mmm]Z`` texts, as written or with up to three characters
+    swapped for digits, separators, letters or a non-ASCII digit."""
+    moment = draw(_MOMENTS)
+    spec = draw(st.sampled_from(["seconds", "milliseconds"]))
+    text = list(moment.isoformat(timespec=spec) + "Z")
+    for _ in range(draw(st.integers(0, 3))):
+        index = draw(st.integers(0, len(text) - 1))
+        text[index] = draw(st.sampled_from(list("0123456789:-.,TtzZ x/\u0663")))
+    return "".join(text)
+
+
+@settings(max_examples=3_000, deadline=None)
+@given(_utc_like())
+def test_the_fast_shape_reads_exactly_as_the_general_parser(text: str) -> None:
+    general = _parse_iso(text)
+    assert parse_ns(text) == (None if general is None else general[0])
