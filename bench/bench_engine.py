@@ -25,7 +25,9 @@ The dispatch targets are read from a separate pair (**same events**): two fresh 
 engines sync the same listing, then one delivers its 100,000 events at concurrency 1 and
 the other at 32, so both rates are measured on identical events. A last pair (**handler
 waits 1 ms**) delivers 5,000 events at concurrency 1 and 32 to a handler that awaits 1 ms
-per event, as one posting to a webhook does; it is reported, not a target.
+per event, as one posting to a webhook does; it is reported, not a target. So is the
+**constant ordering key** row: 5,000 events under one ordering key, where each event waits
+for the previous one's ack (a store round trip per event).
 
 The floor is ``bench/bench_stores.py``'s, measured in the same run: the plainest code that
 commits a page of 500 item upserts and 500 outbox events to the same SQLite schema. Its
@@ -76,6 +78,7 @@ NO_CHANGE_SPEEDUP_TARGET = 5.0
 DISPATCH_TARGET = 10_000
 SAME_EVENTS = "same events"  # the like-for-like dispatch pair
 WAITING = "handler waits 1 ms"  # the pair that shows what concurrency is for
+SERIAL = "constant ordering key"  # every event acked before the next is handed over
 WAITING_ITEMS = 5_000
 HANDLER_WAIT = 0.001
 
@@ -162,7 +165,13 @@ def _since_fetch(api: FakeApi) -> Fetch:
 
 
 def _poller(
-    name: str, cursor: wk.CursorConfig, fetch: Timed, concurrency: int = 1, *, version: bool = True
+    name: str,
+    cursor: wk.CursorConfig,
+    fetch: Timed,
+    concurrency: int = 1,
+    *,
+    version: bool = True,
+    ordering_key: Callable[[wk.Event[Any]], str] | None = None,
 ) -> wk.PollerDefinition[Any]:
     # The FakeApi's items carry a version, as most APIs' items carry an updated_at or an
     # etag: declaring it is the recommended set-up (an unchanged version skips hashing).
@@ -176,7 +185,7 @@ def _poller(
         # Never due on its own: every cycle below is started with trigger().
         schedule=wk.Schedule(min="1h", max="2h"),
         max_pages_per_cycle=10_000,
-        delivery=wk.Delivery(concurrency=concurrency),
+        delivery=wk.Delivery(concurrency=concurrency, ordering_key=ordering_key),
     )
 
 
@@ -300,6 +309,17 @@ async def _waiting_pair() -> list[Row]:
             await _cycle(engine, fetch, WAITING, "initial sync", trigger=False)
             rows.append(await _dispatch(engine, WAITING, concurrency, _waiting_handler))
     return rows
+
+
+async def _serial() -> list[Row]:
+    """Dispatch of 5,000 events with one ordering key for all: each event is handed over only
+    once the previous one's ack has landed, a store round trip per event."""
+    api = _api(WAITING_ITEMS)
+    fetch = Timed(_page_fetch(api))
+    poller = _poller("snapshot", wk.SnapshotDiff(), fetch, ordering_key=lambda event: "all")
+    async with _engine(poller) as engine:
+        await _cycle(engine, fetch, SERIAL, "initial sync", trigger=False)
+        return [await _dispatch(engine, SERIAL, 1)]
 
 
 async def _unversioned() -> list[Row]:
@@ -444,6 +464,11 @@ def _print_targets(rows: list[Row], floor_rate: float, hashed_rate: float) -> No
         f"  (not a target) {WAITING}: concurrency 32 delivers "
         f"{slow_one.seconds / slow_many.seconds:.1f}x the events/s of concurrency 1"
     )
+    serial = find(SERIAL, "dispatch, concurrency 1")
+    print(
+        f"  (not a target) {SERIAL}, each event acked before the next: "
+        f"{serial.events / serial.seconds:,.0f} events/s"
+    )
 
 
 async def run() -> list[Row]:
@@ -468,6 +493,7 @@ async def run() -> list[Row]:
         )
         rows += await _dispatch_pair()
         rows += await _waiting_pair()
+        rows += await _serial()
         rows += await _unversioned()
         rows += await _over_http()
     finally:
