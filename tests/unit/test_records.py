@@ -10,6 +10,7 @@ import pytest
 
 from watukuy.core.events import Event
 from watukuy.core.hooks import DeliveredDetails
+from watukuy.core.poller import Partition
 from watukuy.core.records import fast_init
 from watukuy.core.rows import OutboxRow
 
@@ -65,9 +66,12 @@ def test_still_frozen_hashable_and_comparable() -> None:
 
 
 def test_the_hot_records_use_it() -> None:
+    for cls in (Event, OutboxRow, Partition, DeliveredDetails):
+        assert "_set0" in cls.__init__.__code__.co_names, cls
     event: Event[Any] = Event("id", "created", "urn:watukuy:a", "s", "t", "a", "", "live", 1)
     assert (event.cursor, event.data, event.previous, event.attempt) == (None, None, None, 1)
     assert OutboxRow(event_id="e", sequence=1, event="{}").attempts == 0
+    assert Partition("acme") == Partition(key="acme", data=None)
     details = DeliveredDetails(
         poller="a",
         partition="",

@@ -21,6 +21,7 @@ from watukuy.validate import SchemaAdapter, schema_adapter
 from .durations import Duration, parse_duration
 from .errors import ConfigError
 from .options import Circuit, Delivery, EventLog, Reconcile, Schedule
+from .records import fast_init
 
 __all__ = [
     "FetchFn",
@@ -47,6 +48,7 @@ generator yielding pages, or a plain ``def`` (run in a worker thread)."""
 _NAME: Final = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Partition:
     """One partition of a partitioned poller (a tenant, an account, a region).
