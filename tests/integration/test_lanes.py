@@ -268,6 +268,48 @@ async def test_removed_partitions_are_paused_not_deleted(world: World) -> None:
     assert [p["partition"] for p in (await engine.inspect())["pollers"]] == ["a"]
 
 
+async def test_a_refresh_sees_a_list_changed_in_place_and_new_partition_data(
+    world: World,
+) -> None:
+    tenants = [wk.Partition("a", data={"token": 1}), wk.Partition("b", data={"token": 1})]
+    for tenant in tenants:
+        world.api.tenant(tenant.key).add(item(1, T))
+    inner = timestamp_fetch()
+    seen: list[tuple[str, int]] = []
+
+    async def fetch(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
+        seen.append((ctx.partition.key, ctx.partition.data["token"]))
+        page: wk.Page[Any] = await inner(ctx)
+        return page
+
+    poller: wk.PollerDefinition[Any] = wk.define_poller(
+        name="inv",
+        identity=lambda o: o["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+        fetch=fetch,
+        partitions=lambda: tenants,  # the same list object every time
+        partitions_refresh="1m",
+        schedule=wk.Schedule(min="1m", max="1m", jitter=0),
+    )
+    engine = world.engine(poller)
+    engine.on("inv", Recorder())
+    await engine.tick()
+    assert sorted(seen) == [("a", 1), ("b", 1)]
+    tenants.pop()  # "b" leaves, in place
+    seen.clear()
+    await world.clock.advance("2m")
+    await engine.tick()
+    assert seen == [("a", 1)]
+    state = await world.store.load_state(PKey("inv", "b"))
+    assert state is not None
+    assert state.paused is True
+    tenants[0] = wk.Partition("a", data={"token": 2})  # same key, new credentials
+    seen.clear()
+    await world.clock.advance("2m")
+    await engine.tick()
+    assert seen == [("a", 2)]
+
+
 class CountingStore:
     """Counts load_state calls on the way through."""
 

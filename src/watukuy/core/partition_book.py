@@ -60,6 +60,7 @@ class PartitionBook:
         self._fresh: dict[str, set[str]] = {}
         self._removed: dict[str, set[str]] = {}
         self._audit_at: dict[str, int] = {}
+        self._raw: dict[str, list[Any]] = {}  # what partitions() returned last, as listed
 
     async def of(self, name: str, *, force: bool = False) -> list[Partition]:
         """The current partitions of a poller, calling ``partitions()`` again when its
@@ -73,7 +74,12 @@ class PartitionBook:
         if not force and last is not None and now - last < poller.partitions_refresh_ms:
             return self._lists[name]
         try:
-            listed = await call_partitions(poller)
+            raw = await _listed(poller)
+            if name in self._lists and _same(raw, self._raw.get(name)):
+                # The usual refresh: the same tenants as last time. Nothing to rebuild.
+                self._listed_at[name] = now
+                return self._lists[name]
+            listed = _checked(poller, raw)
         except Exception as error:
             if name not in self._lists:
                 raise
@@ -81,6 +87,7 @@ class PartitionBook:
             self._listed_at[name] = now
             return self._lists[name]
         await self._apply(name, listed, first=last is None)
+        self._raw[name] = raw
         self._listed_at[name] = now
         return self._lists[name]
 
@@ -160,10 +167,30 @@ async def call_partitions(poller: PollerDefinition[Any]) -> list[Partition]:
     Raises:
         ConfigError: A key that is not a non-empty string, or a key listed twice.
     """
+    return _checked(poller, await _listed(poller))
+
+
+async def _listed(poller: PollerDefinition[Any]) -> list[Any]:
+    """What ``partitions()`` returned, as a new list (sync or async)."""
     assert poller.partitions is not None
     listed: Any = poller.partitions()
     if isinstance(listed, Awaitable):
         listed = await listed
+    return list(listed)
+
+
+def _same(raw: list[Any], previous: list[Any] | None) -> bool:
+    """Whether ``partitions()`` returned what it returned last time (keys and data)."""
+    if previous is None or len(raw) != len(previous):
+        return False
+    try:
+        return bool(raw == previous)
+    except Exception:  # data whose == raises or is ambiguous (arrays): treat as changed
+        return False
+
+
+def _checked(poller: PollerDefinition[Any], listed: list[Any]) -> list[Partition]:
+    """The partitions of a listing, each key checked."""
     partitions: list[Partition] = []
     seen: set[str] = set()
     for entry in listed:
