@@ -17,7 +17,7 @@ from .poller import Partition, PollerDefinition
 from .ports import Clock, StateStore
 from .rows import PKey
 
-__all__ = ["AUDIT_BATCH", "PartitionBook", "call_partitions"]
+__all__ = ["AUDIT_BATCH", "PartitionBook"]
 
 _log = logging.getLogger("watukuy")
 
@@ -161,15 +161,6 @@ class PartitionBook:
         self._index[name] = current
 
 
-async def call_partitions(poller: PollerDefinition[Any]) -> list[Partition]:
-    """Call a poller's ``partitions()`` (sync or async) and check what it returned.
-
-    Raises:
-        ConfigError: A key that is not a non-empty string, or a key listed twice.
-    """
-    return _checked(poller, await _listed(poller))
-
-
 async def _listed(poller: PollerDefinition[Any]) -> list[Any]:
     """What ``partitions()`` returned, as a new list (sync or async)."""
     assert poller.partitions is not None
@@ -190,7 +181,11 @@ def _same(raw: list[Any], previous: list[Any] | None) -> bool:
 
 
 def _checked(poller: PollerDefinition[Any], listed: list[Any]) -> list[Partition]:
-    """The partitions of a listing, each key checked."""
+    """The partitions of a listing, each key checked.
+
+    Raises:
+        ConfigError: A key that is not a non-empty string, or a key listed twice.
+    """
     partitions: list[Partition] = []
     seen: set[str] = set()
     for entry in listed:

@@ -241,7 +241,6 @@ def apply_patch(state: PollerState, patch: StatePatch) -> PollerState:
 
 
 @fast_init
-@fast_init
 @dataclass(frozen=True, slots=True)
 class ItemRow:
     """One identity in the snapshot of a key.
@@ -263,7 +262,6 @@ class ItemRow:
     seen_at: int = 0
 
 
-@fast_init
 @fast_init
 @dataclass(frozen=True, slots=True)
 class OutboxRow:

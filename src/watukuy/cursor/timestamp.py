@@ -85,20 +85,16 @@ class TimestampStrategy:
 
     # -- reading values ------------------------------------------------------------------
 
-    def _instant(self, value: object) -> _Instant | None:
+    def _instant(self, value: TimestampValue) -> _Instant | None:
         if self.config.parse is None:
-            normal = normalise_timestamp(value)
-            return None if normal is None else parse_ns(normal)
+            return parse_ns(value)
         return read_timestamp_ms(value, self.config.parse)
 
     def _stamp(self, item: object) -> tuple[TimestampValue, _Instant] | None:
         raw = normalise_timestamp(resolve_path(item, self.config.field))
         if raw is None:
             return None
-        if self.config.parse is None:
-            instant: _Instant | None = parse_ns(raw)  # already normalised
-        else:
-            instant = read_timestamp_ms(raw, self.config.parse)
+        instant = self._instant(raw)
         return None if instant is None else (raw, instant)
 
     def _tie(self, item: object) -> TieBreakValue | None:
