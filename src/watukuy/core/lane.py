@@ -185,6 +185,9 @@ class LaneCycle:
         http = self._bind_http(observations)
 
         cursor, target = self._start_cursor(state)
+        # `overlap` moves back the first request of a cycle only; every later request
+        # continues where the previous page left off (see CursorStrategy.next_view).
+        request = strategy.view(cursor, clock.now())
         pages = items = 0
         counts = {"created": 0, "updated": 0, "deleted": 0}
         truncated = saw_not_modified = done = False
@@ -205,7 +208,7 @@ class LaneCycle:
                 phase = "fetch"
                 observations.reset_page()
                 ctx: FetchContext[Any] = FetchContext(
-                    cursor=strategy.view(cursor, clock.now()),
+                    cursor=request,
                     page=pages + 1,
                     partition=self._partition,
                     lane=self._lane,
@@ -246,6 +249,7 @@ class LaneCycle:
                 if page_done:
                     done = True
                     break
+                request = strategy.next_view(cursor, request, page, clock.now())
             if done and self._full_scan and not truncated and not saw_not_modified:
                 phase = "commit"
                 state, deleted = await self._deletes(state, seen)

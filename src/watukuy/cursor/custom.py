@@ -43,6 +43,10 @@ class CustomStrategy(Generic[C]):
         """The stored cursor, as is."""
         return cursor
 
+    def next_view(self, cursor: C, request: C, page: Page[Any], now: int) -> C:
+        """The stored cursor after the previous page."""
+        return cursor
+
     def select(self, page: Page[Any], now: int) -> list[Any]:
         """Every item of the page."""
         return list(page.items)

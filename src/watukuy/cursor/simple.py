@@ -43,6 +43,12 @@ class TokenStrategy:
         """The stored position, as is."""
         return cursor
 
+    def next_view(
+        self, cursor: TokenPosition, request: TokenPosition, page: Page[Any], now: int
+    ) -> TokenPosition:
+        """The stored position after the previous page."""
+        return cursor
+
     def select(self, page: Page[Any], now: int) -> list[Any]:
         """Every item of the page."""
         return list(page.items)
@@ -130,6 +136,12 @@ class PageStrategy:
         """The stored position, as is."""
         return cursor
 
+    def next_view(
+        self, cursor: PagePosition, request: PagePosition, page: Page[Any], now: int
+    ) -> PagePosition:
+        """The stored position after the previous page."""
+        return cursor
+
     def select(self, page: Page[Any], now: int) -> list[Any]:
         """Every item of the page."""
         return list(page.items)
@@ -208,6 +220,9 @@ class SnapshotDiffStrategy:
         """``None``: there is nothing to remember."""
 
     def view(self, cursor: None, now: int) -> None:
+        """``None``."""
+
+    def next_view(self, cursor: None, request: None, page: Page[Any], now: int) -> None:
         """``None``."""
 
     def select(self, page: Page[Any], now: int) -> list[Any]:

@@ -33,14 +33,16 @@ class CursorStrategy(Protocol[C]):
     The runner drives a cycle like this::
 
         cursor = strategy.deserialize(stored) if stored else strategy.initial()
+        request = strategy.view(cursor, now)
         while True:
-            page = await fetch(ctx(cursor=strategy.view(cursor, now)))
+            page = await fetch(ctx(cursor=request))
             kept = strategy.select(page, now)
             items = validate(kept)
             cursor, done = strategy.advance(cursor, page, kept, items, now)
             commit(strategy.serialize(cursor), events_for(items))
             if done:
                 break
+            request = strategy.next_view(cursor, request, page, now)
     """
 
     @property
@@ -58,7 +60,19 @@ class CursorStrategy(Protocol[C]):
         ...
 
     def view(self, cursor: C, now: int) -> Any:
-        """What ``fetch`` sees as ``ctx.cursor`` for the stored ``cursor`` at ``now`` (ms)."""
+        """What ``fetch`` sees as ``ctx.cursor`` on the first request of a cycle, for the
+        stored ``cursor`` at ``now`` (ms)."""
+        ...
+
+    def next_view(self, cursor: C, request: Any, page: Page[Any], now: int) -> Any:
+        """What ``fetch`` sees as ``ctx.cursor`` on the next request of the same cycle.
+
+        Args:
+            cursor: The stored cursor after ``page``.
+            request: The ``ctx.cursor`` ``page`` was fetched with.
+            page: The page as ``fetch`` returned it.
+            now: The engine clock, in epoch milliseconds.
+        """
         ...
 
     def select(self, page: Page[Any], now: int) -> list[Any]:

@@ -18,8 +18,11 @@ Rules, in the order they matter:
   still, so the cycle ends there instead of asking for the same items again.
 * **Server watermark.** A text ``Page.cursor`` replaces the watermark (``tie_break`` becomes
   ``None``) and switches lag filtering off for that page.
-* **Overlap** only changes what ``fetch`` sees: the watermark moved back by ``overlap``,
-  written in the stored value's shape, with ``tie_break=None``.
+* **Overlap** only changes what ``fetch`` sees on the first request of a cycle: the
+  watermark moved back by ``overlap``, written in the stored value's shape, with
+  ``tie_break=None``. Each later request of the cycle continues from the largest
+  ``(field, tie_break)`` of the page before it, so the whole window is read once, and from
+  the stored watermark as soon as that is further on (or the page did not move forward).
 
 Times are compared exactly: the default rules read nanoseconds as integers; a user ``parse``
 yields float milliseconds, compared as they are.
@@ -142,7 +145,8 @@ class TimestampStrategy:
         return TimestampPosition(self.config.initial, None)
 
     def view(self, cursor: TimestampPosition, now: int) -> TimestampPosition:
-        """The position handed to ``fetch``: the stored one, or moved back by ``overlap``."""
+        """The position of the first request of a cycle: the stored one, or moved back by
+        ``overlap``."""
         overlap_ms = self.config.overlap_ms
         if overlap_ms <= 0 or cursor.value is None:
             return cursor
@@ -158,6 +162,55 @@ class TimestampStrategy:
                     field="cursor.overlap",
                 ) from error
         return TimestampPosition(shifted, None)
+
+    def next_view(
+        self,
+        cursor: TimestampPosition,
+        request: TimestampPosition,
+        page: Page[Any],
+        now: int,
+    ) -> TimestampPosition:
+        """The position of the next request of a cycle: the stored ``cursor``, unless the
+        previous request re-read the overlap window and the window goes on past its page.
+
+        Within the window the next request continues from the largest kept
+        ``(field, tie_break)`` of ``page``, so a window longer than one page is read through
+        instead of its first page again and again.
+        """
+        if request == cursor or request.value is None or cursor.value is None:
+            return cursor
+        if self._override(page) is not None:
+            return cursor
+        best: tuple[TimestampValue, _Instant] | None = None
+        best_tie: TieBreakValue | None = None
+        for item in self.select(page, now):
+            stamp = self._stamp(item)
+            if stamp is None:
+                continue
+            if best is None or stamp[1] > best[1]:
+                best, best_tie = stamp, self._tie(item)
+            elif stamp[1] == best[1]:
+                best_tie = _larger_tie(best_tie, self._tie(item))
+        if best is None:
+            return cursor
+        reached = (best[1], best_tie)
+        if not self._ahead(reached, (self._stored_instant(request.value), request.tie_break)):
+            return cursor  # the page did not move: continue from the watermark
+        if not self._ahead((self._stored_instant(cursor.value), cursor.tie_break), reached):
+            return cursor  # the window is behind us
+        return TimestampPosition(best[0], best_tie)
+
+    def _ahead(
+        self,
+        a: tuple[_Instant, TieBreakValue | None],
+        b: tuple[_Instant, TieBreakValue | None],
+    ) -> bool:
+        """True when keyset position ``a`` is strictly further on than ``b``."""
+        if a[0] != b[0]:
+            return a[0] > b[0]
+        if self.config.tie_break is None or a[1] is None:
+            return False
+        return b[1] is None or _tie_rank(a[1]) > _tie_rank(b[1])
 
     def select(self, page: Page[Any], now: int) -> list[Any]:
         """Drop the items newer than ``now - lag``, unless the page carries a watermark."""
@@ -250,12 +303,19 @@ class TimestampStrategy:
         return None if ms is None else round(now - ms)
 
     def reached(self, cursor: TimestampPosition, target: TimestampPosition) -> bool:
-        """True once the watermark's instant is at or past the target's."""
+        """True once the keyset has read everything up to ``target``, its instant included:
+        past the target's instant, or at it with a tie-break at or past the target's (the
+        items tied on that instant may span several pages)."""
         if target.value is None:
             return True
         if cursor.value is None:
             return False
-        return self._stored_instant(cursor.value) >= self._stored_instant(target.value)
+        at, goal = self._stored_instant(cursor.value), self._stored_instant(target.value)
+        if at != goal:
+            return at > goal
+        if self.config.tie_break is None or target.tie_break is None or cursor.tie_break is None:
+            return False
+        return _tie_rank(cursor.tie_break) >= _tie_rank(target.tie_break)
 
     def describe(self, cursor: TimestampPosition) -> dict[str, Any]:
         """``{"value": ..., "tie_break": ...}``."""

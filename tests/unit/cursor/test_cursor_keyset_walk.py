@@ -79,14 +79,16 @@ def run_cycle(
     """One cycle as the runner drives it; returns the cursor, the kept items, the cursors."""
     seen: list[Any] = []
     trail: list[TimestampPosition] = []
+    request = s.view(cursor, now)
     for _ in range(1_000):
-        page = api.fetch(s.view(cursor, now))
+        page = api.fetch(request)
         kept = s.select(page, now)
         cursor, done = s.advance(cursor, page, kept, kept, now)
         seen.extend(kept)
         trail.append(cursor)
         if done:
             return cursor, seen, trail
+        request = s.next_view(cursor, request, page, now)
     raise AssertionError("the cycle never finished")
 
 
@@ -212,3 +214,53 @@ def test_walking_a_keyset_api_yields_every_item_exactly_once(
     again, seen_again, _ = run_cycle(s, cursor, api, now=T0 + 3_600_000)
     assert seen_again == []
     assert again == cursor
+
+
+def test_overlap_applies_to_the_first_request_of_a_cycle_only() -> None:
+    tied = [Row(id=f"o{n:03d}", updated_at=T0_ISO) for n in range(250)]
+    api = KeysetApi(tied, page_sizes=[100])
+    s = make_strategy(TimestampCursor(field="updated_at", tie_break="id", overlap="2m"))
+
+    cursor, seen, _ = run_cycle(s, s.initial(), api, now=T0 + 60_000)
+
+    assert len(seen) == 250
+    assert api.requests == [
+        TimestampPosition(None, None),
+        TimestampPosition(T0_ISO, "o099"),
+        TimestampPosition(T0_ISO, "o199"),
+    ]
+    api.requests.clear()
+    again, seen, _ = run_cycle(s, cursor, api, now=T0 + 120_000)
+    # The window is read through once: its first page is not asked for again and again.
+    assert [item["id"] for item in seen] == [row.id for row in tied]
+    assert api.requests == [
+        TimestampPosition("2024-05-01T09:58:00Z", None),
+        TimestampPosition(T0_ISO, "o099"),
+        TimestampPosition(T0_ISO, "o199"),
+    ]
+    assert again == cursor
+
+
+@settings(max_examples=150, deadline=None)
+@given(_rows(), st.integers(min_value=0, max_value=7))
+def test_with_overlap_the_next_cycle_reads_the_whole_window_once(
+    case: tuple[list[Row], list[int]], back_s: int
+) -> None:
+    rows, page_sizes = case
+    api = KeysetApi(rows, page_sizes)
+    s = make_strategy(TimestampCursor(field="updated_at", tie_break="id", overlap=back_s))
+    now = T0 + 3_600_000
+
+    cursor, seen, _ = run_cycle(s, s.initial(), api, now=now)
+    assert sorted(item["id"] for item in seen) == sorted(row.id for row in rows)
+
+    again, seen_again, _ = run_cycle(s, cursor, api, now=now)
+    assert again == cursor
+    if cursor.value is None:
+        return
+    start = parse_ns(cursor.value)
+    assert start is not None
+    window = [row.id for row in api.rows if row.instant >= start - back_s * 1_000_000_000]
+    if back_s == 0:
+        window = []  # no overlap: the exact keyset has nothing after the last item
+    assert [item["id"] for item in seen_again] == window

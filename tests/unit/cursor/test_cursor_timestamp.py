@@ -355,7 +355,8 @@ def test_reached_compares_instants() -> None:
     assert s.reached(TimestampPosition(None), TimestampPosition(None)) is True
     assert s.reached(TimestampPosition(iso(0)), TimestampPosition(None)) is True
     assert s.reached(TimestampPosition(None), TimestampPosition(iso(0))) is False
-    assert s.reached(TimestampPosition(iso(0)), TimestampPosition("1714557600")) is True
+    # The target's instant is included: ties on it may still follow on the next page.
+    assert s.reached(TimestampPosition(iso(0)), TimestampPosition("1714557600")) is False
     assert s.reached(TimestampPosition(iso(1_000)), TimestampPosition(iso(0))) is True
     assert s.reached(TimestampPosition(iso(-1)), TimestampPosition(iso(0))) is False
 
@@ -424,3 +425,13 @@ def test_kind_and_initial() -> None:
     assert (s.kind, s.full_scan) == ("timestamp", False)
     assert s.initial() == TimestampPosition(1_714_557_600, None)
     assert strategy().initial() == TimestampPosition(None, None)
+
+
+def test_reached_reads_the_ties_of_the_target_instant_through() -> None:
+    s = strategy(tie_break="id")
+    target = TimestampPosition(iso(0), "o249")
+    assert s.reached(TimestampPosition(iso(0), "o099"), target) is False
+    assert s.reached(TimestampPosition(iso(0), "o249"), target) is True
+    assert s.reached(TimestampPosition(iso(0), "o300"), target) is True
+    assert s.reached(TimestampPosition(iso(0), None), target) is False
+    assert s.reached(TimestampPosition(iso(1), None), target) is True

@@ -1,0 +1,109 @@
+"""Cursor rules and operations that must never skip an item: overlap on the first request of
+a cycle, validators after operations, ``backfill(None)``, and misconfigured pollers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import watukuy as wk
+
+from .conftest import Recorder, World, timestamp_fetch
+
+TS = "2025-12-31T23:59:00.000Z"
+
+
+def tied(world: World, count: int, at: str = TS) -> None:
+    """``count`` items ``o000``... all stamped ``at``."""
+    for n in range(count):
+        world.api.add({"id": f"o{n:03d}", "updated_at": at, "status": "new"})
+
+
+def recording(fetch: Callable[..., Any], seen: list[tuple[str, Any, Any]]) -> Callable[..., Any]:
+    """``fetch``, recording ``(lane, value, tie_break)`` of every request."""
+
+    async def wrapped(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
+        seen.append((ctx.lane, ctx.cursor.value, ctx.cursor.tie_break))
+        page: wk.Page[Any] = await fetch(ctx)
+        return page
+
+    return wrapped
+
+
+def overlapping(seen: list[tuple[str, Any, Any]], **options: Any) -> wk.PollerDefinition[Any]:
+    options.setdefault("max_pages_per_cycle", 10)
+    return wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id", overlap="2m"),
+        fetch=recording(timestamp_fetch(limit=100), seen),
+        **options,
+    )
+
+
+# --- defect 1: overlap belongs to the first request of a cycle ----------------------------
+
+
+async def test_overlap_moves_back_the_first_request_of_a_cycle_only(world: World) -> None:
+    tied(world, 250)
+    seen: list[tuple[str, Any, Any]] = []
+    engine = world.engine(overlapping(seen))
+    recorder = Recorder()
+    engine.on("orders", recorder)
+
+    result = await engine.tick()
+
+    assert result.errors == []
+    assert len(recorder.events) == 250
+    assert {e.subject for e in recorder.events} == {f"o{n:03d}" for n in range(250)}
+    assert seen == [("live", None, None), ("live", TS, "o099"), ("live", TS, "o199")]
+    report = (await engine.inspect())["pollers"][0]
+    assert report["cursors"]["live"] == {"value": TS, "tie_break": "o249"}
+
+
+async def test_the_next_cycle_reads_the_overlap_window_through_once(world: World) -> None:
+    tied(world, 250)
+    seen: list[tuple[str, Any, Any]] = []
+    engine = world.engine(overlapping(seen))
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()
+    world.api.add({"id": "o250", "updated_at": "2025-12-31T23:59:30.000Z", "status": "new"})
+    seen.clear()
+    await world.clock.advance("10m")
+
+    result = await engine.tick()
+
+    assert result.errors == []
+    # The window (two minutes back, 250 tied items) is read once, page after page, and the
+    # last page goes on past the watermark; nothing is read twice, nothing is skipped.
+    assert seen == [
+        ("live", "2025-12-31T23:57:00.000Z", None),
+        ("live", TS, "o099"),
+        ("live", TS, "o199"),
+    ]
+    assert [e.subject for e in recorder.events[250:]] == ["o250"]
+
+
+async def test_overlap_on_the_backfill_lane_continues_page_by_page(world: World) -> None:
+    tied(world, 250)
+    seen: list[tuple[str, Any, Any]] = []
+    engine = world.engine(overlapping(seen))
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()
+    seen.clear()
+
+    await engine.backfill("orders", TS, force=True)
+    result = await engine.tick()
+
+    assert result.errors == []
+    backfill = [request for request in seen if request[0] == "backfill"]
+    assert backfill == [
+        ("backfill", "2025-12-31T23:57:00.000Z", None),
+        ("backfill", TS, "o099"),
+        ("backfill", TS, "o199"),
+    ]
+    assert sorted(e.subject for e in recorder.events if e.lane == "backfill") == [
+        f"o{n:03d}" for n in range(250)
+    ]
