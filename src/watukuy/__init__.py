@@ -55,6 +55,7 @@ from .core.options import (
 )
 from .core.page import Page
 from .core.poller import Partition, PollerDefinition, define_poller
+from .core.redact import Redaction
 from .core.results import EngineStatus, LeaseOptions, ReplayResult, TickPollResult, TickResult
 from .core.rows import Lane, RateLimitInfo
 from .cursor import (
@@ -135,6 +136,7 @@ __all__ = [
     "PostgresStore",
     "RateLimitInfo",
     "Reconcile",
+    "Redaction",
     "RedisBudgetStore",
     "RedisStore",
     "ReplayResult",

@@ -25,6 +25,7 @@ from .core.errors import ConfigError
 from .core.options import Budget
 from .core.poller import PollerDefinition
 from .core.ports import BudgetStore, Clock, Random, StateStore
+from .core.redact import Redaction
 from .core.results import LeaseOptions
 from .http import HttpxFactory
 
@@ -75,6 +76,11 @@ class Engine(EngineCore):
         fair_share_spread: Upper bound of a random delay the daemon adds before it looks at
             a key again, so that replicas on one store share keys evenly (default: a tenth
             of ``schedule.min``, at most 500 ms; ``0`` turns it off).
+        redact: What counts as a secret in errors, logs, hook records and routes: a
+            :class:`~watukuy.Redaction` (extra names, allowed names, literal values,
+            patterns) or a list of extra header / parameter names. User info in URLs and
+            the built-in names (``authorization``, ``api_key``, ``*token*``, ...) are
+            always masked; see ``docs/security.md``.
 
     Raises:
         ConfigError: Invalid configuration, naming the field and value.
@@ -99,6 +105,7 @@ class Engine(EngineCore):
         resync_every: Duration = "15s",
         auto_migrate: bool = True,
         fair_share_spread: Duration | None = None,
+        redact: Redaction | Sequence[str] | None = None,
     ) -> None:
         if isinstance(lease, Mapping):
             try:
@@ -124,6 +131,7 @@ class Engine(EngineCore):
             resync_every=resync_every,
             auto_migrate=auto_migrate,
             fair_share_spread=fair_share_spread,
+            redact=redact,
         )
 
     async def serve(self, stop_timeout: Duration = "30s") -> None:

@@ -39,6 +39,7 @@ EXPECTED = {
     "PostgresStore",
     "RateLimitInfo",
     "Reconcile",
+    "Redaction",
     "RedisBudgetStore",
     "RedisStore",
     "ReplayResult",

@@ -28,6 +28,7 @@ from .events import Event, event_from_json
 from .hooks import DeliveredDetails, HookBus, ParkedDetails, RetryDetails
 from .poller import Partition, PollerDefinition
 from .ports import Clock, Random, StateStore
+from .redact import DEFAULT_REDACTION, Redaction
 from .rows import OutboxRow, ParkedRow, PKey
 
 __all__ = ["DrainResult", "Dispatcher"]
@@ -94,6 +95,7 @@ class Dispatcher:
         batch_size: Rows loaded per batch.
         logger: Logger scoped to the key.
         cancel: Set when the run is cancelled (handlers see ``ctx.cancelled``).
+        redaction: Cleans handler errors of secrets before they are stored.
     """
 
     def __init__(
@@ -111,7 +113,9 @@ class Dispatcher:
         batch_size: int,
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
         cancel: asyncio.Event,
+        redaction: Redaction = DEFAULT_REDACTION,
     ) -> None:
+        self._redaction = redaction
         self._store = store
         self._key = key
         self._poller = poller
@@ -439,7 +443,7 @@ class Dispatcher:
         result: DrainResult,
     ) -> str:
         now = self._clock.now()
-        serialized = serialize_error(error)
+        serialized = serialize_error(error, redaction=self._redaction)
         history = list((row.last_error or {}).get("history", []))
         history.append({"at": now, "attempt": attempt, "message": serialized.get("message", "")})
         serialized["history"] = history[-_MAX_HISTORY:]

@@ -33,6 +33,7 @@ from .options import Budget
 from .partition_book import PartitionBook
 from .poller import Partition, PollerDefinition
 from .ports import BudgetStore, Clock, Random, StateStore
+from .redact import RedactingLogger, Redaction
 from .results import EngineStatus, LeaseOptions, TickResult
 from .rows import PKey
 from .runner import EngineDeps, KeyRunner, KeyRunResult, TickPollResult, wake_time
@@ -78,6 +79,9 @@ class EngineCore(Operations):
         fair_share_spread: Upper bound of the random delay the daemon adds before looking at
             a key again, so that replicas on one store share the keys evenly (default: a
             tenth of the poller's ``schedule.min``, at most 500 ms; ``0`` turns it off).
+        redact: What counts as a secret in errors, logs and hook records: a
+            :class:`~watukuy.core.redact.Redaction`, or a list of extra header / parameter
+            names (default: the built-in names, see ``docs/security.md``).
     """
 
     def __init__(
@@ -99,6 +103,7 @@ class EngineCore(Operations):
         resync_every: Duration = "15s",
         auto_migrate: bool = True,
         fair_share_spread: Duration | None = None,
+        redact: Redaction | Sequence[str] | None = None,
     ) -> None:
         if not isinstance(store, StateStore):
             raise ConfigError(f"expected a StateStore, got {store!r}", field="store")
@@ -119,12 +124,15 @@ class EngineCore(Operations):
                 f"expected an integer >= 1 or None, got {max_concurrent_keys!r}",
                 field="max_concurrent_keys",
             )
+        self.redaction: Redaction = Redaction.coerce(redact)
+        """The secrets policy every error, log line and hook record of this engine goes through."""
+        self._log = RedactingLogger(_log, self.redaction)
         self.store = store
         self.clock = clock
         self.random = random
         self.instance_id = instance_id or f"watukuy-{int(random.random() * 16**10):010x}"
         self._lease = lease or LeaseOptions()
-        self._hooks = HookBus(as_hook_list(hooks), _log)
+        self._hooks = HookBus(as_hook_list(hooks), self._log)
         self._http = http
         self._budget_manager = (
             BudgetManager(self._budgets, budget_store or InMemoryBudgetStore(), clock)
@@ -146,6 +154,7 @@ class EngineCore(Operations):
             budget_max_wait=lambda name: (
                 self._budgets[name].max_wait_ms if name in self._budgets else None
             ),
+            redaction=self.redaction,
         )
         self._max_concurrent = max_concurrent_keys
         self._tick_concurrency = tick_concurrency
@@ -166,6 +175,7 @@ class EngineCore(Operations):
             self.clock,
             appeared=self._partition_appeared,
             disappeared=self._partition_disappeared,
+            logger=self._log,
         )
         self._tick_swept: set[str] = set()  # pollers whose every key tick() has visited
         self._status = EngineStatus.IDLE
@@ -421,7 +431,7 @@ class EngineCore(Operations):
         except Exception as error:
             # A store failure before the lane could run (load_state, acquire_lease, the final
             # save), or a bug: report it like a failed cycle; the next pass retries.
-            _log.warning(
+            self._log.warning(
                 "run of %s failed: %s",
                 runner.key,
                 error,
@@ -438,14 +448,14 @@ class EngineCore(Operations):
                         events=0,
                         delivered=0,
                         duration_ms=0,
-                        error=serialize_error(error),
+                        error=serialize_error(error, redaction=self.redaction),
                     )
                 ],
             )
         waiting = consumer is None and any(r.events for r in result.results)
         if waiting and poller.name not in self._warned_no_consumer:
             self._warned_no_consumer.add(poller.name)
-            _log.warning(
+            self._log.warning(
                 "poller %s has no handler: its events wait in the outbox until on() or "
                 "subscribe() is called",
                 poller.name,
@@ -564,7 +574,7 @@ class EngineCore(Operations):
             try:
                 partitions = await self._partitions_of(name)
             except Exception as error:
-                _log.warning("partitions() of %s failed: %s", name, error)
+                self._log.warning("partitions() of %s failed: %s", name, error)
                 continue
             if initial:
                 await self._sweep(name, poller, partitions, now, recovering=True)
@@ -624,7 +634,9 @@ class EngineCore(Operations):
                 for name in self._pollers:
                     await self._partitions_of(name)
             except Exception as error:  # a failing partitions() or store must not stop the loop
-                _log.warning("engine loop: %s", error, exc_info=not isinstance(error, WatukuyError))
+                self._log.warning(
+                    "engine loop: %s", error, exc_info=not isinstance(error, WatukuyError)
+                )
             self._launch_due(now)
             self._wake.clear()
             await self._sleep_until(self._next_wake())

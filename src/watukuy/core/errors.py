@@ -20,9 +20,10 @@ stored with retried and parked events and passed to hooks.
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final, Literal, TypedDict
+
+from .redact import DEFAULT_REDACTION, Redaction, format_stack
 
 __all__ = [
     "BudgetTimeoutError",
@@ -141,7 +142,8 @@ class HttpError(WatukuyError):
 
     Attributes:
         status: HTTP status code.
-        url: Absolute URL of the request (secrets are never part of it).
+        url: Absolute URL of the request, with user info and sensitive query parameters
+            masked (``ctx.http`` builds it so; see :class:`~watukuy.core.redact.Redaction`).
         method: HTTP method.
         retry_after: ``Retry-After`` in seconds, when the server sent one.
         rate_limit: Parsed rate-limit headers, when present.
@@ -234,9 +236,16 @@ class BudgetTimeoutError(WatukuyError):
 _MAX_CAUSE_DEPTH: Final = 4
 
 
-def serialize_error(error: BaseException, *, _depth: int = 0) -> SerializedError:
-    """Reduce any exception to JSON-safe fields: name, message, code, stack, status, cause."""
-    out: SerializedError = {"name": type(error).__name__, "message": str(error)}
+def serialize_error(
+    error: BaseException, *, redaction: Redaction = DEFAULT_REDACTION, _depth: int = 0
+) -> SerializedError:
+    """Reduce any exception to JSON-safe fields: name, message, code, stack, status, cause.
+
+    The message and the stack are cleaned by ``redaction`` (URL credentials, sensitive
+    parameters and headers, see :class:`~watukuy.core.redact.Redaction`), and the stack
+    names source files relative to their import path, never by absolute path.
+    """
+    out: SerializedError = {"name": type(error).__name__, "message": redaction.text(str(error))}
     code = getattr(error, "code", None)
     if isinstance(code, str):
         out["code"] = code
@@ -244,13 +253,11 @@ def serialize_error(error: BaseException, *, _depth: int = 0) -> SerializedError
     if isinstance(status, int) and not isinstance(status, bool):
         out["status"] = status
     if error.__traceback__ is not None:
-        out["stack"] = "".join(
-            traceback.format_exception(type(error), error, error.__traceback__, chain=False)
-        )
+        out["stack"] = format_stack(error, redaction)
     issues = getattr(error, "issues", None)
     if isinstance(error, ValidationError) and issues:
-        out["issues"] = [dict(issue) for issue in issues]
+        out["issues"] = [redaction.value(dict(issue)) for issue in issues]
     cause = error.__cause__
     if cause is not None and _depth < _MAX_CAUSE_DEPTH:
-        out["cause"] = serialize_error(cause, _depth=_depth + 1)
+        out["cause"] = serialize_error(cause, redaction=redaction, _depth=_depth + 1)
     return out

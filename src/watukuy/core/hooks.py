@@ -218,7 +218,11 @@ class HookBus:
         logger: Where a failing hook is reported.
     """
 
-    def __init__(self, hooks: Iterable[object], logger: logging.Logger) -> None:
+    def __init__(
+        self,
+        hooks: Iterable[object],
+        logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
+    ) -> None:
         self._logger = logger
         self._table: dict[str, list[Any]] = {name: [] for name in HOOK_NAMES}
         for hook_set in hooks:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .ports import Clock, StateStore
+from .redact import DEFAULT_REDACTION, Redaction
 from .rows import Lane, Lease, PKey, RateLimitInfo, Validator
 
 __all__ = ["BudgetGate", "HttpFactory", "HttpObservations", "HttpScope"]
@@ -91,6 +92,7 @@ class HttpScope:
         clock: The engine's clock (rate-limit reset times, Retry-After dates).
         logger: Logger scoped to the key.
         on_budget_wait: Called with (budget, waited_ms) after a request had to wait.
+        redaction: The engine's secrets policy (URLs in errors and logs, headers in logs).
     """
 
     key: PKey
@@ -106,6 +108,7 @@ class HttpScope:
     clock: Clock
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
     on_budget_wait: Callable[[str, int], Any] = field(default=lambda budget, waited: None)
+    redaction: Redaction = DEFAULT_REDACTION
 
 
 @runtime_checkable

@@ -259,7 +259,7 @@ class LaneCycle:
             raise
         except Exception as failure:
             self.raised = failure
-            error = serialize_error(failure)
+            error = serialize_error(failure, redaction=self._deps.redaction)
             if isinstance(failure, StoreError):
                 phase = "commit"
         finally:
@@ -334,6 +334,7 @@ class LaneCycle:
                 clock=deps.clock,
                 logger=self._logger,
                 on_budget_wait=on_budget_wait,
+                redaction=deps.redaction,
             )
         )
 

@@ -38,6 +38,7 @@ class PartitionBook:
         clock: The engine's clock.
         appeared: Called with each key that was listed for the first time (or again).
         disappeared: Called with each key no longer listed.
+        logger: Where a failing refresh is reported.
     """
 
     def __init__(
@@ -48,7 +49,9 @@ class PartitionBook:
         *,
         appeared: Callable[[PKey, int], None],
         disappeared: Callable[[PKey], None],
+        logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
     ) -> None:
+        self._log = logger
         self._pollers = pollers
         self._store = store
         self._clock = clock
@@ -83,7 +86,9 @@ class PartitionBook:
         except Exception as error:
             if name not in self._lists:
                 raise
-            _log.warning("partitions() of %s failed, keeping the previous list: %s", name, error)
+            self._log.warning(
+                "partitions() of %s failed, keeping the previous list: %s", name, error
+            )
             self._listed_at[name] = now
             return self._lists[name]
         await self._apply(name, listed, first=last is None)

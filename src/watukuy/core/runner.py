@@ -43,6 +43,7 @@ from .lane import LaneCycle
 from .lease import LeaseKeeper
 from .poller import Partition, PollerDefinition
 from .ports import Clock, Random, StateStore
+from .redact import DEFAULT_REDACTION, RedactingLogger, Redaction
 from .rows import (
     CircuitState,
     Lane,
@@ -58,12 +59,9 @@ __all__ = ["EngineDeps", "KeyRunResult", "KeyRunner", "TickPollResult", "wake_ti
 _log = logging.getLogger("watukuy")
 
 
-class KeyLogger(logging.LoggerAdapter[logging.Logger]):
-    """Adds ``poller`` and ``partition`` to every record, keeping the caller's ``extra``."""
-
-    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
-        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
-        return msg, kwargs
+class KeyLogger(RedactingLogger):
+    """Adds ``poller`` and ``partition`` to every record, keeping the caller's ``extra``;
+    every record is cleaned of secrets by the engine's redaction policy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +110,7 @@ class EngineDeps:
     budgets: BudgetGate | None
     reconcile_strategy: CursorStrategy[Any]
     budget_max_wait: Callable[[str], int | None] = field(default=lambda name: None)
+    redaction: Redaction = DEFAULT_REDACTION
 
 
 RunOutcome = Literal["ran", "not-due", "paused", "leased", "lease-lost"]
@@ -187,7 +186,9 @@ class KeyRunner:
         self._deadline = deadline
         self._stopping = stopping
         self._key = PKey(poller.name, partition.key)
-        self._logger = KeyLogger(_log, {"poller": poller.name, "partition": partition.key})
+        self._logger = KeyLogger(
+            _log, deps.redaction, {"poller": poller.name, "partition": partition.key}
+        )
 
     @property
     def key(self) -> PKey:
@@ -311,6 +312,7 @@ class KeyRunner:
             batch_size=deps.batch_size,
             logger=self._logger,
             cancel=cancel,
+            redaction=deps.redaction,
         )
         # 1. Deliver what a previous run (or a crash) left behind, before any request.
         drain = await dispatcher.drain(self._consumer)

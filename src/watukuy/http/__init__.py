@@ -12,7 +12,8 @@ every request exactly once and:
 - raises :class:`~watukuy.core.errors.HttpError` with ``Retry-After``
   (:func:`parse_retry_after`) and RFC 9457 Problem Details
   (:func:`parse_problem_details`) for error answers;
-- never logs a credential (:func:`redact_headers`, :class:`RedactingFilter`).
+- never puts a credential in a log line, an error or a hook record (:class:`Redaction`,
+  :func:`redact_url`, :func:`redact_headers`, :class:`RedactingFilter`).
 """
 
 from __future__ import annotations
@@ -21,11 +22,21 @@ from ._client import HttpClient
 from ._factory import DEFAULT_TIMEOUT, HttpxFactory, default_user_agent
 from ._problem import parse_problem_details
 from ._ratelimit import parse_rate_limit, parse_retry_after
-from ._redact import REDACTED, SENSITIVE_HEADERS, RedactingFilter, redact_headers
+from ._redact import (
+    DEFAULT_REDACTION,
+    REDACTED,
+    SENSITIVE_HEADERS,
+    RedactingFilter,
+    Redaction,
+    redact_headers,
+    redact_text,
+    redact_url,
+)
 from ._response import MAX_ERROR_BODY, HttpResponse
 from ._url import QueryParams, QueryScalar, QueryValue, build_url, url_hash
 
 __all__ = [
+    "DEFAULT_REDACTION",
     "DEFAULT_TIMEOUT",
     "MAX_ERROR_BODY",
     "REDACTED",
@@ -36,6 +47,7 @@ __all__ = [
     "QueryParams",
     "QueryScalar",
     "QueryValue",
+    "Redaction",
     "RedactingFilter",
     "build_url",
     "default_user_agent",
@@ -43,5 +55,7 @@ __all__ = [
     "parse_rate_limit",
     "parse_retry_after",
     "redact_headers",
+    "redact_text",
+    "redact_url",
     "url_hash",
 ]

@@ -28,7 +28,7 @@ from watukuy.core.rows import Validator
 
 from ._problem import parse_problem_details, problem_summary
 from ._ratelimit import parse_rate_limit, parse_retry_after
-from ._redact import REDACTED, is_sensitive_header, redact_headers
+from ._redact import REDACTED, Redaction
 from ._response import HttpResponse, read_error_text
 from ._url import QueryParams, build_url, url_hash
 
@@ -51,7 +51,9 @@ def _cost(value: object) -> float:
     return float(value)
 
 
-def _headers(defaults: Mapping[str, str], given: Mapping[str, str] | None) -> httpx.Headers:
+def _headers(
+    defaults: Mapping[str, str], given: Mapping[str, str] | None, redaction: Redaction
+) -> httpx.Headers:
     headers = httpx.Headers(defaults)
     if given is None:
         return headers
@@ -63,7 +65,7 @@ def _headers(defaults: Mapping[str, str], given: Mapping[str, str] | None) -> ht
     pairs: Iterable[tuple[object, object]] = given.items()
     for name, value in pairs:
         if not isinstance(name, str) or not isinstance(value, str):
-            shown = REDACTED if is_sensitive_header(name) else repr(value)
+            shown = REDACTED if redaction.is_sensitive(name) else repr(value)
             raise ConfigError(
                 f"expected string header names and values, got {name!r}: {shown}",
                 field="headers",
@@ -164,7 +166,8 @@ class HttpClient:
         scope = self._scope
         verb = _method(method)
         final_url = build_url(url, params)
-        request_headers = _headers(self._defaults, headers)
+        request_headers = _headers(self._defaults, headers, scope.redaction)
+        shown_url = scope.redaction.url(final_url)
         if json is not None and content is not None:
             raise ConfigError("pass either json or content, not both", field="json")
         seconds = None if timeout is None else parse_duration(timeout, "timeout") / 1_000
@@ -193,20 +196,20 @@ class HttpClient:
             scope.logger.debug(
                 "%s %s failed: %s",
                 verb,
-                final_url,
+                shown_url,
                 error,
                 extra={
                     "method": verb,
-                    "url": final_url,
+                    "url": shown_url,
                     "duration_ms": scope.clock.now() - started,
-                    "request_headers": redact_headers(request_headers),
-                    "error": serialize_error(error),
+                    "request_headers": scope.redaction.headers(request_headers),
+                    "error": serialize_error(error, redaction=scope.redaction),
                 },
             )
             raise
         try:
             return await self._receive(
-                raw, verb, final_url, key, request_headers, started, raise_for_status
+                raw, verb, final_url, shown_url, key, request_headers, started, raise_for_status
             )
         finally:
             await raw.aclose()
@@ -216,6 +219,7 @@ class HttpClient:
         raw: httpx.Response,
         verb: str,
         url: str,
+        shown_url: str,
         key: str | None,
         request_headers: httpx.Headers,
         started: int,
@@ -230,15 +234,15 @@ class HttpClient:
         scope.logger.debug(
             "%s %s -> %d",
             verb,
-            url,
+            shown_url,
             status,
             extra={
                 "method": verb,
-                "url": url,
+                "url": shown_url,
                 "status": status,
                 "duration_ms": now - started,
-                "request_headers": redact_headers(request_headers),
-                "response_headers": redact_headers(raw.headers),
+                "request_headers": scope.redaction.headers(request_headers),
+                "response_headers": scope.redaction.headers(raw.headers),
             },
         )
         if status == 304:
@@ -257,11 +261,11 @@ class HttpClient:
         body_text = await read_error_text(raw)
         problem = parse_problem_details(raw.headers.get("content-type"), body_text)
         summary = problem_summary(problem)
-        message = f"{verb} {url} responded {status}" + (f": {summary}" if summary else "")
+        message = f"{verb} {shown_url} responded {status}" + (f": {summary}" if summary else "")
         raise HttpError(
-            message,
+            scope.redaction.text(message),
             status=status,
-            url=url,
+            url=shown_url,
             method=verb,
             retry_after=parse_retry_after(raw.headers.get("retry-after"), scope.clock.now()),
             rate_limit=rate_limit,
@@ -291,7 +295,9 @@ class HttpClient:
         except Exception as error:
             # A hook never changes what the request does.
             scope.logger.warning(
-                "on_budget_wait failed: %s", error, extra={"error": serialize_error(error)}
+                "on_budget_wait failed: %s",
+                error,
+                extra={"error": serialize_error(error, redaction=scope.redaction)},
             )
 
     async def _add_conditions(self, key: str, url: str, headers: httpx.Headers) -> None:
@@ -302,9 +308,9 @@ class HttpClient:
             # Validators only save bandwidth; without them the request is unconditional.
             scope.logger.warning(
                 "could not load HTTP validators for %s: %s",
-                url,
+                scope.redaction.url(url),
                 error,
-                extra={"url": url, "error": serialize_error(error)},
+                extra={"error": serialize_error(error, redaction=scope.redaction)},
             )
             return
         if stored is None:
@@ -332,9 +338,9 @@ class HttpClient:
         except Exception as error:
             scope.logger.warning(
                 "could not store HTTP validators for %s: %s",
-                url,
+                scope.redaction.url(url),
                 error,
-                extra={"url": url, "error": serialize_error(error)},
+                extra={"error": serialize_error(error, redaction=scope.redaction)},
             )
 
     def __repr__(self) -> str:

@@ -1,88 +1,129 @@
-"""Keeping credentials out of logs: header redaction and a logging filter."""
+"""Keeping credentials out of logs, errors and hook records.
+
+The policy itself (:class:`~watukuy.core.redact.Redaction`) lives in the pure core, so the
+engine applies it to every error it serialises; this module is its HTTP-facing surface:
+header and URL helpers, and a logging filter for your own log records.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Final
+
+from watukuy.core.redact import (
+    DEFAULT_REDACTION,
+    REDACTED,
+    SENSITIVE_NAMES,
+    SENSITIVE_PARTS,
+    RedactingLogger,
+    Redaction,
+    format_stack,
+    redact_text,
+    redact_url,
+    relative_source_path,
+)
 
 __all__ = [
+    "DEFAULT_REDACTION",
     "REDACTED",
     "SENSITIVE_HEADERS",
+    "SENSITIVE_NAMES",
+    "SENSITIVE_PARTS",
+    "Redaction",
     "RedactingFilter",
+    "RedactingLogger",
+    "format_stack",
     "is_sensitive_header",
     "redact_headers",
+    "redact_text",
+    "redact_url",
+    "relative_source_path",
 ]
 
 SENSITIVE_HEADERS: Final[frozenset[str]] = frozenset(
-    {"authorization", "cookie", "set-cookie", "x-api-key", "proxy-authorization"}
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+        "x-api-key",
+        "api-key",
+        "x-auth-token",
+        "x-access-token",
+        "x-amz-security-token",
+        "x-goog-api-key",
+        "ocp-apim-subscription-key",
+    }
 )
-"""Header names (lower case) whose values never reach a log line, hook or error."""
-
-REDACTED: Final = "***"
-"""What a redacted value is replaced with."""
+"""Common credential headers (lower case). Every one is caught by the default
+:class:`~watukuy.core.redact.Redaction` rules, which also catch any other name containing
+``token``, ``secret``, ``auth``, ``key`` suffixes and more; this list documents them."""
 
 # A log record carries these attributes itself; anything else on it came from ``extra``.
 _RECORD_ATTRIBUTES: Final = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
-# Nested mappings in ``extra`` are followed this deep (a request dict holding headers).
-_MAX_DEPTH: Final = 4
 
 
-def is_sensitive_header(name: object) -> bool:
-    """True when ``name`` is a header whose value must never be shown."""
-    return isinstance(name, str) and name.strip().lower() in SENSITIVE_HEADERS
+def is_sensitive_header(name: object, redaction: Redaction | None = None) -> bool:
+    """True when ``name`` is a header (or parameter) whose value must never be shown."""
+    return (redaction or DEFAULT_REDACTION).is_sensitive(name)
 
 
-def redact_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
+def redact_headers(
+    headers: Mapping[str, str] | Iterable[tuple[str, str]], redaction: Redaction | None = None
+) -> dict[str, str]:
     """Copy headers into a plain dict with credential values replaced by ``***``.
 
-    ``authorization``, ``cookie``, ``set-cookie``, ``x-api-key`` and
-    ``proxy-authorization`` are matched case-insensitively; the names keep their casing.
-    The input (a dict, an ``httpx.Headers`` or ``(name, value)`` pairs) is never modified.
+    Names are matched case-insensitively by the policy (default: the built-in rules:
+    ``authorization``, ``cookie``, ``x-api-key``, ``api-key``, ``x-auth-token``, anything
+    containing ``token`` / ``secret`` / ``auth``, ...); the names keep their casing. The
+    input (a dict, an ``httpx.Headers`` or ``(name, value)`` pairs) is never modified.
 
     Args:
         headers: Request or response headers.
+        redaction: The policy (default: :data:`~watukuy.core.redact.DEFAULT_REDACTION`).
 
     Returns:
         A new dict, safe to log.
     """
-    pairs = headers.items() if isinstance(headers, Mapping) else headers
-    return {name: REDACTED if is_sensitive_header(name) else value for name, value in pairs}
-
-
-def _redact_mapping(value: Mapping[Any, Any], depth: int) -> Mapping[Any, Any]:
-    changed = False
-    out: dict[Any, Any] = {}
-    for key, item in value.items():
-        if is_sensitive_header(key):
-            new: Any = REDACTED
-        elif isinstance(item, Mapping) and depth < _MAX_DEPTH:
-            new = _redact_mapping(item, depth + 1)
-        else:
-            new = item
-        changed = changed or new is not item
-        out[key] = new
-    # Untouched mappings are passed through as they are, so formatters see the user's object.
-    return out if changed else value
+    return (redaction or DEFAULT_REDACTION).headers(headers)
 
 
 class RedactingFilter(logging.Filter):
-    """A logging filter that masks credential headers found in a record's ``extra`` dicts.
+    """A logging filter that cleans records of secrets, for your own log lines.
 
-    watukuy redacts what it logs itself; attach this filter to a handler or logger when
-    your own code logs requests, for example
-    ``logger.info("calling ERP", extra={"headers": request_headers})``. Every mapping
+    watukuy cleans what it logs itself; attach this filter to a handler or logger when your
+    own code logs requests, for example
+    ``logger.info("calling %s", url, extra={"headers": request_headers})``. Every mapping
     passed through ``extra`` (and nested mappings a few levels deep, and a mapping used as
-    the record's ``args``) gets the values of ``authorization``, ``cookie``,
-    ``set-cookie``, ``x-api-key`` and ``proxy-authorization`` replaced by ``***``. The
-    filter never drops a record.
+    the record's ``args``) gets the values of sensitive keys replaced by ``***``; string
+    values, string arguments and the message have URL credentials and sensitive
+    parameters masked. The filter never drops a record.
+
+    Args:
+        redaction: The policy (default: the built-in rules).
     """
+
+    def __init__(self, redaction: Redaction | None = None) -> None:
+        super().__init__()
+        self.redaction = redaction or DEFAULT_REDACTION
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Redact the record in place and let it through."""
+        redaction = self.redaction
         for name, value in list(vars(record).items()):
-            if name not in _RECORD_ATTRIBUTES and isinstance(value, Mapping):
-                setattr(record, name, _redact_mapping(value, 1))
+            if name in _RECORD_ATTRIBUTES:
+                continue
+            cleaned = redaction.value(value)
+            if cleaned is not value:
+                setattr(record, name, cleaned)
+        if isinstance(record.msg, str):
+            record.msg = redaction.text(record.msg)
         if isinstance(record.args, Mapping):
-            record.args = _redact_mapping(record.args, 1)
+            record.args = redaction.mapping(record.args)
+        elif isinstance(record.args, tuple):
+            record.args = tuple(
+                redaction.text(str(arg)) if isinstance(arg, str | BaseException) else arg
+                for arg in record.args
+            )
         return True
