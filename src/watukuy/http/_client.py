@@ -29,6 +29,7 @@ from watukuy.core.rows import Validator
 from ._problem import parse_problem_details, problem_summary
 from ._ratelimit import parse_rate_limit, parse_retry_after
 from ._redact import REDACTED, Redaction
+from ._redirects import send_following
 from ._response import HttpResponse, read_error_text
 from ._url import QueryParams, build_url, url_hash
 
@@ -162,6 +163,11 @@ class HttpClient:
             HttpError: A non-2xx answer other than 304 (unless ``raise_for_status=False``).
             LeaseLostError: Storing validators found the key's lease taken over.
             httpx.HTTPError: The request could not be sent or timed out.
+
+        Redirects are followed when the client's ``follow_redirects`` is on (it is for the
+        client the engine creates): within the origin as they are, to another origin
+        without any sensitive header, query parameter or user info, never from ``https``
+        to ``http`` (that raises :class:`HttpError`).
         """
         scope = self._scope
         verb = _method(method)
@@ -191,7 +197,9 @@ class HttpClient:
         started = scope.clock.now()
         scope.observations.requests += 1
         try:
-            raw = await client.send(request, stream=True)
+            raw = await send_following(
+                client, request, follow=client.follow_redirects, redaction=scope.redaction
+            )
         except Exception as error:
             scope.logger.debug(
                 "%s %s failed: %s",

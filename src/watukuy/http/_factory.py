@@ -37,6 +37,10 @@ class HttpxFactory:
     Without one, a client is created on the first request (timeout 30 s, redirects
     followed) and closed by :meth:`aclose`.
 
+    Redirects (when the client's ``follow_redirects`` is on) are followed by watukuy, not
+    httpx: a hop to another origin (scheme, host or port) drops every sensitive header,
+    query parameter and the URL's user info, and ``https`` to ``http`` is refused.
+
     Requests carry ``user-agent: watukuy/<version>`` and ``accept: application/json``
     unless the request passes its own; these take precedence over headers configured on
     the client.

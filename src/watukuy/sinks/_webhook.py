@@ -15,6 +15,7 @@ from watukuy.core.errors import ConfigError, HttpError
 from watukuy.core.events import Event
 from watukuy.core.ports import Clock
 from watukuy.http import parse_retry_after
+from watukuy.http._redirects import send_following
 
 from ._common import optional_seconds
 from ._serialize import SinkFormat, check_format, serialize_event
@@ -118,8 +119,14 @@ class WebhookSink:
         success_statuses: Container[int] = range(200, 300),
         client: httpx.AsyncClient | None = None,
         clock: Clock | None = None,
+        follow_redirects: bool = False,
     ) -> None:
         self._url = _check_url(url)
+        if not isinstance(follow_redirects, bool):
+            raise ConfigError(
+                f"expected a bool, got {follow_redirects!r}", field="follow_redirects"
+            )
+        self._follow = follow_redirects
         self.url: str = _public_url(self._url)
         """The target, without credentials or query string (safe to log)."""
         self._key = decode_webhook_secret(secret)
@@ -174,9 +181,13 @@ class WebhookSink:
         client = self._client
         if client is None:
             client = self._client = httpx.AsyncClient()
-        async with client.stream(
+        request = client.build_request(
             "POST", self._url, content=wire.body, headers=headers, timeout=self._timeout
-        ) as response:
+        )
+        # The client's own follow_redirects is ignored: a signed request goes to this URL,
+        # and with follow_redirects=True to other paths of its origin, never elsewhere.
+        response = await send_following(client, request, follow=self._follow, cross_origin="refuse")
+        try:
             if response.status_code in self._success:
                 return response.status_code
             body_text = await _read_text(response, MAX_WEBHOOK_ERROR_BODY_CHARS)
@@ -188,6 +199,8 @@ class WebhookSink:
                     response.headers.get("retry-after"), self._clock.now()
                 ),
             )
+        finally:
+            await response.aclose()
 
     async def aclose(self) -> None:
         """Close the HTTP client if the sink created it (a later event opens a new one)."""
@@ -235,6 +248,7 @@ def webhook_sink(
     client: httpx.AsyncClient | None = None,
     *,
     clock: Clock | None = None,
+    follow_redirects: bool = False,
 ) -> WebhookSink:
     """A handler that POSTs each event as a signed webhook (Standard Webhooks).
 
@@ -265,6 +279,11 @@ def webhook_sink(
         client: An ``httpx.AsyncClient`` to send with (you close it); default: one the sink
             creates on first use and closes in :meth:`WebhookSink.aclose`.
         clock: Source of ``webhook-timestamp`` (default: the system clock).
+        follow_redirects: Follow redirects within the URL's origin (same scheme, host and
+            port). Off by default: a redirect answer is then a failed delivery. A redirect
+            to another origin, or from ``https`` to ``http``, is always refused, so the
+            signature and your headers never reach another server. The ``client``'s own
+            ``follow_redirects`` setting is ignored.
 
     Raises:
         ConfigError: An argument is invalid (the secret is never echoed).
@@ -278,4 +297,5 @@ def webhook_sink(
         success_statuses=success_statuses,
         client=client,
         clock=clock,
+        follow_redirects=follow_redirects,
     )
