@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 import watukuy as wk
+from watukuy.testing.fake_api._items import encode_token
 
-from .conftest import Recorder, World, timestamp_fetch
+from .conftest import Recorder, World, item, page_fetch, timestamp_fetch, token_fetch
 
 TS = "2025-12-31T23:59:00.000Z"
 
@@ -107,3 +108,111 @@ async def test_overlap_on_the_backfill_lane_continues_page_by_page(world: World)
     assert sorted(e.subject for e in recorder.events if e.lane == "backfill") == [
         f"o{n:03d}" for n in range(250)
     ]
+
+
+# --- defect 3: backfill(name, None) starts at the very beginning --------------------------
+
+LATER = "2026-06-01T00:00:00.000Z"  # "start live from now": after every item below
+
+
+def history(world: World, count: int = 5) -> None:
+    for n in range(1, count + 1):
+        world.api.add(item(n, f"2025-12-31T12:00:0{n}.000Z"))
+
+
+async def test_backfill_from_none_reads_a_timestamp_history_before_initial(
+    world: World,
+) -> None:
+    history(world)
+    seen: list[tuple[str, Any, Any]] = []
+    poller = wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id", initial=LATER),
+        fetch=recording(timestamp_fetch(limit=2), seen),
+    )
+    engine = world.engine(poller)
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()
+    assert recorder.events == []  # live starts from `initial`: the history is older
+
+    await engine.backfill("orders", None)
+    result = await engine.tick()
+
+    assert result.errors == []
+    assert [r.lane for r in result.polled] == ["backfill"]
+    assert seen[1] == ("backfill", None, None)  # fetch receives value=None
+    assert [(e.type, e.subject, e.lane) for e in recorder.events] == [
+        ("created", f"item-00{n}", "backfill") for n in range(1, 6)
+    ]
+    report = (await engine.inspect())["pollers"][0]
+    assert "backfill" not in report["cursors"]  # done: it reached the live cursor
+    assert report["cursors"]["live"] == {"value": LATER, "tie_break": None}
+
+
+async def test_backfill_from_none_reads_a_token_listing_from_no_token(world: World) -> None:
+    history(world)
+    tokens: list[tuple[str, Any]] = []
+    fetch = token_fetch(limit=2)
+
+    async def recorded(ctx: wk.FetchContext[wk.TokenPosition]) -> wk.Page[Any]:
+        tokens.append((ctx.lane, ctx.cursor.value))
+        page: wk.Page[Any] = await fetch(ctx)
+        return page
+
+    start = encode_token("item-003")  # live starts after item-003
+    poller = wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.TokenCursor(initial=start),
+        fetch=recorded,
+    )
+    engine = world.engine(poller)
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()
+    assert [e.subject for e in recorder.events] == ["item-004", "item-005"]
+
+    await engine.backfill("orders", None)
+    result = await engine.tick()
+
+    assert result.errors == []
+    assert [lane for lane, _ in tokens] == ["live", "backfill", "backfill", "backfill"]
+    assert tokens[1] == ("backfill", None)
+    assert [(e.subject, e.lane) for e in recorder.events[2:]] == [
+        (f"item-00{n}", "backfill") for n in range(1, 4)
+    ]
+    assert "backfill" not in (await engine.inspect())["pollers"][0]["cursors"]
+
+
+async def test_backfill_from_none_on_a_page_cursor_starts_at_its_initial_page(
+    world: World,
+) -> None:
+    history(world)
+    pages: list[tuple[str, int]] = []
+    fetch = page_fetch(page_size=2)
+
+    async def recorded(ctx: wk.FetchContext[wk.PagePosition]) -> wk.Page[Any]:
+        pages.append((ctx.lane, ctx.cursor.page))
+        page: wk.Page[Any] = await fetch(ctx)
+        return page
+
+    poller = wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.PageCursor(initial=1),
+        fetch=recorded,
+    )
+    engine = world.engine(poller)
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()
+    pages.clear()
+
+    await engine.backfill("orders", None, "4", force=True)  # stops before page 4
+    result = await engine.tick()
+
+    assert result.errors == []
+    assert pages == [("backfill", 1), ("backfill", 2), ("backfill", 3)]
+    assert [e.type for e in recorder.events[5:]] == ["updated"] * 5

@@ -158,7 +158,8 @@ def _duration(value: str | None, option: str) -> str | None:
 
 
 def _raw_cursor(value: str | None) -> str | None:
-    """``null`` on the command line means "the strategy's initial cursor"."""
+    """``null`` on the command line is ``None``: the initial cursor for ``reset-cursor``,
+    the very beginning for ``backfill --from``."""
     return None if value is None or value == "null" else value
 
 

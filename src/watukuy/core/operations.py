@@ -195,7 +195,9 @@ class Operations:
 
         Args:
             name: Poller name.
-            from_: Raw cursor to start from (``None``: the strategy's initial cursor).
+            from_: Raw cursor to start from. ``None`` is the very beginning: no timestamp
+                or token at all (whatever the cursor's ``initial``), the initial page or
+                custom cursor.
             to: Raw cursor to stop at (default: the live cursor at the time of the call).
             force: Re-emit items already known at the same version, as ``updated``.
             partition: Required for partitioned pollers.
@@ -209,7 +211,8 @@ class Operations:
             )
         await self._ensure_migrated()
         strategy = poller.strategy
-        start = strategy.serialize(strategy.from_raw(from_, field="from_"))
+        origin = strategy.beginning() if from_ is None else strategy.from_raw(from_, field="from_")
+        start = strategy.serialize(origin)
         state = await self._state(key)
         if to is None:
             live = state.cursors.get("live")

@@ -39,6 +39,10 @@ class CustomStrategy(Generic[C]):
         """The configured ``initial`` cursor."""
         return self.config.initial
 
+    def beginning(self) -> C:
+        """The configured ``initial`` cursor: only it knows where the API's history starts."""
+        return self.config.initial
+
     def view(self, cursor: C, now: int) -> C:
         """The stored cursor, as is."""
         return cursor

@@ -39,6 +39,10 @@ class TokenStrategy:
         """The configured ``initial`` token."""
         return TokenPosition(self.config.initial)
 
+    def beginning(self) -> TokenPosition:
+        """No token at all, even when ``initial`` is set."""
+        return TokenPosition(None)
+
     def view(self, cursor: TokenPosition, now: int) -> TokenPosition:
         """The stored position, as is."""
         return cursor
@@ -132,6 +136,10 @@ class PageStrategy:
         """The configured first page."""
         return PagePosition(self.config.initial)
 
+    def beginning(self) -> PagePosition:
+        """The configured first page (``initial``): there is no page before it."""
+        return self.initial()
+
     def view(self, cursor: PagePosition, now: int) -> PagePosition:
         """The stored position, as is."""
         return cursor
@@ -218,6 +226,9 @@ class SnapshotDiffStrategy:
 
     def initial(self) -> None:
         """``None``: there is nothing to remember."""
+
+    def beginning(self) -> None:
+        """``None``."""
 
     def view(self, cursor: None, now: int) -> None:
         """``None``."""

@@ -59,6 +59,12 @@ class CursorStrategy(Protocol[C]):
         """The cursor before the first poll."""
         ...
 
+    def beginning(self) -> C:
+        """The cursor at the very start of the API's history, whatever ``initial`` says
+        (where ``backfill(name, None)`` starts): no timestamp, no token; the initial page or
+        custom cursor, which is the first one by definition."""
+        ...
+
     def view(self, cursor: C, now: int) -> Any:
         """What ``fetch`` sees as ``ctx.cursor`` on the first request of a cycle, for the
         stored ``cursor`` at ``now`` (ms)."""

@@ -144,6 +144,10 @@ class TimestampStrategy:
         """The configured ``initial`` value with no tie-break."""
         return TimestampPosition(self.config.initial, None)
 
+    def beginning(self) -> TimestampPosition:
+        """No watermark at all, ``(None, None)``, even when ``initial`` is set."""
+        return TimestampPosition(None, None)
+
     def view(self, cursor: TimestampPosition, now: int) -> TimestampPosition:
         """The position of the first request of a cycle: the stored one, or moved back by
         ``overlap``."""
