@@ -46,6 +46,7 @@ from ._signing import (
     WEBHOOK_SECRET_PREFIX,
     decode_webhook_secret,
     sign_webhook,
+    standard_webhook_secret,
     verify_webhook_signature,
 )
 from ._webhook import (
@@ -87,6 +88,7 @@ __all__ = [
     "redis_stream_sink",
     "serialize_event",
     "sign_webhook",
+    "standard_webhook_secret",
     "to_sink_payload",
     "verify_webhook_signature",
     "webhook_sink",

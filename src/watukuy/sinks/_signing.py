@@ -4,6 +4,12 @@ A signature is ``v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>``, wher
 the ``webhook-id`` header, ``timestamp`` the ``webhook-timestamp`` header (unix seconds) and
 ``body`` the exact request bytes. A ``webhook-signature`` header may hold several
 space-separated signatures (key rotation); any valid ``v1`` one is enough.
+
+Secrets come in two forms. ``whsec_<base64>`` is the Standard Webhooks form: the HMAC key
+is the decoded bytes, and every Standard Webhooks library reads it the same way. Any other
+string is a raw secret whose UTF-8 bytes are the key (as the original watukuy does); the
+reference libraries read every string as base64, so give a receiver that uses one the
+``whsec_`` form of the same key, :func:`standard_webhook_secret`, or the key bytes.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ __all__ = [
     "WEBHOOK_SECRET_PREFIX",
     "decode_webhook_secret",
     "sign_webhook",
+    "standard_webhook_secret",
     "verify_webhook_signature",
 ]
 
@@ -67,6 +74,28 @@ def decode_webhook_secret(secret: str | bytes) -> bytes:
             f"the text after {WEBHOOK_SECRET_PREFIX!r} is not valid base64", field="secret"
         )
     return key
+
+
+def standard_webhook_secret(secret: str | bytes) -> str:
+    """The ``whsec_<base64>`` form of a secret: what to give a Standard Webhooks receiver.
+
+    A raw string (or bytes) becomes ``whsec_`` + the base64 of its key bytes; a
+    ``whsec_`` secret is returned as it is. Signatures made with either form are equal::
+
+        >>> standard_webhook_secret("my shared secret")
+        'whsec_bXkgc2hhcmVkIHNlY3JldA=='
+
+    A receiver using the reference ``standardwebhooks`` library then verifies with
+    ``Webhook(standard_webhook_secret(raw))``; ``Webhook(raw)`` would base64-decode the raw
+    text and reject every signature.
+
+    Raises:
+        ConfigError: The secret is unusable (never echoed).
+    """
+    if isinstance(secret, str) and secret.startswith(WEBHOOK_SECRET_PREFIX):
+        decode_webhook_secret(secret)  # validates it
+        return secret
+    return WEBHOOK_SECRET_PREFIX + base64.b64encode(decode_webhook_secret(secret)).decode()
 
 
 def _content(id: str, timestamp: str, body: bytes | str) -> bytes:
