@@ -24,7 +24,7 @@ from fastapi import FastAPI
 import watukuy as wk
 from watukuy.core.rows import PKey
 from watukuy.integrations import HealthCheck
-from watukuy.integrations.fastapi import health_router, watukuy_lifespan
+from watukuy.integrations.fastapi import health_router, inspect_router, watukuy_lifespan
 from watukuy.testing import FakeApi, SeededRandom, VirtualClock, fake_items
 
 T0 = 1_767_225_600_000  # the VirtualClock's default start, 2026-01-01T00:00:00Z
@@ -75,8 +75,10 @@ def make_world(
 
 
 def app_for(engine: wk.Engine, **options: Any) -> FastAPI:
+    """The detailed health route and the inspect route (what operators mount)."""
     app = FastAPI()
-    app.include_router(health_router(engine, max_lag="10m", **options))
+    app.include_router(health_router(engine, max_lag="10m", detail=True, **options))
+    app.include_router(inspect_router(engine))
     return app
 
 
@@ -152,7 +154,9 @@ async def test_an_open_circuit_is_503_unless_allowed() -> None:
     result = await world.engine.tick()
     assert result.polled[0].error is not None
     app = app_for(world.engine)
-    app.include_router(health_router(world.engine, allow_open_circuit=True, prefix="/lenient"))
+    app.include_router(
+        health_router(world.engine, allow_open_circuit=True, detail=True, prefix="/lenient")
+    )
 
     async with client_for(app) as client:
         strict = await client.get("/watukuy/health")
@@ -245,6 +249,141 @@ async def test_a_failing_store_is_503_on_both_routes() -> None:
     assert inspect.json() == {"error": "inspect() failed: StoreError: the database is unreachable"}
 
 
+# --- the public body and the thresholds ---------------------------------------------------
+
+TENANT = "tenant-7f3a9"
+ERROR_MARK = "V3ND0R-SAYS-NO"
+
+
+def tenant_world(**poller: Any) -> World:
+    """Two partitions (tenant ids), whose API answers 500 with a distinctive body."""
+    clock = VirtualClock()
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        raise RuntimeError(f"{ERROR_MARK} for {ctx.partition.key}")
+
+    orders = wk.define_poller(
+        name="orders",
+        fetch=fetch,
+        identity=lambda item: item["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+        partitions=lambda: [TENANT, f"{TENANT}-b"],
+        circuit=wk.Circuit(failures=1),
+        **poller,
+    )
+    engine = wk.Engine(
+        store=wk.MemoryStore(),
+        pollers=[orders],
+        clock=clock,
+        random=SeededRandom(3),
+        instance_id="host-secret-1",
+    )
+    return World(clock=clock, api=FakeApi(clock), engine=engine)
+
+
+async def test_the_default_health_body_names_no_tenant_and_quotes_no_error() -> None:
+    world = tenant_world()
+    await world.engine.tick()
+    app = FastAPI()
+    app.include_router(health_router(world.engine))
+
+    async with client_for(app) as client:
+        response = await client.get("/watukuy/health")
+
+    assert response.status_code == 503
+    assert response.json() == {"status": "unhealthy", "reasons": ["orders: circuit open (2 keys)"]}
+    for hidden in (TENANT, ERROR_MARK, "host-secret-1", "Traceback", ".py"):
+        assert hidden not in response.text
+    # The detailed verdict (for operators) has both.
+    detail = HealthCheck(world.engine)
+    result = await detail.check()
+    assert any(TENANT in reason and ERROR_MARK in reason for reason in result.reasons)
+
+
+async def test_a_failing_inspect_is_reported_without_its_message_by_default() -> None:
+    world = make_world(store=BrokenStore())
+    app = FastAPI()
+    app.include_router(health_router(world.engine))
+
+    async with client_for(app) as client:
+        response = await client.get("/watukuy/health")
+
+    assert response.status_code == 503
+    assert response.json() == {"status": "unhealthy", "reasons": ["inspect() failed"]}
+
+
+async def _parked_world(invalid: int, poison: int) -> World:
+    """One key whose first ``invalid`` items fail the schema (quarantined) and whose next
+    ``poison`` items fail the handler once (parked, with ``retry.attempts=1``)."""
+    ids = [f"item-00{n}" for n in range(1, 6)]
+    bad, refused = set(ids[:invalid]), set(ids[invalid : invalid + poison])
+
+    def schema(raw: Any) -> Any:
+        if raw["id"] in bad:
+            raise ValueError("not an order")
+        return raw
+
+    def handler(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+        if event.subject in refused:
+            raise RuntimeError("cannot handle it")
+
+    world = make_world(
+        handler=handler, schema=schema, delivery=wk.Delivery(retry=wk.Retry(attempts=1))
+    )
+    await world.engine.tick()
+    parked = await world.engine.parked.list("orders")
+    assert sorted(row.kind for row in parked) == ["invalid"] * invalid + ["poison"] * poison
+    return world
+
+
+@pytest.mark.parametrize(
+    ("invalid", "poison", "options", "healthy"),
+    [
+        (1, 0, {}, False),
+        (1, 0, {"ignore_invalid": True}, True),
+        (2, 1, {"ignore_invalid": True}, False),
+        (2, 1, {"ignore_invalid": True, "max_parked": 1}, True),
+        (2, 2, {"ignore_invalid": True, "max_parked": 1}, False),
+        (2, 0, {"max_parked": 2}, True),
+        (3, 0, {"max_parked": 2}, False),
+        (2, 3, {"max_parked": None}, True),
+    ],
+)
+async def test_parked_thresholds(
+    invalid: int, poison: int, options: dict[str, Any], healthy: bool
+) -> None:
+    world = await _parked_world(invalid, poison)
+    result = await HealthCheck(world.engine, **options).check()
+    assert result.healthy is healthy, result.reasons
+    if not healthy:
+        assert result.summary == ["orders: parked events"]
+
+
+async def test_max_outbox_and_max_lag_thresholds() -> None:
+    world = make_world(handler=None)  # nobody consumes: 5 events wait
+    await world.engine.tick()
+    assert (await HealthCheck(world.engine, max_outbox=5).check()).healthy
+    over = await HealthCheck(world.engine, max_outbox=4).check()
+    assert over.reasons == ["orders: outbox holds 5 pending, over max_outbox 4"]
+    assert over.summary == ["orders: outbox over max_outbox"]
+    assert (await HealthCheck(world.engine, max_lag="57s").check()).healthy
+    lagging = await HealthCheck(world.engine, max_lag="55s").check()
+    assert lagging.summary == ["orders: lag over max_lag"]
+
+
+def test_bad_thresholds_are_config_errors() -> None:
+    engine = make_world().engine
+    for options, field_name in (
+        ({"max_parked": -1}, "max_parked"),
+        ({"max_outbox": 1.5}, "max_outbox"),
+        ({"ignore_invalid": "yes"}, "ignore_invalid"),
+    ):
+        with pytest.raises(wk.ConfigError, match=field_name):
+            HealthCheck(engine, **options)
+    with pytest.raises(wk.ConfigError, match="detail"):
+        health_router(engine, detail="yes")  # type: ignore[arg-type]
+
+
 # --- /inspect ---------------------------------------------------------------------------
 
 
@@ -270,6 +409,7 @@ async def test_routes_follow_the_prefix() -> None:
     world = make_world()
     app = FastAPI()
     app.include_router(health_router(world.engine, prefix="/ops/sync"))
+    app.include_router(inspect_router(world.engine, prefix="/ops/sync"))
 
     async with client_for(app) as client:
         health = await client.get("/ops/sync/health")
@@ -279,6 +419,15 @@ async def test_routes_follow_the_prefix() -> None:
     assert health.status_code == 200
     assert inspect.status_code == 200
     assert default.status_code == 404
+
+
+async def test_the_inspect_route_exists_only_when_included() -> None:
+    world = make_world()
+    app = FastAPI()
+    app.include_router(health_router(world.engine))
+
+    async with client_for(app) as client:
+        assert (await client.get("/watukuy/inspect")).status_code == 404
 
 
 # --- the lifespan -------------------------------------------------------------------------
@@ -334,7 +483,7 @@ async def test_the_daemon_runs_between_startup_and_shutdown() -> None:
 
     assert driver.sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert response.status_code == 200
-    assert response.json()["engine_status"] == "running"
+    assert response.json() == {"status": "ok", "reasons": []}
     assert len(world.delivered) == 5
     assert engine.status is wk.EngineStatus.STOPPED
 

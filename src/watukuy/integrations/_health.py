@@ -1,8 +1,16 @@
-"""Health verdicts from ``engine.inspect()``, independent of any web framework."""
+"""Health verdicts from ``engine.inspect()``, independent of any web framework.
+
+A verdict is made of :class:`Finding` records, each with a short public ``summary`` (no
+partition key, no error text: safe for an unauthenticated probe) and a ``detail`` for
+operators. The checks are small functions of one key's inspect entry (see
+``HealthCheck._judge_key``); a new check is one more function returning findings.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,11 +18,30 @@ from watukuy.core.durations import Duration, format_duration, parse_duration
 from watukuy.core.engine import EngineCore
 from watukuy.core.errors import ConfigError
 from watukuy.core.operations import InspectReport, PollerInspect
+from watukuy.core.redact import RedactingLogger
 from watukuy.core.results import EngineStatus
+from watukuy.core.rows import PKey
 
-__all__ = ["HealthCheck", "HealthResult", "KeyHealth"]
+__all__ = ["Finding", "HealthCheck", "HealthResult", "KeyHealth"]
 
 _log = logging.getLogger("watukuy")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One cause of concern.
+
+    Attributes:
+        code: Stable identifier: ``circuit_open``, ``lag``, ``parked``, ``outbox_over``,
+            ``outbox_growing``, ``not_running``, ``inspect_failed``.
+        summary: Short text without partition keys or error messages (the public body).
+        detail: The full text for operators; may quote the key's last error (already
+            cleaned of secrets when it was stored).
+    """
+
+    code: str
+    summary: str
+    detail: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +51,7 @@ class KeyHealth:
     Attributes:
         poller: Poller name.
         partition: Partition key (``""`` for single-partition pollers).
-        reasons: Why the key is unhealthy; empty when it is healthy.
+        findings: Why the key is unhealthy; empty when it is healthy.
         paused: The key is paused.
         circuit: ``"closed"``, ``"half-open"`` or ``"open"``.
         lag_ms: How far the cursor trails the clock (timestamp pollers), else ``None``.
@@ -35,7 +62,7 @@ class KeyHealth:
 
     poller: str
     partition: str
-    reasons: list[str]
+    findings: list[Finding]
     paused: bool
     circuit: str
     lag_ms: int | None
@@ -44,9 +71,14 @@ class KeyHealth:
     lease_owner: str | None
 
     @property
+    def reasons(self) -> list[str]:
+        """The detailed text of every finding."""
+        return [finding.detail for finding in self.findings]
+
+    @property
     def healthy(self) -> bool:
         """No reason to worry about this key."""
-        return not self.reasons
+        return not self.findings
 
     @property
     def label(self) -> str:
@@ -54,12 +86,12 @@ class KeyHealth:
         return f"{self.poller}/{self.partition}" if self.partition else self.poller
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+        """JSON-ready form (detailed: names the partition and the lease owner)."""
         return {
             "poller": self.poller,
             "partition": self.partition,
             "status": "ok" if self.healthy else "unhealthy",
-            "reasons": list(self.reasons),
+            "reasons": self.reasons,
             "paused": self.paused,
             "circuit": self.circuit,
             "lag_ms": self.lag_ms,
@@ -74,7 +106,7 @@ class HealthResult:
     """The verdict on a whole engine.
 
     Attributes:
-        reasons: Every cause of concern, each key's prefixed with its label.
+        findings: Engine-wide causes of concern (not running, ``inspect()`` failed).
         keys: One verdict per (poller, partition) in the report.
         engine_status: The engine's lifecycle state.
         instance_id: The engine's instance id.
@@ -82,7 +114,7 @@ class HealthResult:
             ``inspect()`` itself failed.
     """
 
-    reasons: list[str]
+    findings: list[Finding] = field(default_factory=list)
     keys: list[KeyHealth] = field(default_factory=list)
     engine_status: str = ""
     instance_id: str = ""
@@ -91,13 +123,40 @@ class HealthResult:
     @property
     def healthy(self) -> bool:
         """Nothing to worry about."""
-        return not self.reasons
+        return not self.findings and all(key.healthy for key in self.keys)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: ``status`` is ``"ok"`` or ``"unhealthy"``."""
+    @property
+    def reasons(self) -> list[str]:
+        """Every cause of concern in detail, each key's prefixed with its label."""
+        out = [finding.detail for finding in self.findings]
+        out += [f"{key.label}: {reason}" for key in self.keys for reason in key.reasons]
+        return out
+
+    @property
+    def summary(self) -> list[str]:
+        """Short reasons, per poller and kind, naming no partition and quoting no error:
+        ``"orders: circuit open (3 keys)"``."""
+        out = [finding.summary for finding in self.findings]
+        counts: Counter[tuple[str, str]] = Counter()
+        for key in self.keys:
+            for finding in key.findings:
+                counts[(key.poller, finding.summary)] += 1
+        for (poller, text), n in counts.items():
+            out.append(f"{poller}: {text}" + (f" ({n} keys)" if n > 1 else ""))
+        return out
+
+    def to_dict(self, *, detail: bool = False) -> dict[str, Any]:
+        """JSON-ready form: ``status`` (``"ok"`` or ``"unhealthy"``) and short ``reasons``.
+
+        With ``detail=True`` also the engine's status and instance id, the report's time,
+        and one entry per key (partition keys, lease owners, detailed reasons): for
+        operators only.
+        """
+        if not detail:
+            return {"status": "ok" if self.healthy else "unhealthy", "reasons": self.summary}
         return {
             "status": "ok" if self.healthy else "unhealthy",
-            "reasons": list(self.reasons),
+            "reasons": self.reasons,
             "engine_status": self.engine_status,
             "instance_id": self.instance_id,
             "generated_at": self.generated_at,
@@ -105,24 +164,40 @@ class HealthResult:
         }
 
 
+def _optional_count(value: object, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"expected an integer >= 0 or None, got {value!r}", field=name)
+    return value
+
+
 class HealthCheck:
     """Judges an engine from its ``inspect()`` report.
 
     A key is unhealthy when its circuit is open (unless ``allow_open_circuit``), when its
-    cursor lags more than ``max_lag`` (timestamp pollers that are not paused), when anything
-    is parked, or when its outbox holds more events than at the previous check (a failing,
-    slow or missing handler). The outbox sizes of the previous check are kept in memory, so
-    the first check never reports growth; keep one ``HealthCheck`` per endpoint.
+    cursor lags more than ``max_lag`` (timestamp pollers that are not paused), when more
+    than ``max_parked`` rows are parked (only poison events with ``ignore_invalid``), when
+    its outbox holds more than ``max_outbox`` events, or when its outbox holds more events
+    than at the previous check (a failing, slow or missing handler). The outbox sizes of the
+    previous check are kept in memory, so the first check never reports growth; keep one
+    ``HealthCheck`` per endpoint.
 
     Args:
         engine: The engine to judge.
         max_lag: Longest acceptable lag (``"10m"``); ``None`` disables the lag check.
+        max_parked: Parked rows a key may hold and stay healthy (default ``0``); ``None``
+            disables the check.
+        ignore_invalid: Count only poison events toward ``max_parked``, not quarantined
+            invalid items (one bad vendor record then does not fail a probe).
+        max_outbox: Pending events a key may hold and stay healthy; ``None`` (default)
+            disables the check.
         allow_open_circuit: Do not count an open circuit (the engine probes it itself).
         require_running: Also require the engine's daemon to be running (for apps that
             start it, e.g. with ``watukuy_lifespan(engine, mode="daemon")``).
 
     Raises:
-        ConfigError: ``max_lag`` is not a duration.
+        ConfigError: An option is invalid.
     """
 
     def __init__(
@@ -130,81 +205,177 @@ class HealthCheck:
         engine: EngineCore,
         *,
         max_lag: Duration | None = None,
+        max_parked: int | None = 0,
+        ignore_invalid: bool = False,
+        max_outbox: int | None = None,
         allow_open_circuit: bool = False,
         require_running: bool = False,
     ) -> None:
         self._engine = engine
         self._max_lag_ms = None if max_lag is None else parse_duration(max_lag, "max_lag")
+        self._max_parked = _optional_count(max_parked, "max_parked")
+        self._max_outbox = _optional_count(max_outbox, "max_outbox")
         for name, value in (
+            ("ignore_invalid", ignore_invalid),
             ("allow_open_circuit", allow_open_circuit),
             ("require_running", require_running),
         ):
             if not isinstance(value, bool):
                 raise ConfigError(f"expected a bool, got {value!r}", field=name)
+        self._ignore_invalid = ignore_invalid
         self._allow_open_circuit = allow_open_circuit
         self._require_running = require_running
         self._previous_outbox: dict[tuple[str, str], int] = {}
+        self._log = RedactingLogger(_log, engine.redaction)
 
     async def check(self) -> HealthResult:
         """Inspect the engine and judge it; a failing ``inspect()`` is itself unhealthy."""
         try:
             report = await self._engine.inspect()
+            poison = await self._poison_counts(report)
         except Exception as error:
-            _log.warning("health check: inspect() failed: %s", error)
+            self._log.warning("health check: inspect() failed: %s", error)
+            message = self._engine.redaction.text(str(error))
             return HealthResult(
-                reasons=[f"inspect() failed: {type(error).__name__}: {error}"],
+                findings=[
+                    Finding(
+                        "inspect_failed",
+                        "inspect() failed",
+                        f"inspect() failed: {type(error).__name__}: {message}",
+                    )
+                ],
                 engine_status=self._engine.status.value,
                 instance_id=self._engine.instance_id,
             )
-        return self.judge(report)
+        return self.judge(report, poison=poison)
 
-    def judge(self, report: InspectReport) -> HealthResult:
-        """Judge a report, and remember its outbox sizes for the next call."""
-        reasons: list[str] = []
+    async def _poison_counts(self, report: InspectReport) -> dict[tuple[str, str], int] | None:
+        """With ``ignore_invalid``, the poison events of each key that has parked rows."""
+        if not self._ignore_invalid or self._max_parked is None:
+            return None
+        store = self._engine.store
+        limit = self._max_parked + 1  # enough to tell "over the limit"
+        counts: dict[tuple[str, str], int] = {}
+        for entry in report["pollers"]:
+            if entry["parked"] > self._max_parked:
+                key = PKey(entry["poller"], entry["partition"])
+                rows = await store.list_parked(key, kind="poison", limit=limit)
+                counts[(entry["poller"], entry["partition"])] = len(rows)
+        return counts
+
+    def judge(
+        self,
+        report: InspectReport,
+        *,
+        poison: Mapping[tuple[str, str], int] | None = None,
+    ) -> HealthResult:
+        """Judge a report, and remember its outbox sizes for the next call.
+
+        Args:
+            report: What ``engine.inspect()`` returned.
+            poison: Poison events per (poller, partition), for ``ignore_invalid``; a key
+                not in it counts all its parked rows.
+        """
+        findings: list[Finding] = []
         if self._require_running and report["status"] != EngineStatus.RUNNING.value:
-            reasons.append(f"engine is {report['status']}, not running")
-        keys = [self._judge_key(entry) for entry in report["pollers"]]
+            findings.append(
+                Finding(
+                    "not_running",
+                    f"engine is {report['status']}, not running",
+                    f"engine is {report['status']}, not running",
+                )
+            )
+        keys = [self._judge_key(entry, poison) for entry in report["pollers"]]
         self._previous_outbox = {(key.poller, key.partition): key.outbox_pending for key in keys}
-        reasons.extend(f"{key.label}: {reason}" for key in keys for reason in key.reasons)
         return HealthResult(
-            reasons=reasons,
+            findings=findings,
             keys=keys,
             engine_status=report["status"],
             instance_id=report["instance_id"],
             generated_at=report["generated_at"],
         )
 
-    def _judge_key(self, entry: PollerInspect) -> KeyHealth:
-        schedule = entry["schedule"]
-        circuit = str(schedule.get("circuit", "closed"))
-        reasons: list[str] = []
-        if circuit == "open" and not self._allow_open_circuit:
-            last_error = schedule.get("last_error") or {}
-            message = last_error.get("message")
-            reasons.append(f"circuit open: {message}" if message else "circuit open")
-        lag_ms = entry["lag_ms"]
-        limit = self._max_lag_ms
-        # A paused key lags by design; its lag says nothing about the API or the engine.
-        if limit is not None and lag_ms is not None and lag_ms > limit and not entry["paused"]:
-            reasons.append(f"lag {_seconds(lag_ms)} is over max_lag {format_duration(limit)}")
-        if entry["parked"] > 0:
-            reasons.append(f"{entry['parked']} parked (poison events or invalid items)")
-        pending = entry["outbox_pending"]
-        previous = self._previous_outbox.get((entry["poller"], entry["partition"]))
-        if previous is not None and pending > previous:
-            reasons.append(f"outbox growing: {previous} -> {pending} pending")
+    def _judge_key(
+        self, entry: PollerInspect, poison: Mapping[tuple[str, str], int] | None
+    ) -> KeyHealth:
+        findings = [
+            *self._circuit(entry),
+            *self._lag(entry),
+            *self._parked(entry, poison),
+            *self._outbox(entry),
+        ]
         lease = entry["lease"]
         return KeyHealth(
             poller=entry["poller"],
             partition=entry["partition"],
-            reasons=reasons,
+            findings=findings,
             paused=entry["paused"],
-            circuit=circuit,
-            lag_ms=lag_ms,
-            outbox_pending=pending,
+            circuit=str(entry["schedule"].get("circuit", "closed")),
+            lag_ms=entry["lag_ms"],
+            outbox_pending=entry["outbox_pending"],
             parked=entry["parked"],
             lease_owner=None if lease is None else lease.get("owner"),
         )
+
+    # --- the checks: one key's entry in, findings out ----------------------------------------
+
+    def _circuit(self, entry: PollerInspect) -> list[Finding]:
+        schedule = entry["schedule"]
+        if schedule.get("circuit", "closed") != "open" or self._allow_open_circuit:
+            return []
+        message = (schedule.get("last_error") or {}).get("message")
+        detail = f"circuit open: {message}" if message else "circuit open"
+        return [Finding("circuit_open", "circuit open", detail)]
+
+    def _lag(self, entry: PollerInspect) -> list[Finding]:
+        lag_ms, limit = entry["lag_ms"], self._max_lag_ms
+        # A paused key lags by design; its lag says nothing about the API or the engine.
+        if limit is None or lag_ms is None or lag_ms <= limit or entry["paused"]:
+            return []
+        over = f"lag {_seconds(lag_ms)} is over max_lag {format_duration(limit)}"
+        return [Finding("lag", "lag over max_lag", over)]
+
+    def _parked(
+        self, entry: PollerInspect, poison: Mapping[tuple[str, str], int] | None
+    ) -> list[Finding]:
+        limit = self._max_parked
+        if limit is None:
+            return []
+        parked = entry["parked"]
+        counted = parked
+        if poison is not None:
+            counted = poison.get((entry["poller"], entry["partition"]), parked)
+        if counted <= limit:
+            return []
+        if poison is not None:
+            detail = f"{counted} poison event(s) parked"
+        else:
+            detail = f"{parked} parked (poison events or invalid items)"
+        if limit:
+            detail += f", over max_parked {limit}"
+        return [Finding("parked", "parked events", detail)]
+
+    def _outbox(self, entry: PollerInspect) -> list[Finding]:
+        pending = entry["outbox_pending"]
+        out: list[Finding] = []
+        if self._max_outbox is not None and pending > self._max_outbox:
+            out.append(
+                Finding(
+                    "outbox_over",
+                    "outbox over max_outbox",
+                    f"outbox holds {pending} pending, over max_outbox {self._max_outbox}",
+                )
+            )
+        previous = self._previous_outbox.get((entry["poller"], entry["partition"]))
+        if previous is not None and pending > previous:
+            out.append(
+                Finding(
+                    "outbox_growing",
+                    "outbox growing",
+                    f"outbox growing: {previous} -> {pending} pending",
+                )
+            )
+        return out
 
 
 def _seconds(ms: int) -> str:

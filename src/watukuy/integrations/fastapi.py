@@ -12,10 +12,12 @@
 
     app = FastAPI(lifespan=watukuy_lifespan(engine))
     app.include_router(health_router(engine, max_lag="10m"))
+    app.include_router(inspect_router(engine), dependencies=[Depends(require_operator)])
 
-``GET /watukuy/health`` answers 200 or 503 with a reason per (poller, partition);
-``GET /watukuy/inspect`` returns ``engine.inspect()``. Both expose operational details
-(cursors, errors, lease owners): mount them where only operators can reach them.
+``GET /watukuy/health`` answers 200 or 503 with the status and short reasons only (no
+partition keys, no error text), fit for a public probe. ``GET /watukuy/inspect`` returns
+``engine.inspect()`` (partitions, lease owners, errors and their stacks): it exists only
+when you include :func:`inspect_router`, and belongs behind an authentication dependency.
 
 Handlers are attached with ``@engine.on(...)`` where the engine is defined, before the app
 starts; FastAPI's dependency injection is request-scoped, so there is nothing for a
@@ -43,7 +45,7 @@ from watukuy.core.errors import ConfigError
 
 from ._health import HealthCheck
 
-__all__ = ["LifespanMode", "health_router", "watukuy_lifespan"]
+__all__ = ["LifespanMode", "health_router", "inspect_router", "watukuy_lifespan"]
 
 LifespanMode = Literal["daemon", "none"]
 
@@ -141,25 +143,38 @@ def health_router(
     engine: EngineCore,
     *,
     max_lag: Duration | None = None,
+    max_parked: int | None = 0,
+    ignore_invalid: bool = False,
+    max_outbox: int | None = None,
     allow_open_circuit: bool = False,
     require_running: bool = False,
+    detail: bool = False,
     prefix: str = "/watukuy",
 ) -> APIRouter:
-    """Routes that report on the engine: ``GET {prefix}/health`` and ``GET {prefix}/inspect``.
+    """The health probe: ``GET {prefix}/health``, 200 when every key is healthy, else 503.
 
-    ``/health`` answers 200 when every key is healthy and 503 otherwise, with a JSON body
-    listing the reasons (see :class:`~watukuy.integrations.HealthCheck`): an open circuit,
-    a lag over ``max_lag``, anything parked, an outbox larger than at the previous call, or
-    a failing ``inspect()``. ``/inspect`` answers the ``inspect()`` report (503 with an
-    ``error`` when the store cannot be read).
+    The body is ``{"status": "ok" | "unhealthy", "reasons": [...]}`` with short reasons per
+    poller (``"orders: circuit open (3 keys)"``): no partition keys, no error text, no
+    instance or lease owner names, so the route can face a load balancer or a Kubernetes
+    probe. What counts (see :class:`~watukuy.integrations.HealthCheck`): an open circuit, a
+    lag over ``max_lag``, more than ``max_parked`` parked rows, more than ``max_outbox``
+    pending events, an outbox larger than at the previous call, or a failing
+    ``inspect()``.
 
     Args:
         engine: The engine to report on.
         max_lag: Longest acceptable cursor lag (``"10m"``); ``None`` disables the check.
+        max_parked: Parked rows a key may hold and stay healthy (default ``0``); ``None``
+            disables the check.
+        ignore_invalid: Count only poison events toward ``max_parked`` (a quarantined
+            vendor record then does not turn the probe red).
+        max_outbox: Pending events a key may hold and stay healthy (default: no limit).
         allow_open_circuit: Stay healthy while a circuit is open.
         require_running: Also require the daemon to be running (set it when the app runs
             the engine with ``watukuy_lifespan(engine, mode="daemon")``).
-        prefix: Where the routes live; ``""`` or a path starting with ``/`` and not ending
+        detail: Answer the detailed verdict instead (partition keys, lease owners, the
+            last error of each key): mount such a router behind authentication only.
+        prefix: Where the route lives; ``""`` or a path starting with ``/`` and not ending
             with one.
 
     Returns:
@@ -168,14 +183,15 @@ def health_router(
     Raises:
         ConfigError: An option is invalid.
     """
-    if not isinstance(prefix, str) or (prefix and (prefix[0] != "/" or prefix[-1] == "/")):
-        raise ConfigError(
-            f"expected '' or a path like '/watukuy' (leading '/', no trailing '/'), got {prefix!r}",
-            field="prefix",
-        )
+    _check_prefix(prefix)
+    if not isinstance(detail, bool):
+        raise ConfigError(f"expected a bool, got {detail!r}", field="detail")
     check = HealthCheck(
         engine,
         max_lag=max_lag,
+        max_parked=max_parked,
+        ignore_invalid=ignore_invalid,
+        max_outbox=max_outbox,
         allow_open_circuit=allow_open_circuit,
         require_running=require_running,
     )
@@ -184,16 +200,54 @@ def health_router(
     @router.get("/health", response_model=None, summary="Health of the watukuy engine")
     async def watukuy_health() -> JSONResponse:
         result = await check.check()
-        return JSONResponse(result.to_dict(), status_code=200 if result.healthy else 503)
+        return JSONResponse(
+            result.to_dict(detail=detail), status_code=200 if result.healthy else 503
+        )
+
+    return router
+
+
+def inspect_router(engine: EngineCore, *, prefix: str = "/watukuy") -> APIRouter:
+    """The operators' route: ``GET {prefix}/inspect`` answers ``engine.inspect()``.
+
+    The report names partitions (often tenant ids), lease owners (host names), cursors and
+    each key's last error with its stack: never mount it without authentication::
+
+        app.include_router(inspect_router(engine), dependencies=[Depends(require_operator)])
+
+    Errors and stacks were cleaned of secrets when they were stored (see
+    ``Engine(redact=...)``); a failing ``inspect()`` answers 503 with an ``error``.
+
+    Args:
+        engine: The engine to report on.
+        prefix: Where the route lives (as for :func:`health_router`).
+
+    Returns:
+        An ``APIRouter`` for ``app.include_router(...)``.
+
+    Raises:
+        ConfigError: ``prefix`` is invalid.
+    """
+    _check_prefix(prefix)
+    router = APIRouter(prefix=prefix, tags=["watukuy"])
 
     @router.get("/inspect", response_model=None, summary="State of every watukuy poller")
     async def watukuy_inspect() -> JSONResponse:
         try:
             report = await engine.inspect()
         except Exception as error:
+            message = engine.redaction.text(str(error))
             return JSONResponse(
-                {"error": f"inspect() failed: {type(error).__name__}: {error}"}, status_code=503
+                {"error": f"inspect() failed: {type(error).__name__}: {message}"}, status_code=503
             )
         return JSONResponse(dict(report))
 
     return router
+
+
+def _check_prefix(prefix: object) -> None:
+    if not isinstance(prefix, str) or (prefix and (prefix[0] != "/" or prefix[-1] == "/")):
+        raise ConfigError(
+            f"expected '' or a path like '/watukuy' (leading '/', no trailing '/'), got {prefix!r}",
+            field="prefix",
+        )
