@@ -229,7 +229,8 @@ def tick(
 
     result = _run(_on_target("tick", app, store_url, work, need_engine=True))
     _emit(as_json, result, tick_view(result))
-    if any(row.get("error") for row in result["polled"]):
+    # A throttled cycle is the API asking for time, not a failure: it does not fail the run.
+    if any(row.get("error") and not row.get("throttled") for row in result["polled"]):
         raise click.exceptions.Exit(1)
 
 

@@ -247,6 +247,15 @@ def inspect_view(report: Mapping[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
+def _error_cell(error: Mapping[str, Any] | None, *, throttled: bool) -> Text:
+    if not error:
+        return _cell("-")
+    message = _one_line(str(error.get("message", "")))
+    if throttled:
+        return _cell(f"throttled: {message}", "yellow")
+    return _cell(message, "red")
+
+
 def tick_view(result: Mapping[str, Any]) -> RenderableType:
     """What one ``tick`` did: one row per lane cycle, then the totals."""
     polled: list[Mapping[str, Any]] = list(result.get("polled") or [])
@@ -270,13 +279,16 @@ def tick_view(result: Mapping[str, Any]) -> RenderableType:
                 _cell(str(row["events"])),
                 _cell(str(row["delivered"])),
                 _cell(format_ms(row["duration_ms"])),
-                _cell(_one_line(str(error.get("message", ""))), "red") if error else _cell("-"),
+                _error_cell(error, throttled=bool(row.get("throttled"))),
             ]
         )
     table = FittedTable(columns, rows)
-    failed = sum(1 for row in polled if row.get("error"))
+    failed = sum(1 for row in polled if row.get("error") and not row.get("throttled"))
+    throttled = sum(1 for row in polled if row.get("throttled"))
     summary = (
-        f"{len(polled)} cycle{'s' if len(polled) != 1 else ''} ran ({failed} failed), "
+        f"{len(polled)} cycle{'s' if len(polled) != 1 else ''} ran ({failed} failed"
+        + (f", {throttled} throttled" if throttled else "")
+        + "), "
         f"{result.get('skipped_not_due', 0)} not due, "
         f"{result.get('skipped_leased', 0)} leased elsewhere, "
         f"{format_ms(result.get('duration_ms'))}"

@@ -38,6 +38,7 @@ from .errors import (
     StoreError,
     ValidationError,
     ValidationIssue,
+    WatukuyError,
     serialize_error,
 )
 from .events import Event, EventType, event_to_json, iso_time
@@ -72,6 +73,17 @@ from .rows import (
 __all__ = ["LaneCycle"]
 
 _IDENTITY_BATCH = 1000
+
+
+def _stuck_cursor(page: int, cursor: str) -> WatukuyError:
+    # Fetching again from the same cursor returns the same page: without this the cycle
+    # would request it until the page cap, and the next cycle would start over at once.
+    shown = cursor if len(cursor) <= 200 else cursor[:200] + "..."
+    return WatukuyError(
+        f"page {page} says there is more to fetch but left the cursor where it was "
+        f"({shown}); the cycle stops instead of requesting the same page again",
+        code="INVALID_PAGE",
+    )
 
 
 class _PageSource:
@@ -234,6 +246,7 @@ class LaneCycle:
                         not_modified=observations.not_modified,
                     ),
                 )
+                before = None if strategy.full_scan else strategy.serialize(cursor)
                 state, cursor, page_done, page_items, page_counts, phase = await self._page(
                     state, cursor, page, seen
                 )
@@ -249,6 +262,9 @@ class LaneCycle:
                 if page_done:
                     done = True
                     break
+                stuck = before is not None and not source.is_generator
+                if stuck and strategy.serialize(cursor) == before:
+                    raise _stuck_cursor(pages, str(before))
                 request = strategy.next_view(cursor, request, page, clock.now())
             if done and self._full_scan and not truncated and not saw_not_modified:
                 phase = "commit"

@@ -22,6 +22,7 @@ __all__ = [
     "Circuit",
     "Delivery",
     "EventLog",
+    "MAX_THROTTLE_MS",
     "Fairness",
     "Poison",
     "PoisonAction",
@@ -29,6 +30,9 @@ __all__ = [
     "Retry",
     "Schedule",
 ]
+
+MAX_THROTTLE_MS = 86_400_000
+"""No ``Retry-After`` or rate-limit header can make a key wait longer than one day."""
 
 PoisonAction = Literal["park", "halt"]
 AckMode = Literal["auto", "manual"]
@@ -92,7 +96,10 @@ class Schedule:
         adaptive: AIMD on (events halve the interval, idle cycles multiply it by 1.5);
             ``False`` pins the interval at ``min``.
         jitter: Symmetric jitter applied to every wait, as a fraction (``0.1`` = ±10%).
-        backoff: Backoff after fetch failures.
+        backoff: Backoff after fetch failures, and the growth of the wait after repeated
+            throttles that name no usable ``Retry-After``.
+        throttle_max: Longest wait a ``Retry-After`` header or rate-limit pacing can impose
+            (default: ``max``, at most one day; never more than one day).
     """
 
     min: Duration = "30s"
@@ -100,8 +107,10 @@ class Schedule:
     adaptive: bool = True
     jitter: float = 0.1
     backoff: Backoff = field(default_factory=Backoff)
+    throttle_max: Duration | None = None
     min_ms: int = field(init=False, repr=False, compare=False)
     max_ms: int = field(init=False, repr=False, compare=False)
+    throttle_max_ms: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _set(self, "min_ms", parse_duration(self.min, "schedule.min"))
@@ -118,6 +127,16 @@ class Schedule:
         _number(self.jitter, "schedule.jitter", low=0, high=1)
         if not isinstance(self.backoff, Backoff):
             raise ConfigError(f"expected a Backoff, got {self.backoff!r}", field="schedule.backoff")
+        if self.throttle_max is None:
+            ceiling = min(self.max_ms, MAX_THROTTLE_MS)
+        else:
+            ceiling = parse_duration(self.throttle_max, "schedule.throttle_max")
+            if not 0 < ceiling <= MAX_THROTTLE_MS:
+                raise ConfigError(
+                    f"must be greater than zero and at most one day, got {self.throttle_max!r}",
+                    field="schedule.throttle_max",
+                )
+        _set(self, "throttle_max_ms", ceiling)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,8 +43,15 @@ class TickResult:
 
     @property
     def errors(self) -> list[TickPollResult]:
-        """The cycles that failed."""
-        return [result for result in self.polled if result.error is not None]
+        """The cycles that failed (throttled cycles are not failures: see :attr:`throttled`)."""
+        return [
+            result for result in self.polled if result.error is not None and not result.throttled
+        ]
+
+    @property
+    def throttled(self) -> list[TickPollResult]:
+        """The cycles the API (or an exhausted budget) throttled; their keys wait it out."""
+        return [result for result in self.polled if result.throttled]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -153,6 +153,15 @@ class ScheduleState:
         next_retry_at: Earliest time a failed delivery may be retried.
         drain_blocked: Every pending event waits behind a parked event of its ordering key;
             nothing is deliverable until ``parked.retry``/``discard`` or a new commit.
+        consecutive_throttles: Throttled cycles (``429``, ``503`` with ``Retry-After``, an
+            exhausted budget) since the last success; the floor of the next throttle wait
+            grows with it.
+        lanes: The failure state of the ``reconcile`` and ``backfill`` lanes, by lane. Each
+            one fails, backs off and opens its circuit on its own, so a failing reconcile
+            listing never holds back the live lane; of each entry only ``next_due_at``,
+            ``consecutive_failures``, ``consecutive_throttles``, ``circuit``,
+            ``circuit_opened_at``, ``throttled_until`` and ``last_error`` are used. A lane
+            whose last cycle succeeded has no entry.
     """
 
     next_due_at: int | None = None
@@ -167,6 +176,8 @@ class ScheduleState:
     last_error: SerializedError | None = None
     next_retry_at: int | None = None
     drain_blocked: bool = False
+    consecutive_throttles: int = 0
+    lanes: Mapping[str, ScheduleState] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,6 +456,8 @@ def schedule_to_json(schedule: ScheduleState) -> dict[str, Any]:
         "last_error": dict(schedule.last_error) if schedule.last_error is not None else None,
         "next_retry_at": schedule.next_retry_at,
         "drain_blocked": schedule.drain_blocked,
+        "consecutive_throttles": schedule.consecutive_throttles,
+        "lanes": {name: schedule_to_json(lane) for name, lane in schedule.lanes.items()},
     }
 
 
@@ -466,6 +479,8 @@ def schedule_from_json(data: Mapping[str, Any] | None) -> ScheduleState:
         last_error=cast(SerializedError, dict(last_error)) if last_error is not None else None,
         next_retry_at=data.get("next_retry_at"),
         drain_blocked=bool(data.get("drain_blocked", False)),
+        consecutive_throttles=data.get("consecutive_throttles", 0),
+        lanes={name: schedule_from_json(lane) for name, lane in (data.get("lanes") or {}).items()},
     )
 
 

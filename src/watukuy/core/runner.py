@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from watukuy.cursor import CursorStrategy
-from watukuy.scheduler import begin_cycle, is_due, on_failure, on_poison_halt, on_success
+from watukuy.scheduler import (
+    Transition,
+    begin_cycle,
+    is_due,
+    on_failure,
+    on_poison_halt,
+    on_success,
+)
 
 from .consumers import Consumer
 from .dispatcher import Dispatcher, DrainResult
@@ -50,6 +57,7 @@ from .rows import (
     Lease,
     PKey,
     PollerState,
+    ScheduleState,
     StatePatch,
     empty_poller_state,
 )
@@ -78,6 +86,9 @@ class TickPollResult:
         duration_ms: Wall time of the cycle.
         error: The failure, serialised; ``None`` on success. Failures are reported here,
             never raised.
+        throttled: The cycle was throttled (``429``, ``503`` with ``Retry-After``, an
+            exhausted budget): ``error`` says why, but the cycle did not fail; the key waits
+            without counting a failure.
     """
 
     poller: str
@@ -88,6 +99,7 @@ class TickPollResult:
     delivered: int
     duration_ms: int
     error: SerializedError | None = None
+    throttled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -127,11 +139,28 @@ class KeyRunResult:
     leased_until: int | None = None  # when another holder's lease expires ("leased" only)
 
 
+_HEALTHY = ScheduleState()
+
+
+def _side_state(schedule: ScheduleState, lane: Lane) -> ScheduleState:
+    return schedule.lanes.get(lane) or _HEALTHY
+
+
+def _side(state: PollerState, lane: Lane) -> ScheduleState:
+    """The failure state of a reconcile or backfill lane (empty when its last cycle
+    succeeded)."""
+    return _side_state(state.schedule, lane)
+
+
 def _reconcile_due(poller: PollerDefinition[Any], state: PollerState, now: int) -> bool:
-    if poller.reconcile is None:
+    if poller.reconcile is None or not is_due(_side(state, "reconcile"), now):
         return False
     last = state.last_reconcile_at
     return last is None or last + poller.reconcile.every_ms <= now
+
+
+def _backfill_due(state: PollerState, now: int) -> bool:
+    return state.backfill is not None and is_due(_side(state, "backfill"), now)
 
 
 def wake_time(
@@ -148,9 +177,10 @@ def wake_time(
         candidates.append(schedule.next_retry_at)
     if poller.reconcile is not None:
         last = state.last_reconcile_at
-        candidates.append(now if last is None else last + poller.reconcile.every_ms)
+        at = now if last is None else last + poller.reconcile.every_ms
+        candidates.append(max(at, _side(state, "reconcile").next_due_at or at))
     if state.backfill is not None:
-        candidates.append(now)
+        candidates.append(_side(state, "backfill").next_due_at or now)
     return min(candidates)
 
 
@@ -204,7 +234,7 @@ class KeyRunner:
     async def _is_due(self, state: PollerState, now: int) -> bool:
         if self._force or is_due(state.schedule, now):
             return True
-        if _reconcile_due(self._poller, state, now) or state.backfill is not None:
+        if _reconcile_due(self._poller, state, now) or _backfill_due(state, now):
             return True
         if self._consumer is None or state.schedule.drain_blocked:
             return False
@@ -325,7 +355,7 @@ class KeyRunner:
             lanes.append("live")
         if _reconcile_due(poller, state, deps.clock.now()):
             lanes.append("reconcile")
-        if state.backfill is not None:
+        if _backfill_due(state, deps.clock.now()):
             lanes.append("backfill")
 
         for lane in lanes:
@@ -338,6 +368,13 @@ class KeyRunner:
                 if self._force and schedule.circuit is CircuitState.OPEN:
                     schedule = dataclasses.replace(schedule, circuit=CircuitState.HALF_OPEN)
                 state = dataclasses.replace(state, schedule=schedule)
+            elif lane in state.schedule.lanes:
+                # The lane's own circuit: a probe when its open circuit's time has come.
+                side = begin_cycle(_side(state, lane), deps.clock.now())
+                lanes_now = {**state.schedule.lanes, lane: side}
+                state = dataclasses.replace(
+                    state, schedule=dataclasses.replace(state.schedule, lanes=lanes_now)
+                )
             state = await self._run_lane(lane, state, keeper, dispatcher, cancel, out)
             if self._halted(out):
                 state = await self._halt(state, out.drain)
@@ -427,6 +464,7 @@ class KeyRunner:
         out.drain.merge(cycle.drain)
         now = deps.clock.now()
         schedule = state.schedule
+        throttled = False
         if lane == "live":
             if error is None:
                 tr = on_success(
@@ -443,6 +481,7 @@ class KeyRunner:
                 )
             else:
                 tr = self._failure_transition(schedule, error, cycle.raised, now)
+                throttled = tr.reason == "throttled"
                 tr = dataclasses.replace(
                     tr,
                     state=dataclasses.replace(
@@ -475,17 +514,20 @@ class KeyRunner:
                 ),
             )
         else:
-            schedule = dataclasses.replace(
-                schedule,
-                last_error=error if error is not None else schedule.last_error,
-            )
+            schedule, throttled = await self._side_transition(lane, schedule, error, cycle, now)
         if error is not None:
             self._logger.warning(
-                "%s cycle failed (%s): %s",
+                "%s cycle %s (%s): %s",
                 lane,
+                "throttled" if throttled else "failed",
                 phase,
                 error.get("message", ""),
-                extra={"lane": lane, "phase": phase, "error_code": error.get("code")},
+                extra={
+                    "lane": lane,
+                    "phase": phase,
+                    "error_code": error.get("code"),
+                    "throttled": throttled,
+                },
             )
             await deps.hooks.emit(
                 "on_error", ErrorDetails(**self._hook_fields(lane), error=error, phase=phase)
@@ -504,13 +546,53 @@ class KeyRunner:
                 delivered=cycle.drain.delivered,
                 duration_ms=summary.duration_ms,
                 error=error,
+                throttled=throttled,
             )
         )
         return state
 
+    async def _side_transition(
+        self,
+        lane: Lane,
+        schedule: ScheduleState,
+        error: SerializedError | None,
+        cycle: LaneCycle,
+        now: int,
+    ) -> tuple[ScheduleState, bool]:
+        """A reconcile or backfill cycle ended: that lane backs off, throttles, opens or
+        closes its own circuit; the live lane's schedule is left alone."""
+        side = _side_state(schedule, lane)
+        lanes = dict(schedule.lanes)
+        throttled = False
+        if error is None:
+            lanes.pop(lane, None)
+            if side.circuit is not CircuitState.CLOSED:
+                await self._deps.hooks.emit(
+                    "on_circuit_close", CircuitCloseDetails(**self._hook_fields(lane))
+                )
+        else:
+            tr = self._failure_transition(side, error, cycle.raised, now)
+            throttled = tr.reason == "throttled"
+            lanes[lane] = tr.state
+            if tr.circuit_opened:
+                await self._deps.hooks.emit(
+                    "on_circuit_open",
+                    CircuitOpenDetails(
+                        **self._hook_fields(lane),
+                        failures=tr.state.consecutive_failures,
+                        probe_at=tr.state.next_due_at or now,
+                    ),
+                )
+        last_error = error if error is not None else schedule.last_error
+        return dataclasses.replace(schedule, lanes=lanes, last_error=last_error), throttled
+
     def _failure_transition(
-        self, schedule: Any, error: SerializedError, raised: BaseException | None, now: int
-    ) -> Any:
+        self,
+        schedule: ScheduleState,
+        error: SerializedError,
+        raised: BaseException | None,
+        now: int,
+    ) -> Transition:
         retry_after_ms: int | None = None
         status: int | None = None
         throttle = False

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Final
 
+from watukuy.core.options import MAX_THROTTLE_MS
 from watukuy.core.rows import RateLimitInfo, RateLimitSource
 
 __all__ = ["parse_rate_limit", "parse_retry_after"]
@@ -25,6 +26,12 @@ _EPOCH_MS_FROM: Final = 1_000_000_000_000
 # An epoch-seconds reset older than this is neither a plausible delta nor a plausible
 # timestamp (a stale or broken header), so it is dropped.
 _STALE_EPOCH_S: Final = 86_400
+
+# Nothing read from a header waits longer than a day (the scheduler caps lower still), and
+# no count beyond 2**53 is believed: absurd values must never reach the store.
+_MAX_WAIT_MS: Final = MAX_THROTTLE_MS
+_MAX_COUNT: Final = 2**53 - 1
+_MAX_WAIT_S: Final = _MAX_WAIT_MS / 1_000
 
 _LEADING_NUMBER: Final = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)", re.ASCII)
 _SECONDS: Final = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?", re.ASCII)
@@ -53,7 +60,7 @@ def _number(value: str | None) -> float | None:
 
 def _count(value: str | None) -> int | None:
     number = _number(value)
-    return None if number is None else int(number)
+    return None if number is None or number > _MAX_COUNT else int(number)
 
 
 def _ms(seconds: float) -> int | None:
@@ -65,8 +72,12 @@ def _ms(seconds: float) -> int | None:
 def _after(now: int, seconds: float | None) -> int | None:
     if seconds is None:
         return None
-    delta = _ms(seconds)
+    delta = _ms(min(seconds, _MAX_WAIT_MS / 1_000))
     return None if delta is None else now + delta
+
+
+def _at_most_a_day(now: int, at: int | None) -> int | None:
+    return None if at is None else min(at, now + _MAX_WAIT_MS)
 
 
 def _reset(value: str | None, now: int) -> int | None:
@@ -75,9 +86,10 @@ def _reset(value: str | None, now: int) -> int | None:
     if number is None:
         return None
     if number >= _EPOCH_MS_FROM:
-        return math.floor(number + 0.5)
+        return _at_most_a_day(now, math.floor(min(number, now + _MAX_WAIT_MS) + 0.5))
     if number >= _EPOCH_SECONDS_FROM:
-        return _ms(number) if number > now / 1_000 - _STALE_EPOCH_S else None
+        fresh = number > now / 1_000 - _STALE_EPOCH_S
+        return _at_most_a_day(now, _ms(min(number, now / 1_000 + 86_400))) if fresh else None
     return _after(now, number)
 
 
@@ -239,7 +251,8 @@ def parse_retry_after(value: str | None, now: int) -> float | None:
         now: Current time in epoch milliseconds.
 
     Returns:
-        Seconds to wait, or ``None`` for a missing, negative or unreadable value.
+        Seconds to wait, at most one day (``86400.0``; a later date or a larger number is
+        read as one day), or ``None`` for a missing, negative or unreadable value.
     """
     if value is None:
         return None
@@ -248,7 +261,7 @@ def parse_retry_after(value: str | None, now: int) -> float | None:
         return None
     if _SECONDS.fullmatch(text):
         seconds = float(text)
-        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+        return min(seconds, _MAX_WAIT_S) if math.isfinite(seconds) and seconds >= 0 else None
     try:
         moment = parsedate_to_datetime(text)
         # A date without a zone ("-0000") is taken as UTC, which HTTP-dates always are.
@@ -258,4 +271,4 @@ def parse_retry_after(value: str | None, now: int) -> float | None:
     except (ValueError, TypeError, OverflowError, IndexError):
         return None
     delta_ms = math.floor(epoch_s * 1_000) - now
-    return max(0.0, delta_ms / 1_000)
+    return min(max(0.0, delta_ms / 1_000), _MAX_WAIT_S)

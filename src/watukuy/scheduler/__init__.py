@@ -30,7 +30,7 @@ from ._machine import (
     trigger,
 )
 from ._phase import PollerPhase, phase_of
-from ._timing import apply_jitter, backoff_ceiling, backoff_delay, pacing_delay
+from ._timing import apply_jitter, backoff_ceiling, backoff_delay, pacing_delay, throttle_wait
 
 __all__ = [
     "PollerPhase",
@@ -47,5 +47,6 @@ __all__ = [
     "on_success",
     "pacing_delay",
     "phase_of",
+    "throttle_wait",
     "trigger",
 ]

@@ -27,7 +27,7 @@ from watukuy.core.options import Circuit, Schedule
 from watukuy.core.ports import Random
 from watukuy.core.rows import CircuitState, PollSummary, RateLimitInfo, ScheduleState
 
-from ._timing import apply_jitter, backoff_ceiling, backoff_delay, pacing_delay
+from ._timing import apply_jitter, backoff_delay, pacing_delay, throttle_wait
 
 __all__ = [
     "Reason",
@@ -61,7 +61,8 @@ Reason = Literal[
 - ``fixed``: ``adaptive=False``; the interval stays at ``min``.
 - ``catch-up``: the page cap stopped a cycle with more data waiting; due again now.
 - ``paced``: rate-limit headers stretched the wait so the remaining requests last.
-- ``throttled``: a ``Retry-After`` window decides the wait.
+- ``throttled``: a throttle (``429``, ``503`` with ``Retry-After``, an exhausted budget)
+  decides the wait: the ``Retry-After`` window within a growing floor and a ceiling.
 - ``backoff``: a fetch failed; exponential backoff with full jitter.
 - ``circuit-open``: too many consecutive failures (or a poison halt) opened the circuit.
 - ``probe-failed``: a half-open probe failed; the circuit stays open until the next probe.
@@ -163,6 +164,8 @@ def on_success(
     else:
         wait = apply_jitter(interval, schedule.jitter, random)
     pacing = pacing_delay(rate_limit, now)
+    if pacing is not None:
+        pacing = min(pacing, schedule.throttle_max_ms)
     if pacing is not None and pacing > wait:
         wait, reason = pacing, "paced"
     throttled_until = _open_window(state.throttled_until, now)
@@ -174,6 +177,7 @@ def on_success(
         next_due_at=now + wait,
         interval_ms=interval,
         consecutive_failures=0,
+        consecutive_throttles=0,
         circuit=CircuitState.CLOSED,
         circuit_opened_at=None,
         throttled_until=throttled_until,
@@ -207,9 +211,10 @@ def on_failure(
     """Plan the next run after a live cycle that failed.
 
     A throttle (a 429, or a 503 with ``Retry-After``) is the API asking for time, not a
-    failure: the key sleeps exactly ``retry_after_ms`` without jitter (the backoff ceiling
-    for the next attempt when the header was missing), and the failure count and circuit are
-    left alone.
+    failure: the key sleeps what :func:`~watukuy.scheduler.throttle_wait` allows, that is
+    ``retry_after_ms`` raised to a floor that grows with every throttle in a row (so
+    ``Retry-After: 0`` or no header at all cannot make a request loop) and capped by
+    ``schedule.throttle_max``; the failure count and circuit are left alone.
 
     Any other error counts a failure. A failed probe (the circuit was not closed) reopens the
     circuit and waits for the next probe; reaching ``circuit.failures`` opens it; below that
@@ -236,13 +241,15 @@ def on_failure(
         is_throttle or error_status == 429 or (error_status == 503 and retry_after_ms is not None)
     )
     if throttled:
-        if retry_after_ms is not None:
-            wait = max(0, retry_after_ms)
-        else:
-            wait = backoff_ceiling(state.consecutive_failures + 1, schedule.backoff)
+        throttles = state.consecutive_throttles + 1
+        wait = throttle_wait(throttles, retry_after_ms, schedule, random)
         until = now + wait
         next_state = dataclasses.replace(
-            state, next_due_at=until, throttled_until=until, last_error=error
+            state,
+            next_due_at=until,
+            throttled_until=until,
+            consecutive_throttles=throttles,
+            last_error=error,
         )
         return Transition(state=next_state, reason="throttled", wait_ms=wait)
 

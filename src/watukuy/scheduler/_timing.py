@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 
 from watukuy.core.errors import ConfigError
-from watukuy.core.options import Backoff
+from watukuy.core.options import Backoff, Schedule
 from watukuy.core.ports import Random
 from watukuy.core.rows import RateLimitInfo
 
-__all__ = ["apply_jitter", "backoff_ceiling", "backoff_delay", "pacing_delay"]
+__all__ = ["apply_jitter", "backoff_ceiling", "backoff_delay", "pacing_delay", "throttle_wait"]
 
 
 def _round_half_up(value: float) -> int:
@@ -131,3 +131,33 @@ def pacing_delay(rate_limit: RateLimitInfo | None, now: int) -> int | None:
         return None
     share = max(rate_limit.remaining, 1)
     return -(-window // share)
+
+
+def throttle_wait(
+    throttles: int, retry_after_ms: int | None, schedule: Schedule, random: Random
+) -> int:
+    """How long a throttled key waits: what the API asked, within a floor and a ceiling.
+
+    The floor keeps a ``Retry-After: 0`` (or a throttle without the header) from turning
+    into a request loop: before throttle number ``throttles`` in a row it is
+    ``backoff_ceiling(throttles, schedule.backoff)`` (``schedule.min`` when the backoff base
+    is zero), jittered by ``schedule.jitter``, so it grows exponentially while the API
+    keeps refusing; a first throttle with a longer ``Retry-After`` waits exactly that. The
+    ceiling, ``schedule.throttle_max`` (by default ``schedule.max``, never more than a day),
+    keeps a far-future date or an absurd number of seconds from parking the key for years.
+
+    Args:
+        throttles: Throttles in a row, this one included (``>= 1``).
+        retry_after_ms: What the API asked for, in milliseconds, if anything.
+        schedule: The poller's schedule options.
+        random: Source of the floor's jitter.
+
+    Returns:
+        The wait in milliseconds, between the floor and the ceiling (the ceiling wins when
+        the floor would pass it).
+    """
+    ceiling = schedule.throttle_max_ms
+    base = backoff_ceiling(max(1, throttles), schedule.backoff) or schedule.min_ms
+    floor = min(ceiling, apply_jitter(base, schedule.jitter, random))
+    asked = 0 if retry_after_ms is None else min(ceiling, max(0, retry_after_ms))
+    return max(floor, asked)

@@ -251,7 +251,9 @@ def test_fuzz_rate_limit_never_raises(headers: dict[str, str], now: int) -> None
 @given(st.integers(0, 10**9), st.integers(0, 10**6))
 def test_fuzz_ietf_numbers_round_trip(remaining: int, seconds: int) -> None:
     info = parse_rate_limit({"RateLimit": f'"p";r={remaining};t={seconds}'}, NOW)
-    assert info == RateLimitInfo(remaining=remaining, reset_at=NOW + seconds * 1_000, source="ietf")
+    # A reset more than a day away is read as one day.
+    reset_at = NOW + min(seconds, 86_400) * 1_000
+    assert info == RateLimitInfo(remaining=remaining, reset_at=reset_at, source="ietf")
 
 
 # --- Retry-After ------------------------------------------------------------------------
@@ -297,9 +299,18 @@ def test_retry_after_absent_is_none() -> None:
 )
 def test_fuzz_retry_after_never_raises(value: str, now: int) -> None:
     seconds = parse_retry_after(value, now)
-    assert seconds is None or seconds >= 0
+    assert seconds is None or 0 <= seconds <= 86_400
 
 
 @given(st.integers(0, 10**7), st.integers(0, 999))
 def test_fuzz_retry_after_numbers(whole: int, fraction: int) -> None:
-    assert parse_retry_after(f"{whole}.{fraction:03d}", NOW) == float(f"{whole}.{fraction:03d}")
+    # Never more than a day.
+    expected = min(86_400.0, float(f"{whole}.{fraction:03d}"))
+    assert parse_retry_after(f"{whole}.{fraction:03d}", NOW) == expected
+
+
+@pytest.mark.parametrize(
+    "value", [str(2**70), "99999999999999999999.5", "Fri, 31 Dec 9999 23:59:59 GMT"]
+)
+def test_absurd_retry_after_is_read_as_one_day(value: str) -> None:
+    assert parse_retry_after(value, NOW) == 86_400.0

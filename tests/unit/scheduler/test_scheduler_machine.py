@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from watukuy.core.errors import SerializedError
+from watukuy.core.errors import ConfigError, SerializedError
 from watukuy.core.options import Circuit, Schedule
 from watukuy.core.rows import CircuitState, EventCounts, PollSummary, RateLimitInfo, ScheduleState
 from watukuy.scheduler import (
@@ -375,17 +375,19 @@ class TestThrottle:
         assert (without.reason, without.wait_ms) == ("backoff", 500)
         assert without.state.consecutive_failures == 1
 
-    def test_missing_retry_after_falls_back_to_the_backoff_ceiling(
+    def test_missing_retry_after_waits_the_floor_of_the_throttles_in_a_row(
         self, plain, circuit, scripted, now, error
     ):
-        before = ScheduleState(interval_ms=2_000, consecutive_failures=2)
+        before = ScheduleState(interval_ms=2_000, consecutive_failures=2, consecutive_throttles=2)
         random = scripted()
         t = fail(before, plain, circuit, now, random, error, error_status=429)
-        # attempt 3 of base 1s x2: 4000ms, exactly (no jitter on a throttle)
+        # throttle 3 in a row, backoff 1s x2: 4000ms (plain has no jitter: no draw)
         assert (t.reason, t.wait_ms, t.state.throttled_until) == ("throttled", 4_000, now + 4_000)
+        assert t.state.consecutive_throttles == 3
+        assert t.state.consecutive_failures == 2
         assert random.draws == 0
 
-    def test_negative_retry_after_means_now(self, plain, circuit, scripted, now, error):
+    def test_negative_retry_after_waits_the_floor(self, plain, circuit, scripted, now, error):
         t = fail(
             ScheduleState(),
             plain,
@@ -396,7 +398,97 @@ class TestThrottle:
             is_throttle=True,
             retry_after_ms=-50,
         )
-        assert (t.wait_ms, t.state.next_due_at, t.state.throttled_until) == (0, now, now)
+        assert (t.wait_ms, t.state.next_due_at, t.state.throttled_until) == (
+            1_000,
+            now + 1_000,
+            now + 1_000,
+        )
+
+    def test_retry_after_zero_again_and_again_grows_the_wait(
+        self, plain, circuit, scripted, now, error
+    ):
+        state, waits = ScheduleState(interval_ms=1_000), []
+        for _ in range(7):
+            t = fail(
+                state, plain, circuit, now, scripted(), error, error_status=429, retry_after_ms=0
+            )
+            waits.append(t.wait_ms)
+            state = t.state
+        # the backoff ceiling of each throttle in a row: 1s, 2s, 4s, 8s, then backoff.max
+        assert waits == [1_000, 2_000, 4_000, 8_000, 10_000, 10_000, 10_000]
+        assert (state.consecutive_failures, state.circuit) == (0, CircuitState.CLOSED)
+        after = succeed(state, plain, now + 10_000, scripted())
+        assert after.state.consecutive_throttles == 0
+
+    def test_the_floor_is_jittered(self, circuit, scripted, now, error):
+        jittery = Schedule(min="1s", max="60s", jitter=0.1)
+        low = fail(ScheduleState(), jittery, circuit, now, scripted(0.0), error, error_status=429)
+        high = fail(
+            ScheduleState(), jittery, circuit, now, scripted(0.999), error, error_status=429
+        )
+        assert (low.wait_ms, high.wait_ms) == (900, 1_100)
+
+    def test_a_far_future_retry_after_is_capped_at_schedule_max(
+        self, plain, circuit, scripted, now, error
+    ):
+        year_9999 = 253_402_300_799_000 - now
+        t = fail(
+            ScheduleState(),
+            plain,
+            circuit,
+            now,
+            scripted(),
+            error,
+            error_status=429,
+            retry_after_ms=year_9999,
+        )
+        assert (t.reason, t.wait_ms, t.state.next_due_at) == ("throttled", 60_000, now + 60_000)
+        huge = fail(
+            ScheduleState(),
+            plain,
+            circuit,
+            now,
+            scripted(),
+            error,
+            error_status=429,
+            retry_after_ms=2**80,
+        )
+        assert huge.wait_ms == 60_000
+
+    def test_throttle_max_sets_the_ceiling(self, circuit, scripted, now, error):
+        schedule = Schedule(min="1s", max="1m", jitter=0, throttle_max="10m")
+        t = fail(
+            ScheduleState(),
+            schedule,
+            circuit,
+            now,
+            scripted(),
+            error,
+            error_status=429,
+            retry_after_ms=3_600_000,
+        )
+        assert t.wait_ms == 600_000
+        assert Schedule(max="3d").throttle_max_ms == 86_400_000
+        assert Schedule(max="1m").throttle_max_ms == 60_000
+        for bad in ("2d", "0s"):
+            with pytest.raises(ConfigError) as caught:
+                Schedule(throttle_max=bad)
+            assert caught.value.field == "schedule.throttle_max"
+
+    def test_pacing_is_capped_at_the_ceiling(self, plain, scripted, now):
+        far = RateLimitInfo(remaining=0, reset_at=now + 10 * 86_400_000, source="ietf")
+        t = on_success(
+            ScheduleState(interval_ms=1_000),
+            schedule=plain,
+            circuit=Circuit(),
+            events=0,
+            not_modified=False,
+            truncated=False,
+            rate_limit=far,
+            now=now,
+            random=scripted(),
+        )
+        assert (t.reason, t.wait_ms) == ("paced", 60_000)
 
 
 class TestFailuresAndCircuit:
