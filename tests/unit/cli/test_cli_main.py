@@ -152,3 +152,42 @@ def test_a_failed_cycle_makes_tick_exit_1(
     assert [(r["poller"], r["error"]["message"]) for r in result["polled"]] == [
         ("things", "vendor down")
     ]
+
+
+THROTTLED_APP = """
+import httpx
+import watukuy as wk
+
+def vendor(request):
+    return httpx.Response(429, headers={"retry-after": "0"}, json={"error": "slow down"})
+
+async def fetch(ctx):
+    response = await ctx.http.get("https://vendor.test/things")
+    return wk.Page(items=response.json())
+
+engine = wk.Engine(
+    store=wk.MemoryStore(),
+    pollers=[
+        wk.define_poller(
+            name="things", identity=lambda t: t["id"], cursor=wk.SnapshotDiff(), fetch=fetch
+        )
+    ],
+    http_client=httpx.AsyncClient(transport=httpx.MockTransport(vendor)),
+)
+"""
+
+
+def test_a_throttled_cycle_is_not_a_failure_for_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = f"throttled_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(THROTTLED_APP, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    try:
+        code, out, _ = run(["tick", "--app", f"{name}:engine", "--json"], capsys)
+    finally:
+        sys.modules.pop(name, None)
+    assert code == 0
+    [cycle] = json.loads(out)["polled"]
+    assert cycle["throttled"] is True
+    assert cycle["error"]["status"] == 429

@@ -190,6 +190,31 @@ def test_inspect_view_without_keys() -> None:
     ]
 
 
+def test_tick_view_says_throttled_not_failed() -> None:
+    result = {
+        "polled": [
+            {
+                "poller": "orders",
+                "partition": "",
+                "lane": "live",
+                "items": 0,
+                "events": 0,
+                "delivered": 0,
+                "duration_ms": 5,
+                "error": {"name": "HttpError", "message": "responded 429", "status": 429},
+                "throttled": True,
+            }
+        ],
+        "skipped_leased": 0,
+        "skipped_not_due": 0,
+        "duration_ms": 5,
+        "timed_out": False,
+    }
+    lines = render(tick_view(result), 100).splitlines()
+    assert lines[2].endswith("throttled: responded 429")
+    assert lines[-1] == "1 cycle ran (0 failed, 1 throttled), 0 not due, 0 leased elsewhere, 5ms"
+
+
 def test_tick_view() -> None:
     result = {
         "polled": [
