@@ -84,6 +84,7 @@ from watukuy.core.rows import (
     state_to_fields,
 )
 from watukuy.stores._errors import store_errors
+from watukuy.stores._redis_durability import warn_if_not_persistent
 
 try:
     import redis.asyncio as aioredis
@@ -345,10 +346,15 @@ class RedisStore:
     # --- lifecycle ----------------------------------------------------------------------
 
     async def migrate(self) -> None:
-        """Nothing to create in Redis; loads the scripts so first calls need no retry."""
+        """Nothing to create in Redis; loads the scripts so first calls need no retry.
+
+        Also asks the server (``CONFIG GET appendonly`` / ``save``, where it is allowed)
+        whether it persists anything, and logs a WARNING once if it does not.
+        """
         with store_errors("migrate"):
             for script in self._scripts.values():
                 script.sha = await self._redis.script_load(script.script)
+        await warn_if_not_persistent(self._redis)
 
     async def close(self) -> None:
         """Close the client if :meth:`from_url` created it; an injected one stays open."""
