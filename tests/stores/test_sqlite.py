@@ -30,6 +30,9 @@ from watukuy.testing.store_contract import (
     parked_invalid,
 )
 
+# (version,) of every migration file in the package, in order.
+_SHIPPED = [(version,) for version, _ in sqlite_migrations()]
+
 
 class TestSqliteFileContract(StoreContract):
     @pytest.fixture
@@ -135,16 +138,17 @@ async def test_wal_mode_and_the_schema_version_are_on_disk(
     store = SqliteStore(db, table_prefix="wk_")
     await store.migrate()
     assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    assert raw.execute('SELECT version FROM "wk_migrations"').fetchall() == [(1,), (2,)]
+    assert raw.execute('SELECT version FROM "wk_migrations"').fetchall() == _SHIPPED
     tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     expected = {"pollers", "items", "outbox", "parked", "validators", "log", "migrations"}
+    expected.add("epoch_floors")
     assert tables == {f"wk_{name}" for name in expected}
     await store.close()
 
 
 async def test_migrations_ship_as_versioned_files() -> None:
-    [(first, initial), (second, due_index)] = sqlite_migrations("p_")
-    assert (first, second) == (1, 2)
+    [(first, initial), (second, due_index), *later] = sqlite_migrations("p_")
+    assert [first, second, *(version for version, _ in later)] == list(range(1, 3 + len(later)))
     assert 'CREATE TABLE IF NOT EXISTS "p_pollers"' in initial
     assert 'ALTER TABLE "p_pollers" ADD COLUMN wake_at INTEGER;' in due_index
     assert "{prefix}" not in initial + due_index
@@ -166,7 +170,7 @@ async def test_concurrent_migrations_on_one_file_all_succeed(db: Path) -> None:
     await asyncio.gather(*(store.migrate() for store in stores))
     await asyncio.gather(*(store.migrate() for store in stores))
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT version FROM watukuy_migrations").fetchall() == [(1,), (2,)]
+    assert conn.execute("SELECT version FROM watukuy_migrations").fetchall() == _SHIPPED
     conn.close()
     for store in stores:
         await store.close()
@@ -203,7 +207,7 @@ async def test_a_version_1_database_is_upgraded_in_place(db: Path, raw: sqlite3.
     _version_1_database(db)
     store = SqliteStore(db)
     await store.migrate()
-    assert raw.execute("SELECT version FROM watukuy_migrations").fetchall() == [(1,), (2,)]
+    assert raw.execute("SELECT version FROM watukuy_migrations").fetchall() == _SHIPPED
     assert raw.execute(
         "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'watukuy_pollers'"
     ).fetchall() == [("watukuy_pollers_due_idx",)]
@@ -440,7 +444,7 @@ async def test_sqlite_url_options(tmp_path: Path) -> None:
     assert repr(store) == f"SqliteStore('{tmp_path}/x.db', table_prefix='app_')"
     await store.migrate()
     conn = sqlite3.connect(tmp_path / "x.db")
-    assert conn.execute("SELECT version FROM app_migrations").fetchall() == [(1,), (2,)]
+    assert conn.execute("SELECT version FROM app_migrations").fetchall() == _SHIPPED
     conn.close()
     await store.close()
 

@@ -45,7 +45,7 @@ FetchFn = Callable[[Any], Any]
 """``fetch(ctx)``: an ``async def`` returning a ``Page`` (or dict, or list of items), an async
 generator yielding pages, or a plain ``def`` (run in a worker thread)."""
 
-_NAME: Final = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$")
+_NAME: Final = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}")
 
 
 @fast_init
@@ -251,7 +251,7 @@ def define_poller(
     Raises:
         ConfigError: Any option is invalid; the message names it and the value.
     """
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(
             f"must match ^[a-zA-Z0-9][a-zA-Z0-9._-]{{0,127}}$, got {name!r}", field="name"
         )

@@ -143,6 +143,9 @@ class MemoryStore:
     def __init__(self) -> None:
         self._keys: dict[PKey, _Key] = {}
         self._due: dict[str, _DueIndex] = {}
+        # The last epoch of every deleted key: a key created again continues from it, so a
+        # lease issued before the delete can never match a later one.
+        self._epoch_floors: dict[PKey, int] = {}
 
     @property
     def capabilities(self) -> StoreCapabilities:
@@ -161,6 +164,7 @@ class MemoryStore:
         """Forget every key, as if the store had just been created."""
         self._keys.clear()
         self._due.clear()
+        self._epoch_floors.clear()
 
     def keys(self) -> list[PKey]:
         """Every key the store holds, sorted (the same as ``await list_keys()``)."""
@@ -188,7 +192,7 @@ class MemoryStore:
         """Take the key's lease if it is free or expired; ``None`` when someone holds it."""
         record = self._keys.get(key)
         if record is None:
-            record = self._keys[key] = _new_key(now)
+            record = self._keys[key] = self._created(key, now)
             self._index(key, record.state)
         elif record.owner is not None and (record.expires_at or 0) > now:
             return None
@@ -271,7 +275,7 @@ class MemoryStore:
 
     async def save_state_unfenced(self, key: PKey, patch: StatePatch, now: int) -> None:
         """Administrative partial update; creates the key when it does not exist yet."""
-        record = self._keys.get(key) or _new_key(now)
+        record = self._keys.get(key) or self._created(key, now)
         with store_errors("save_state_unfenced"):
             new_state = self._patched(record, patch)
         self._keys[key] = record
@@ -283,9 +287,17 @@ class MemoryStore:
         return sorted(k for k in self._keys if poller is None or k.poller == poller)
 
     async def delete_key(self, key: PKey) -> None:
-        """Remove every row of the key, its lease included."""
-        if self._keys.pop(key, None) is not None:
+        """Remove every row of the key, its lease included; its last epoch is kept."""
+        record = self._keys.pop(key, None)
+        if record is not None:
+            self._epoch_floors[key] = record.epoch
             self._index(key, None)
+
+    def _created(self, key: PKey, now: int) -> _Key:
+        """A new record for ``key``, its epoch continuing from a deleted predecessor's."""
+        record = _new_key(now)
+        record.epoch = self._epoch_floors.get(key, 0)
+        return record
 
     async def due_keys(
         self, poller: str, until: int, limit: int | None = None

@@ -75,10 +75,19 @@ else:
 
 __all__ = ["PostgresStore"]
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
-_MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+_MIGRATION_FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 _SQL_DIR = resources.files("watukuy.stores").joinpath("sql", "postgres")
-_TABLES = ("pollers", "items", "outbox", "parked", "validators", "log")
+_TABLES = ("pollers", "items", "outbox", "parked", "validators", "log", "epoch_floors")
+# delete_key: the rows of a key in every table but pollers, one statement each, after the
+# key's row lock (a statement of its own sees every row a commit it waited for wrote).
+_CHILD_DELETES = (
+    "delete_items_of",
+    "delete_outbox_of",
+    "delete_parked_of",
+    "delete_validators_of",
+    "delete_log_of",
+)
 _MIN_BIGINT, _MAX_BIGINT = -(2**63), 2**63 - 1
 
 
@@ -86,7 +95,7 @@ def _migration_files() -> list[tuple[int, str, str]]:
     """Every ``sql/postgres/NNNN_name.sql`` file shipped with the package, in order."""
     found: list[tuple[int, str, str]] = []
     for entry in _SQL_DIR.iterdir():
-        match = _MIGRATION_FILE.match(entry.name)
+        match = _MIGRATION_FILE.fullmatch(entry.name)
         if match:
             found.append((int(match.group(1)), match.group(2), entry.read_text("utf-8")))
     return sorted(found)
@@ -180,9 +189,9 @@ class PostgresStore:
                 "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'watukuy[postgres]'"
             ) from _MISSING
         rule = "expected letters, digits and underscores, at most 40, not starting with a digit"
-        if not isinstance(schema, str) or not _IDENTIFIER.match(schema):
+        if not isinstance(schema, str) or not _IDENTIFIER.fullmatch(schema):
             raise ConfigError(f"{rule}; got {schema!r}", field="schema")
-        if not isinstance(table_prefix, str) or not _IDENTIFIER.match(table_prefix or "_"):
+        if not isinstance(table_prefix, str) or not _IDENTIFIER.fullmatch(table_prefix or "_"):
             raise ConfigError(f"{rule}; got {table_prefix!r}", field="table_prefix")
         self._pool: AsyncConnectionPool[Any]
         if isinstance(dsn_or_pool, str) and dsn_or_pool.strip():
@@ -346,9 +355,17 @@ class PostgresStore:
     async def acquire_lease(self, key: PKey, owner: str, ttl_ms: int, now: int) -> Lease | None:
         """Take the key's lease when it is free or expired (creating the key if needed)."""
         state, wake_at = _initial_state(now)
-        params = (key.poller, key.partition, state, wake_at, owner, now + ttl_ms, now)
-        rows = await self._fetch("acquire_lease", "acquire", params)
-        return Lease(owner, rows[0][0], now + ttl_ms) if rows else None
+        k = (key.poller, key.partition)
+        params = (*k, state, wake_at, owner, now + ttl_ms, now)
+        async with self._connection("acquire_lease") as conn, conn.transaction():
+            cur = await conn.execute(self._q["acquire"], params)
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            # A key deleted and created again continues from its epoch floor.
+            cur = await conn.execute(self._q["raise_epoch"], (*k, owner))
+            raised = await cur.fetchone()
+        return Lease(owner, (raised or row)[0], now + ttl_ms)
 
     async def renew_lease(self, key: PKey, lease: Lease, ttl_ms: int, now: int) -> bool:
         """Extend the lease to ``now + ttl_ms`` while owner and epoch still match."""
@@ -412,12 +429,26 @@ class PostgresStore:
         return [(partition, wake_at) for partition, wake_at in rows]
 
     async def delete_key(self, key: PKey) -> None:
-        """Remove every row of the key in every table, in one statement."""
-        await self._count("delete_key", "delete_key", (key.poller, key.partition) * len(_TABLES))
+        """Remove every row of the key in every table, in one transaction that first takes
+        the key's row lock, so a commit in flight lands entirely before the delete and
+        leaves nothing behind. The key's last epoch is kept (see ``0003_epoch_floors``)."""
+        k = (key.poller, key.partition)
+        async with self._connection("delete_key") as conn, _pipeline(conn), conn.transaction():
+            await (await conn.execute(self._q["lock_key"], k)).fetchall()
+            await self._delete_rows(conn, k)
+
+    async def _delete_rows(self, conn: psycopg.AsyncConnection[Any], k: tuple[str, str]) -> None:
+        await conn.execute(self._q["keep_epoch"], k)
+        for name in _CHILD_DELETES:
+            await conn.execute(self._q[name], k)
+        await conn.execute(self._q["delete_poller"], k)
 
     async def clear_items(self, key: PKey) -> None:
-        """Drop the key's snapshot only."""
-        await self._count("clear_items", "clear_items", (key.poller, key.partition))
+        """Drop the key's snapshot only (after the key's row lock, like ``delete_key``)."""
+        k = (key.poller, key.partition)
+        async with self._connection("clear_items") as conn, _pipeline(conn), conn.transaction():
+            await conn.execute(self._q["lock_key"], k)
+            await conn.execute(self._q["clear_items"], k)
 
     # --- items --------------------------------------------------------------------------
 
@@ -584,6 +615,8 @@ class PostgresStore:
         if not ids:
             return 0
         async with self._connection("retry_parked") as conn, conn.transaction():
+            # The key's row lock first: a concurrent delete_key then waits for these rows.
+            await conn.execute(self._q["lock_key"], _k(key))
             cur = await conn.execute(self._q["lock_poison"], (*_k(key), list(ids)))
             rows = [
                 ParkedRow(id_, "poison", event, None, {}, 0, parked_at, None, seq)

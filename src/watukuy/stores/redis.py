@@ -14,9 +14,16 @@ How :class:`RedisStore` keeps the contract:
   byte.
 - **Cluster-safe keys.** Every key of one (poller, partition) carries the same hash tag,
   ``{<poller>:<partition>}`` with both parts percent-encoded (``:``, ``{``, ``}``, ``%`` and
-  non-ASCII included), so each script touches a single slot. The set of known keys used
-  by ``list_keys`` lives outside the tags and is updated after the script that creates a
-  key.
+  non-ASCII included), so each script touches a single slot. A prefix holding ``{`` or
+  ``}`` would break that and is refused.
+- **The known keys.** ``<prefix>keys``, the set ``list_keys`` reads, lives outside the
+  tags. On a standalone server the scripts that create (``acquire``,
+  ``save_state_unfenced``) or delete a key update it in the same atomic step. In a
+  cluster it is updated right after the script, and ``load_state`` (which the engine's
+  rolling audit calls for a few keys every resync) repairs the entry of the key it reads.
+- **Epochs never repeat.** ``delete_key`` keeps the key's last epoch in
+  ``<prefix>{<tag>}:epoch`` (never deleted, one small string per deleted key) and
+  ``acquire`` continues after it.
 - **The due index.** ``<prefix>{<poller>}:due`` (poller percent-encoded) is a sorted set of
   the poller's partitions scored by the ``wake_at`` field of their state, for
   :meth:`~RedisStore.due_keys`. On a standalone server every script that writes a state
@@ -46,6 +53,7 @@ Layout under ``<prefix>{<tag>}:``::
     log         zset   sequence by sequence
     logrows     hash   sequence -> "<created_at>:<event>"
     logtime     zset   sequence by created_at (for prune_log)
+    epoch       string the last epoch of a deleted key (kept by delete_key)
 
 plus ``<prefix>keys`` (a set of JSON ``[poller, partition]``), ``<prefix>{<poller>}:due``
 (sorted set: partition by ``wake_at``, keys with a ``None`` wake time left out) and, for
@@ -108,6 +116,7 @@ _STORE_SCRIPTS = (
     "retry_parked",
     "discard_parked",
     "set_validator",
+    "delete_key",
     "load_pending",
     "read_log",
     "prune_log",
@@ -133,6 +142,10 @@ def _require_redis(what: str) -> None:
 def _check_prefix(prefix: object) -> str:
     if not isinstance(prefix, str):
         raise ConfigError(f"expected a string, got {prefix!r}", field="prefix")
+    if "{" in prefix or "}" in prefix:
+        # Redis Cluster hashes the first {...} of a key name: a brace in the prefix would
+        # move the store's keys out of the per-key hash tag and split a script across slots.
+        raise ConfigError(f"must not contain '{{' or '}}', got {prefix!r}", field="prefix")
     return prefix
 
 
@@ -235,6 +248,11 @@ class _Keys(NamedTuple):
     logrows: str
     logtime: str
 
+    @property
+    def epoch(self) -> str:
+        """The key's epoch floor: written by ``delete_key``, never deleted, same slot."""
+        return self.meta[: -len("meta")] + "epoch"
+
     @classmethod
     def of(cls, prefix: str, key: PKey) -> _Keys:
         # Percent-encoding keeps ':' inside the parts unambiguous and '{' '}' out of the tag.
@@ -316,6 +334,11 @@ class RedisStore:
         """The due index as the optional last KEYS entry of a state-writing script."""
         return [self._due_key(key.poller)] if self._due_in_script else []
 
+    def _script_indexes(self, key: PKey) -> list[str]:
+        """The due index and the known-keys set, the optional last KEYS entries of a script
+        that may create a key (standalone Redis: one atomic step with the state)."""
+        return [self._due_key(key.poller), self._known] if self._due_in_script else []
+
     async def _sync_due(self, what: str, key: PKey, fields: dict[str, Any]) -> None:
         """Cluster mode: mirror a written ``wake_at`` in the due index, after the script;
         ``fields`` are the state fields the script wrote."""
@@ -338,6 +361,18 @@ class RedisStore:
         reply = await self._eval(what, script, keys, [lease.owner, lease.epoch, *args])
         if reply == 0:
             raise LeaseLostError(key.poller, key.partition, lease.epoch)
+
+    async def _repair_known(self, key: PKey, exists: bool) -> None:
+        """Cluster: bring the known-keys entry of a key whose state was just read in step
+        with it (the rolling audit reads a few keys every resync). A ghost is removed, then
+        the state is looked at again, so a key created meanwhile keeps its entry."""
+        member = self._member(key)
+        if not exists:
+            if not await self._redis.srem(self._known, member):
+                return  # no entry, no state: nothing to repair
+            exists = bool(await self._redis.exists(self._keys(key).state))
+        if exists:
+            await self._redis.sadd(self._known, member)
 
     async def _remember(self, what: str, key: PKey) -> None:
         with store_errors(what):
@@ -368,16 +403,18 @@ class RedisStore:
         """Take the key's lease when it is free or expired (creating the key if needed)."""
         keys = self._keys(key)
         initial = state_to_fields(empty_poller_state(now))
-        args = [owner, now, now + ttl_ms, key.partition, *_pairs(initial)]
-        script_keys = [keys.meta, keys.state, *self._script_due(key)]
+        args = [owner, now, now + ttl_ms, key.partition, self._member(key), *_pairs(initial)]
+        script_keys = [keys.meta, keys.state, keys.epoch, *self._script_indexes(key)]
         reply = await self._eval("acquire_lease", "acquire", script_keys, args)
         if reply is None:
             return None
         epoch, created = reply
-        if created:
-            # A new key is born due; in a cluster its index entry follows the script.
-            await self._sync_due("acquire_lease", key, initial)
-        await self._remember("acquire_lease", key)
+        if not self._due_in_script:
+            # Cluster: the index entry of a new key (born due) and the known-keys entry
+            # follow the script; load_state repairs what a crash in between leaves out.
+            if created:
+                await self._sync_due("acquire_lease", key, initial)
+            await self._remember("acquire_lease", key)
         return Lease(owner=owner, epoch=int(epoch), expires_at=now + ttl_ms)
 
     async def renew_lease(self, key: PKey, lease: Lease, ttl_ms: int, now: int) -> bool:
@@ -411,6 +448,8 @@ class RedisStore:
         """The key's state, or ``None`` for a key never seen."""
         with store_errors("load_state"):
             raw = await self._redis.hgetall(self._keys(key).state)
+            if not self._due_in_script:
+                await self._repair_known(key, bool(raw))
         if not raw:
             return None
         return state_from_fields({_text(name): json.loads(value) for name, value in raw.items()})
@@ -432,13 +471,15 @@ class RedisStore:
         fields = patch_to_fields(patch)
         with store_errors("save_state_unfenced"):
             _wake_of(fields)
-        args = [key.partition, len(initial), *_pairs(initial), *_pairs(fields)]
-        script_keys = [self._keys(key).state, *self._script_due(key)]
+        member = self._member(key)
+        args = [key.partition, member, len(initial), *_pairs(initial), *_pairs(fields)]
+        script_keys = [self._keys(key).state, *self._script_indexes(key)]
         created = await self._eval("save_state_unfenced", "save_state_unfenced", script_keys, args)
-        # A key created here carries the empty state's wake time unless the patch sets one.
-        written = {**initial, **fields} if created else fields
-        await self._sync_due("save_state_unfenced", key, written)
-        await self._remember("save_state_unfenced", key)
+        if not self._due_in_script:
+            # A key created here carries the empty state's wake time unless the patch sets one.
+            written = {**initial, **fields} if created else fields
+            await self._sync_due("save_state_unfenced", key, written)
+            await self._remember("save_state_unfenced", key)
 
     async def list_keys(self, poller: str | None = None) -> list[PKey]:
         """Every key, optionally of one poller, sorted by (poller, partition)."""
@@ -464,26 +505,23 @@ class RedisStore:
         return [(_text(partition), int(score)) for partition, score in found]
 
     async def delete_key(self, key: PKey) -> None:
-        """Remove every Redis key of the key, its due index entry, then forget it; one
-        ``MULTI`` transaction on a standalone server."""
-        due, partition = self._due_key(key.poller), key.partition
-        with store_errors("delete_key"):
-            if self._due_in_script:
-                async with self._redis.pipeline(transaction=True) as pipe:
-                    pipe.delete(*self._keys(key))
-                    pipe.zrem(due, partition)
-                    pipe.srem(self._known, self._member(key))
-                    await pipe.execute()
-            else:
-                await self._redis.delete(*self._keys(key))
-                await self._redis.zrem(due, partition)
-                await self._redis.srem(self._known, self._member(key))
+        """Remove every Redis key of the key (``UNLINK``: big hashes are freed off the main
+        thread), its due index entry and its known-keys entry, keeping its last epoch; one
+        script on a standalone server, the two entries right after it in a cluster."""
+        keys, member = self._keys(key), self._member(key)
+        script_keys = [keys.epoch, *keys, *self._script_indexes(key)]
+        args = [len(keys), key.partition, member]
+        await self._eval("delete_key", "delete_key", script_keys, args)
+        if not self._due_in_script:
+            with store_errors("delete_key"):
+                await self._redis.zrem(self._due_key(key.poller), key.partition)
+                await self._redis.srem(self._known, member)
 
     async def clear_items(self, key: PKey) -> None:
-        """Drop the key's snapshot only."""
+        """Drop the key's snapshot only (``UNLINK``: freed off the main thread)."""
         keys = self._keys(key)
         with store_errors("clear_items"):
-            await self._redis.delete(keys.items, keys.ids)
+            await self._redis.unlink(keys.items, keys.ids)
 
     # --- items --------------------------------------------------------------------------
 

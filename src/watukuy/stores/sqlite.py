@@ -64,8 +64,8 @@ T = TypeVar("T")
 _AckRequest = tuple[PKey, Lease, tuple[str, ...], "asyncio.Future[None]"]
 """One ``ack_events`` call waiting for the worker: key, lease, event ids, its future."""
 
-_PREFIX: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$|^$")
-_MIGRATION_FILE: Final = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_PREFIX: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|")
+_MIGRATION_FILE: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
 # Bound parameters per IN (...) list; old SQLite builds allow 999 in total.
 _IN_CHUNK: Final = 500
 # load_versions reads a sorted run of at least this many identities as one key range.
@@ -86,7 +86,7 @@ def sqlite_migrations(table_prefix: str = "watukuy_") -> list[tuple[int, str]]:
     folder = resources.files("watukuy.stores").joinpath("sql", "sqlite")
     out: list[tuple[int, str]] = []
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        match = _MIGRATION_FILE.match(entry.name)
+        match = _MIGRATION_FILE.fullmatch(entry.name)
         if match is not None:
             script = entry.read_text(encoding="utf-8").replace("{prefix}", table_prefix)
             out.append((int(match.group(1)), script))
@@ -94,7 +94,7 @@ def sqlite_migrations(table_prefix: str = "watukuy_") -> list[tuple[int, str]]:
 
 
 def _check_prefix(prefix: str) -> None:
-    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
         raise ConfigError(
             f"expected letters, digits and underscores, not starting with a digit; got {prefix!r}",
             field="table_prefix",
@@ -146,6 +146,13 @@ class _Sql:
         self.keys = f'SELECT poller, "partition" FROM {p} ORDER BY poller, "partition"'
         self.keys_of = f'SELECT poller, "partition" FROM {p} WHERE poller = ? ORDER BY "partition"'
         self.delete_key = [f"DELETE FROM {t} WHERE {_K}" for t in self.tables]
+        floors = f'"{prefix}epoch_floors"'
+        self.keep_epoch = (
+            f'INSERT INTO {floors} (poller, "partition", epoch) '
+            f'SELECT poller, "partition", lease_epoch FROM {p} WHERE {_K} '
+            'ON CONFLICT (poller, "partition") DO UPDATE SET epoch = MAX(epoch, excluded.epoch)'
+        )
+        self.epoch_floor = f"SELECT epoch FROM {floors} WHERE {_K}"
         self.clear_items = f"DELETE FROM {i} WHERE {_K}"
         self.upsert_item = (
             f'INSERT OR REPLACE INTO {i} (poller, "partition", identity, version, hash, '
@@ -417,15 +424,21 @@ class SqliteStore:
         with self._transaction(conn):
             row = conn.execute(self._sql.lease, k).fetchone()
             if row is None:
+                epoch = self._epoch_floor(conn, k) + 1
                 conn.execute(
-                    self._sql.insert_key, (*k, *_initial_state(now), owner, 1, now + ttl_ms)
+                    self._sql.insert_key, (*k, *_initial_state(now), owner, epoch, now + ttl_ms)
                 )
-                return Lease(owner, 1, now + ttl_ms)
+                return Lease(owner, epoch, now + ttl_ms)
             holder, epoch, expires_at = row
             if holder is not None and (expires_at or 0) > now:
                 return None
             conn.execute(self._sql.take_lease, (owner, now + ttl_ms, *k))
             return Lease(owner, epoch + 1, now + ttl_ms)
+
+    def _epoch_floor(self, conn: sqlite3.Connection, k: tuple[str, str]) -> int:
+        """The last epoch of a deleted predecessor of the key (``0`` when none)."""
+        row = conn.execute(self._sql.epoch_floor, k).fetchone()
+        return 0 if row is None else int(row[0])
 
     async def renew_lease(self, key: PKey, lease: Lease, ttl_ms: int, now: int) -> bool:
         """Extend a held lease to ``now + ttl_ms``; ``False`` when it is no longer ours."""
@@ -485,7 +498,8 @@ class SqliteStore:
                 row = conn.execute(self._sql.state, k).fetchone()
                 if row is None:
                     state, wake_at = _initial_state(now)
-                    conn.execute(self._sql.insert_key, (*k, state, wake_at, None, 0, None))
+                    floor = self._epoch_floor(conn, k)
+                    conn.execute(self._sql.insert_key, (*k, state, wake_at, None, floor, None))
                 else:
                     state = row[0]
                 self._patch(conn, key, state, patch)
@@ -516,6 +530,7 @@ class SqliteStore:
 
         def write(conn: sqlite3.Connection) -> None:
             with self._transaction(conn):
+                conn.execute(self._sql.keep_epoch, (key.poller, key.partition))
                 for sql in self._sql.delete_key:
                     conn.execute(sql, (key.poller, key.partition))
 

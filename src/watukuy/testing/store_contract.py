@@ -110,6 +110,8 @@ _URL = "u-1"
 _FAR = 2**62  # a due_keys bound later than any wake time the suite writes
 # Every identity the comparisons below may meet; used when a store cannot stream identities.
 _KNOWN_IDENTITIES = ("i0", "i1", "i2", "a", "b", "c", "after")
+# Every key test_list_keys_always_matches_the_states may create, in list_keys order.
+_LISTED = (KEY_OTHER, KEY, KEY_B)
 
 
 def event_json(event_id: str, sequence: int, *, key: PKey = KEY) -> str:
@@ -515,6 +517,64 @@ class StoreContract:
         await store.save_state(KEY, lease, {"sequence": 4})
         await store.commit_poll(KEY, lease, batch(events=[outbox_row("e1", 1)], now=T0 + TTL))
         assert await store.count_pending(KEY) == 1
+
+    # --- epochs across deletes and the known keys --------------------------------------
+
+    async def test_epochs_never_repeat_after_delete_key(self, store: StateStore) -> None:
+        # The engine's runners (and replay) share one owner name, so only the epoch tells
+        # a lease issued before delete_key from one issued after it.
+        first = await _acquire(store)
+        await store.release_lease(KEY, first)
+        second = await _acquire(store, now=T0 + 1)
+        await store.delete_key(KEY)
+        third = await _acquire(store, now=T0 + 2)
+        assert first.epoch < second.epoch < third.epoch
+        for stale in (first, second):
+            with pytest.raises(LeaseLostError):
+                await store.commit_poll(
+                    KEY, stale, batch(upserts=[item_row("a")], events=[outbox_row("e1", 1)])
+                )
+            with pytest.raises(LeaseLostError):
+                await store.save_state(KEY, stale, {"sequence": 9})
+            assert await store.renew_lease(KEY, stale, TTL, T0 + 3) is False
+        assert await store.count_items(KEY) == 0
+        assert await store.count_pending(KEY) == 0
+        # Created again by an administrative write, then leased: still after the floor.
+        await store.delete_key(KEY)
+        await store.save_state_unfenced(KEY, {"paused": False}, T0 + 4)
+        fourth = await _acquire(store, now=T0 + 5)
+        assert fourth.epoch > third.epoch
+        with pytest.raises(LeaseLostError):
+            await store.save_state(KEY, third, {"sequence": 9})
+        # Other keys keep their own epochs.
+        assert (await _acquire(store, KEY_B)).epoch == 1
+
+    async def test_list_keys_always_matches_the_states(self, store: StateStore) -> None:
+        async def check() -> None:
+            keys = await store.list_keys()
+            with_state = [k for k in _LISTED if await store.load_state(k) is not None]
+            assert keys == with_state
+            assert await store.list_keys("orders") == [k for k in keys if k.poller == "orders"]
+
+        await check()
+        lease = await _acquire(store)
+        await check()
+        await store.save_state_unfenced(KEY_B, {"paused": True}, T0)
+        await check()
+        await store.save_state_unfenced(KEY_OTHER, {"paused": False}, T0)
+        await check()
+        await store.delete_key(KEY)
+        await check()
+        with pytest.raises(LeaseLostError):
+            await store.save_state(KEY, lease, {"sequence": 1})
+        await check()
+        await _acquire(store, now=T0 + 1)
+        await check()
+        await store.clear_items(KEY_B)
+        await store.delete_key(KEY_OTHER)
+        await store.delete_key(KEY_OTHER)
+        await check()
+        assert await store.list_keys() == [KEY, KEY_B]
 
     # --- fencing -----------------------------------------------------------------------
 

@@ -63,13 +63,43 @@ SELECT poller, "partition" FROM {pollers} ORDER BY poller, "partition"
 -- name: list_keys_of
 SELECT poller, "partition" FROM {pollers} WHERE poller = %s ORDER BY "partition"
 
--- name: delete_key
-WITH
-    i AS (DELETE FROM {items} WHERE poller = %s AND "partition" = %s),
-    o AS (DELETE FROM {outbox} WHERE poller = %s AND "partition" = %s),
-    pk AS (DELETE FROM {parked} WHERE poller = %s AND "partition" = %s),
-    v AS (DELETE FROM {validators} WHERE poller = %s AND "partition" = %s),
-    l AS (DELETE FROM {log} WHERE poller = %s AND "partition" = %s)
+-- name: lock_key
+-- Taken first by every write that is not fenced but must not interleave with one.
+SELECT 1 FROM {pollers} WHERE poller = %s AND "partition" = %s FOR UPDATE
+
+-- name: keep_epoch
+-- delete_key, under the key's row lock: the epoch the next incarnation of the key starts
+-- after.
+INSERT INTO {epoch_floors} AS f (poller, "partition", epoch)
+SELECT poller, "partition", GREATEST(lease_epoch, epoch_counter) FROM {pollers}
+WHERE poller = %s AND "partition" = %s
+ON CONFLICT (poller, "partition") DO UPDATE SET epoch = GREATEST(f.epoch, EXCLUDED.epoch)
+
+-- name: raise_epoch
+-- After acquire, in the same transaction: a key created again after delete_key continues
+-- from the epoch floor. A separate statement, so it sees a delete that acquire waited for.
+UPDATE {pollers} AS p SET lease_epoch = f.epoch + 1, epoch_counter = f.epoch + 1
+FROM {epoch_floors} AS f
+WHERE p.poller = %s AND p."partition" = %s AND f.poller = p.poller
+    AND f."partition" = p."partition" AND p.lease_owner = %s AND p.lease_epoch <= f.epoch
+RETURNING p.lease_epoch
+
+-- name: delete_items_of
+DELETE FROM {items} WHERE poller = %s AND "partition" = %s
+
+-- name: delete_outbox_of
+DELETE FROM {outbox} WHERE poller = %s AND "partition" = %s
+
+-- name: delete_parked_of
+DELETE FROM {parked} WHERE poller = %s AND "partition" = %s
+
+-- name: delete_validators_of
+DELETE FROM {validators} WHERE poller = %s AND "partition" = %s
+
+-- name: delete_log_of
+DELETE FROM {log} WHERE poller = %s AND "partition" = %s
+
+-- name: delete_poller
 DELETE FROM {pollers} WHERE poller = %s AND "partition" = %s
 
 -- name: clear_items

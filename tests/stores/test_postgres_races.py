@@ -1,0 +1,205 @@
+"""PostgresStore under races, driven step by step on the real server: one call is held
+inside its transaction (an injected wait) while another runs on a second connection."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from watukuy.core.errors import LeaseLostError
+from watukuy.core.rows import Lease, PKey
+from watukuy.stores.postgres import PostgresStore
+from watukuy.testing.store_contract import (
+    KEY,
+    T0,
+    TTL,
+    batch,
+    item_row,
+    outbox_row,
+    parked_poison,
+)
+
+pytestmark = pytest.mark.postgres
+
+_TABLES = ("pollers", "items", "outbox", "parked", "validators", "log")
+
+
+async def _query(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(sql, params or None)
+        return await cur.fetchall() if cur.description is not None else []
+
+
+async def _rows(url: str, schema: str, key: PKey) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for table in _TABLES:
+        sql = f'SELECT count(*) FROM "{schema}"."watukuy_{table}" WHERE poller = %s'
+        counts[table] = (await _query(url, sql, key.poller))[0][0]
+    return counts
+
+
+async def _until_waiting_on_a_lock(url: str, schema: str) -> None:
+    """Return once a backend running a statement on this schema waits for a row lock."""
+    sql = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND position(%s in query) > 0"
+    )
+    for _ in range(2000):
+        if (await _query(url, sql, f'"{schema}"'))[0][0] > 0:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the second call never waited for the row lock")
+
+
+def _held(
+    original: Callable[..., Awaitable[None]], entered: asyncio.Event, gate: asyncio.Event
+) -> Callable[..., Awaitable[None]]:
+    """``original``, then a wait for ``gate``: the transaction around it stays open."""
+
+    async def held(*args: Any) -> None:
+        await original(*args)
+        entered.set()
+        await gate.wait()
+
+    return held
+
+
+async def test_delete_key_waits_for_a_commit_in_flight_and_leaves_nothing(
+    postgres_store: PostgresStore,
+    postgres_url: str,
+    pg_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = postgres_store
+    lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+    assert lease is not None
+    entered, gate = asyncio.Event(), asyncio.Event()
+    # The commit holds the key's row lock with its rows written, not yet committed.
+    monkeypatch.setattr(store, "_write_state", _held(store._write_state, entered, gate))
+    page = batch(
+        upserts=[item_row(f"i{n}") for n in range(3)],
+        events=[outbox_row(f"e{n}", n) for n in range(1, 4)],
+        log=True,
+        state_patch={"sequence": 3},
+    )
+    commit = asyncio.create_task(store.commit_poll(KEY, lease, page))
+    await entered.wait()
+    delete = asyncio.create_task(store.delete_key(KEY))
+    await _until_waiting_on_a_lock(postgres_url, pg_schema)
+    gate.set()
+    await commit
+    await delete
+    assert await _rows(postgres_url, pg_schema, KEY) == dict.fromkeys(_TABLES, 0)
+    # The next holder starts from nothing: no stale event, no snapshot row.
+    fresh = await store.acquire_lease(KEY, "node-a", TTL, T0 + 1)
+    assert fresh is not None
+    assert fresh.epoch > lease.epoch
+    assert await store.load_pending(KEY, 10) == []
+    assert await store.count_items(KEY) == 0
+
+
+async def test_an_acquire_waiting_for_delete_key_continues_after_its_epoch(
+    postgres_store: PostgresStore,
+    postgres_url: str,
+    pg_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = postgres_store
+    first = await store.acquire_lease(KEY, "node-a", TTL, T0)
+    assert first is not None
+    await store.release_lease(KEY, first)
+    second = await store.acquire_lease(KEY, "node-a", TTL, T0 + 1)
+    assert second is not None
+    await store.release_lease(KEY, second)
+    entered, gate = asyncio.Event(), asyncio.Event()
+    monkeypatch.setattr(store, "_delete_rows", _held(store._delete_rows, entered, gate))
+    delete = asyncio.create_task(store.delete_key(KEY))
+    await entered.wait()
+    # The acquire meets the row being deleted and waits for it; when the delete commits,
+    # it creates the key again, with an epoch after every one issued before.
+    acquire = asyncio.create_task(store.acquire_lease(KEY, "node-a", TTL, T0 + 2))
+    await _until_waiting_on_a_lock(postgres_url, pg_schema)
+    gate.set()
+    await delete
+    third = await acquire
+    assert third is not None
+    assert third.epoch > second.epoch
+    for stale in (first, second):
+        with pytest.raises(LeaseLostError):
+            await store.commit_poll(KEY, stale, batch(upserts=[item_row("a")]))
+    assert await store.count_items(KEY) == 0
+
+
+async def test_a_stale_lease_from_before_delete_key_writes_nothing(
+    postgres_store: PostgresStore, postgres_url: str, pg_schema: str
+) -> None:
+    # partitions.remove() and the stuck-lease advice delete a key while a runner of the
+    # same engine (same owner) may still hold its Lease(owner, 1).
+    store = postgres_store
+    stale = await store.acquire_lease(KEY, "engine-1", TTL, T0)
+    assert stale == Lease("engine-1", 1, T0 + TTL)
+    await store.delete_key(KEY)
+    fresh = await store.acquire_lease(KEY, "engine-1", TTL, T0 + 1)
+    assert fresh is not None
+    assert fresh.epoch == 2
+    with pytest.raises(LeaseLostError):
+        await store.commit_poll(
+            KEY, stale, batch(upserts=[item_row("a"), item_row("b")], events=[outbox_row("e", 1)])
+        )
+    assert await _rows(postgres_url, pg_schema, KEY) == {**dict.fromkeys(_TABLES, 0), "pollers": 1}
+
+
+async def test_retry_parked_racing_delete_key_leaves_no_outbox_row(
+    postgres_store: PostgresStore,
+    postgres_url: str,
+    pg_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = postgres_store
+    lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+    assert lease is not None
+    poison = parked_poison("p1", 1)
+    await store.commit_poll(KEY, lease, batch(parked=[poison]))
+    entered, gate = asyncio.Event(), asyncio.Event()
+    original = store._connection
+
+    def connection(what: str) -> Any:
+        context = original(what)
+        if what != "retry_parked":
+            return context
+
+        class Held:
+            async def __aenter__(self) -> Any:
+                conn = await context.__aenter__()
+                real = conn.execute
+
+                async def execute(query: Any, params: Any = None) -> Any:
+                    cur = await real(query, params)
+                    if "DELETE" in str(query):  # the last statement: parked row gone
+                        entered.set()
+                        await gate.wait()
+                    return cur
+
+                conn.execute = execute
+                self.conn, self.real = conn, real
+                return conn
+
+            async def __aexit__(self, *exc: Any) -> Any:
+                self.conn.execute = self.real
+                return await context.__aexit__(*exc)
+
+        return Held()
+
+    monkeypatch.setattr(store, "_connection", connection)
+    retry = asyncio.create_task(store.retry_parked(KEY, ["p1"]))
+    await entered.wait()
+    delete = asyncio.create_task(store.delete_key(KEY))
+    await _until_waiting_on_a_lock(postgres_url, pg_schema)
+    gate.set()
+    assert await retry == 1
+    await delete
+    assert await _rows(postgres_url, pg_schema, KEY) == dict.fromkeys(_TABLES, 0)
