@@ -256,15 +256,15 @@ class HttpClient:
         if status == 304:
             scope.observations.not_modified = True
             await raw.aread()
-            return HttpResponse(raw, url=url, rate_limit=rate_limit)
+            return HttpResponse(raw, url=url, rate_limit=rate_limit, shown_url=shown_url)
         if 200 <= status < 300:
             await raw.aread()
             if key is not None:
                 await self._store_validator(key, url, raw.headers)
-            return HttpResponse(raw, url=url, rate_limit=rate_limit)
+            return HttpResponse(raw, url=url, rate_limit=rate_limit, shown_url=shown_url)
         if not raise_for_status:
             await raw.aread()
-            return HttpResponse(raw, url=url, rate_limit=rate_limit)
+            return HttpResponse(raw, url=url, rate_limit=rate_limit, shown_url=shown_url)
 
         body_text = await read_error_text(raw)
         problem = parse_problem_details(raw.headers.get("content-type"), body_text)

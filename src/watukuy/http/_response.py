@@ -5,15 +5,25 @@ from __future__ import annotations
 import codecs
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any, Final, cast
+from typing import Any, ClassVar, Final, cast
 
 import httpx
 
 from watukuy.core import json as wkjson
-from watukuy.core.errors import WatukuyError
+from watukuy.core.errors import ErrorCode, WatukuyError
 from watukuy.core.rows import RateLimitInfo
 
-__all__ = ["MAX_ERROR_BODY", "HttpResponse", "read_error_text"]
+__all__ = ["MAX_ERROR_BODY", "BodyError", "HttpResponse", "read_error_text"]
+
+_SHOWN_BYTES: Final = 120
+
+
+class BodyError(WatukuyError, ValueError):
+    """A response body that is not what ``json()`` can read: HTML, another format, or
+    bytes that are not UTF-8. Code ``INVALID_PAGE``; also a ``ValueError``."""
+
+    default_code: ClassVar[ErrorCode] = "INVALID_PAGE"
+
 
 MAX_ERROR_BODY: Final = 64 * 1024
 """Bytes of an error body kept on :class:`~watukuy.core.errors.HttpError` (the rest is
@@ -33,15 +43,24 @@ class HttpResponse:
         raw: The underlying ``httpx.Response``.
     """
 
-    __slots__ = ("headers", "not_modified", "rate_limit", "raw", "status", "url")
+    __slots__ = ("_shown_url", "headers", "not_modified", "rate_limit", "raw", "status", "url")
 
-    def __init__(self, raw: httpx.Response, *, url: str, rate_limit: RateLimitInfo | None) -> None:
+    def __init__(
+        self,
+        raw: httpx.Response,
+        *,
+        url: str,
+        rate_limit: RateLimitInfo | None,
+        shown_url: str | None = None,
+    ) -> None:
         self.raw = raw
         self.status: int = raw.status_code
         self.not_modified: bool = raw.status_code == 304
         self.headers: httpx.Headers = raw.headers
         self.url = url
         self.rate_limit = rate_limit
+        # The URL as errors may show it (credentials masked).
+        self._shown_url = shown_url if shown_url is not None else url
 
     @property
     def ok(self) -> bool:
@@ -81,10 +100,40 @@ class HttpResponse:
 
         Raises:
             WatukuyError: The response is a 304 (code ``INVALID_STATE``).
-            ValueError: The body is not JSON (a fetch failure for the scheduler).
+            BodyError: The body is not JSON, or not valid UTF-8 (a fetch failure for the
+                scheduler). The message says what came instead: status, content type, the
+                first bytes and the URL (credentials masked).
         """
         self._require_body()
-        return wkjson.loads(self.raw.content)
+        content = self.raw.content
+        try:
+            return wkjson.loads(content)
+        except ValueError as error:
+            raise self._bad_body(content, error) from error
+
+    def _bad_body(self, content: bytes, error: ValueError) -> BodyError:
+        kind = self.headers.get("content-type") or "no content type"
+        try:
+            content.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            problem = f"a body that is not valid UTF-8 (byte {bad.start})"
+        else:
+            json_type = "json" in kind.lower()
+            problem = f"invalid JSON ({error})" if json_type else "a body that is not JSON"
+        head = content[:_SHOWN_BYTES]
+        more = f"... ({len(content)} bytes)" if len(content) > _SHOWN_BYTES else ""
+        method = self.raw.request.method if self._has_request() else "GET"
+        return BodyError(
+            f"{method} {self._shown_url} answered {self.status} ({kind}) with {problem}; "
+            f"it starts {head!r}{more}"
+        )
+
+    def _has_request(self) -> bool:
+        try:
+            self.raw.request  # noqa: B018 - httpx raises when the response has no request
+        except RuntimeError:
+            return False
+        return True
 
     def __repr__(self) -> str:
         return f"<HttpResponse {self.status} {self.url}>"
