@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import watukuy as wk
+from watukuy.core.rows import PKey
 from watukuy.testing.fake_api._items import encode_token
 
 from .conftest import Recorder, World, item, page_fetch, timestamp_fetch, token_fetch
@@ -216,3 +217,176 @@ async def test_backfill_from_none_on_a_page_cursor_starts_at_its_initial_page(
     assert result.errors == []
     assert pages == [("backfill", 1), ("backfill", 2), ("backfill", 3)]
     assert [e.type for e in recorder.events[5:]] == ["updated"] * 5
+
+
+# --- defect 5: a misconfigured poller fails loudly instead of losing items -----------------
+
+
+def orders_poller(**options: Any) -> wk.PollerDefinition[Any]:
+    options.setdefault("identity", lambda o: o["id"])
+    options.setdefault("cursor", wk.TimestampCursor(field="updated_at", tie_break="id"))
+    return wk.define_poller(name="orders", fetch=timestamp_fetch(limit=10), **options)
+
+
+async def assert_failed_page(
+    world: World, engine: wk.Engine, recorder: Recorder, lane: str, message: str
+) -> None:
+    result = await engine.tick()
+    failed = [r for r in result.polled if r.lane == lane]
+    assert len(failed) == 1
+    assert failed[0].error is not None
+    assert message in failed[0].error["message"]
+    assert failed[0].error["code"] == "CONFIG"
+    assert recorder.events == []
+    report = (await engine.inspect())["pollers"][0]
+    assert message in report["schedule"]["last_error"]["message"]
+    assert report["items"] == 0
+    assert report["parked"] == 0  # nothing was quarantined past the cursor
+
+
+async def test_a_cursor_field_no_item_has_fails_the_page(world: World, caplog: Any) -> None:
+    history(world)
+    engine = world.engine(orders_poller(cursor=wk.TimestampCursor(field="modified_at")))
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await assert_failed_page(world, engine, recorder, "live", "has 'modified_at'")
+    assert (await engine.inspect())["pollers"][0]["cursors"].get("live") is None
+    warnings = [
+        r for r in caplog.records if r.levelname == "WARNING" and "modified_at" in r.message
+    ]
+    assert warnings, "the failed page is logged at WARNING"
+
+
+async def test_a_cursor_field_no_item_has_fails_the_backfill_page(world: World) -> None:
+    history(world)
+    engine = world.engine(orders_poller(cursor=wk.TimestampCursor(field="modified_at")))
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.pause("orders")
+    await engine.backfill("orders", None)
+    state = await world.store.load_state(PKey("orders"))
+    assert state is not None
+    assert state.backfill is not None
+    await engine.resume("orders")
+    result = await engine.tick()
+    errors = {r.lane: r.error for r in result.polled}
+    for lane in ("live", "backfill"):
+        error = errors[lane]
+        assert error is not None
+        assert "has 'modified_at'" in error["message"]
+    assert recorder.events == []
+    report = (await engine.inspect())["pollers"][0]
+    assert "backfill" not in report["cursors"]  # never moved from where it starts
+    state = await world.store.load_state(PKey("orders"))
+    assert state is not None
+    assert state.backfill is not None  # still to do
+
+
+async def test_identity_failing_for_every_item_fails_the_page(world: World) -> None:
+    history(world)
+    engine = world.engine(orders_poller(identity=lambda o: o["order_id"]))
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await assert_failed_page(
+        world, engine, recorder, "live", "identity() failed: KeyError 'order_id'"
+    )
+    assert (await engine.inspect())["pollers"][0]["cursors"].get("live") is None
+
+
+async def test_identity_failing_for_every_item_of_a_full_listing_deletes_nothing(
+    world: World,
+) -> None:
+    history(world)
+    good = wk.define_poller(
+        name="orders", identity=lambda o: o["id"], cursor=wk.SnapshotDiff(), fetch=page_fetch()
+    )
+    first = world.engine(good)
+    first.on("orders", Recorder())
+    await first.tick()
+    assert await world.store.count_items(PKey("orders")) == 5
+
+    broken = wk.define_poller(
+        name="orders",
+        identity=lambda o: o["order_id"],
+        cursor=wk.SnapshotDiff(),
+        fetch=page_fetch(),
+    )
+    engine = world.engine(broken)
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await world.clock.advance("10m")
+    result = await engine.tick()
+    assert result.polled[0].error is not None
+    assert "identity() failed: KeyError 'order_id'" in result.polled[0].error["message"]
+    assert recorder.events == []  # no `deleted` for the five items it could not identify
+    assert await world.store.count_items(PKey("orders")) == 5
+
+
+async def test_identity_failing_for_every_item_fails_the_reconcile_page(world: World) -> None:
+    history(world)
+    # The reconcile listing names the id differently: identity() cannot read it.
+    renamed = page_fetch()
+
+    async def fetch_renamed(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        page: wk.Page[Any] = await renamed(ctx)
+        return wk.Page(
+            items=[{"sku": o["id"], "updated_at": o["updated_at"]} for o in page.items],
+            has_more=page.has_more,
+        )
+
+    poller = orders_poller(reconcile=wk.Reconcile(every="1h", fetch=fetch_renamed))
+    engine = world.engine(poller)
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    result = await engine.tick()
+    errors = {r.lane: r.error for r in result.polled}
+    assert errors["live"] is None
+    assert errors["reconcile"] is not None
+    assert "identity() failed: KeyError 'id'" in errors["reconcile"]["message"]
+    assert [e.type for e in recorder.events] == ["created"] * 5  # and no `deleted`
+    assert await world.store.count_items(PKey("orders")) == 5
+
+
+async def test_a_few_unidentifiable_items_among_good_ones_are_quarantined(
+    world: World,
+) -> None:
+    history(world)
+    world.api.add({"id": "item-006", "updated_at": "2025-12-31T12:00:06.000Z"})
+    engine = world.engine(
+        orders_poller(identity=lambda o: o["id"] if o["id"] != "item-003" else o["order_id"])
+    )
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    result = await engine.tick()
+    assert result.errors == []
+    assert len(recorder.events) == 5
+    parked = await engine.parked.list("orders", kind="invalid")
+    assert [row.error["message"] for row in parked] == ["identity() failed: KeyError 'order_id'"]
+
+
+async def test_version_failing_for_every_item_fails_the_page_with_context(
+    world: World,
+) -> None:
+    history(world)
+    engine = world.engine(orders_poller(version=lambda o: o["rev"]))
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await assert_failed_page(world, engine, recorder, "live", "version() failed: KeyError 'rev'")
+
+
+async def test_a_few_unversionable_items_among_good_ones_are_quarantined(
+    world: World,
+) -> None:
+    history(world)
+    engine = world.engine(
+        orders_poller(version=lambda o: o["rev"] if o["id"] != "item-002" else o["missing"])
+    )
+    for n in range(1, 6):
+        world.api.update(f"item-00{n}", rev=n)
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    result = await engine.tick()
+    assert result.errors == []
+    assert [e.subject for e in recorder.events] == ["item-001", "item-003", "item-004", "item-005"]
+    parked = await engine.parked.list("orders", kind="invalid")
+    assert [row.error["message"] for row in parked] == ["version() failed: KeyError 'missing'"]

@@ -33,6 +33,7 @@ from .consumers import Consumer
 from .context import FetchContext
 from .dispatcher import Dispatcher, DrainResult
 from .errors import (
+    ConfigError,
     LeaseLostError,
     SerializedError,
     StoreError,
@@ -84,6 +85,12 @@ def _stuck_cursor(page: int, cursor: str) -> WatukuyError:
         f"({shown}); the cycle stops instead of requesting the same page again",
         code="INVALID_PAGE",
     )
+
+
+def _describe(error: BaseException) -> str:
+    """``KeyError 'order_id'``, ``TypeError: ...``: the failure with its type."""
+    name = type(error).__name__
+    return f"{name} {error}" if isinstance(error, KeyError) else f"{name}: {error}"
 
 
 class _PageSource:
@@ -246,7 +253,7 @@ class LaneCycle:
                         not_modified=observations.not_modified,
                     ),
                 )
-                before = None if strategy.full_scan else strategy.serialize(cursor)
+                before = None if strategy.full_scan else strategy.serialize(request)
                 state, cursor, page_done, page_items, page_counts, phase = await self._page(
                     state, cursor, page, seen
                 )
@@ -262,10 +269,12 @@ class LaneCycle:
                 if page_done:
                     done = True
                     break
-                stuck = before is not None and not source.is_generator
-                if stuck and strategy.serialize(cursor) == before:
-                    raise _stuck_cursor(pages, str(before))
                 request = strategy.next_view(cursor, request, page, clock.now())
+                # Stuck means the next request would be this one again (while `overlap`
+                # re-reads its window the stored cursor stays, but the request moves on).
+                stuck = before is not None and not source.is_generator
+                if stuck and strategy.serialize(request) == before:
+                    raise _stuck_cursor(pages, str(before))
             if done and self._full_scan and not truncated and not saw_not_modified:
                 phase = "commit"
                 state, deleted = await self._deletes(state, seen)
@@ -368,6 +377,11 @@ class LaneCycle:
         invalid: list[tuple[Any, list[ValidationIssue]]] = []
         passthrough = is_passthrough(poller.adapter)
         identity_of = poller.identity
+        version_of = poller.version
+        # version() runs once per item, here, so that its failure quarantines that item
+        # like an identity() failure; the diff reads the text back by item.
+        versions: dict[int, str | None] = {}
+        unidentified: list[tuple[str, Exception]] = []
         for raw in kept:
             if passthrough:
                 item = raw
@@ -380,9 +394,27 @@ class LaneCycle:
             try:
                 identity = identity_text(identity_of(item))
             except Exception as error:
-                invalid.append((raw, [{"message": f"identity() failed: {error}"}]))
+                unidentified.append(("identity", error))
+                invalid.append((raw, [{"message": f"identity() failed: {_describe(error)}"}]))
                 continue
+            if version_of is not None:
+                try:
+                    versions[id(item)] = version_text(version_of(item))
+                except Exception as error:
+                    unidentified.append(("version", error))
+                    invalid.append((raw, [{"message": f"version() failed: {_describe(error)}"}]))
+                    continue
             valid.append((identity, item))
+        if unidentified and not valid:
+            # Not one item of the page could be identified: a misconfigured poller, not a
+            # few bad records. Quarantining them all would move the cursor past them.
+            name, first = unidentified[0]
+            raise ConfigError(
+                f"{name}() failed: {_describe(first)} (for all {len(unidentified)} item(s) of "
+                f"the page that passed the schema; the page is not committed and the cursor "
+                f"stays where it was)",
+                field=name,
+            )
         if invalid and poller.on_invalid == "fail":
             raw, issues = invalid[0]
             raise ValidationError(
@@ -397,7 +429,7 @@ class LaneCycle:
             pairs,
             existing,
             unique=True,
-            version=poller.version,
+            version=None if version_of is None else (lambda item: versions[id(item)]),
             fingerprint=poller.fingerprint,
             schema_version=poller.schema_version,
         )

@@ -40,7 +40,7 @@ from watukuy.core.page import InvalidPageError, Page
 
 from ._shared import load_stored, stored_cursor_error
 from .config import TieBreakValue, TimestampCursor, TimestampPosition, read_timestamp_ms
-from .path import resolve_path
+from .path import MISSING, resolve_path
 from .timeformat import NS_PER_MS, TimestampValue, format_ns, normalise_timestamp, parse_ns
 
 __all__ = ["TimestampStrategy"]
@@ -250,7 +250,10 @@ class TimestampStrategy:
             elif stamp[1] == best[1]:
                 best_tie = _larger_tie(best_tie, self._tie(item))
         if best is None:
+            self._check_fields(page, kept)
             return cursor, done
+        if best_tie is None:
+            self._check_tie_breaks(kept)
         if cursor.value is None:
             return TimestampPosition(best[0], best_tie), done
         current = self._stored_instant(cursor.value)
@@ -261,6 +264,42 @@ class TimestampStrategy:
             if tie is not cursor.tie_break:
                 return TimestampPosition(cursor.value, tie), done
         return cursor, done
+
+    def _check_fields(self, page: Page[Any], kept: Sequence[Any]) -> None:
+        """A page whose items all lack a readable ``field`` cannot move the cursor: the same
+        items would be read again every cycle, and nothing after them ever. That is a
+        misconfiguration (a wrong field name, an unknown format), so it fails the page."""
+        if not kept or len(kept) < len(page.items):
+            return  # empty, or items held back by lag: they do have a readable field
+        field = self.config.field
+        values = [resolve_path(item, field) for item in kept]
+        present = [value for value in values if value is not None and value is not MISSING]
+        if not present:
+            raise ConfigError(
+                f"none of the {len(kept)} item(s) of the page has {field!r}, so the cursor "
+                "cannot move; check TimestampCursor(field=...) against the API's items",
+                field="cursor.field",
+            )
+        raise ConfigError(
+            f"none of the {len(kept)} item(s) of the page has a readable timestamp at "
+            f"{field!r} (first value: {present[0]!r}), so the cursor cannot move; set "
+            "cursor.parse for this format",
+            field="cursor.field",
+        )
+
+    def _check_tie_breaks(self, kept: Sequence[Any]) -> None:
+        """A configured ``tie_break`` that no item of the page has is a misconfiguration:
+        ties on one instant would then be read again page after page."""
+        tie_break = self.config.tie_break
+        if tie_break is None or not kept:
+            return
+        if any(self._tie(item) is not None for item in kept):
+            return
+        raise ConfigError(
+            f"none of the {len(kept)} item(s) of the page has a text or number at "
+            f"{tie_break!r}; check TimestampCursor(tie_break=...) against the API's items",
+            field="cursor.tie_break",
+        )
 
     def serialize(self, cursor: TimestampPosition) -> str:
         """``{"value": ..., "tie_break": ...}`` as JSON text."""

@@ -161,13 +161,60 @@ def test_missing_or_unreadable_fields_are_kept_but_never_move_the_watermark() ->
         {"id": "d", "updated_at": True},
         {"id": "e", "updated_at": {"at": iso(5_000)}},
         {"id": "f", "updated_at": 42},
+        {"id": "g", "updated_at": iso(-1_000)},  # one readable stamp, behind the watermark
     ]
     kept, cursor, done = step(s, current, items, now=T0 + 60_000, has_more=True)
     assert kept == items
     assert cursor is current
     assert done is False
-    fresh = step(s, s.initial(), items, now=T0 + 60_000)[1]
-    assert fresh == TimestampPosition(None, None)
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        (
+            [{"id": "a", "updated_at": iso(0)}, {"id": "b"}],
+            r"^cursor\.field: none of the 2 item\(s\) of the page has 'modified_at', so",
+        ),
+        (
+            [{"id": "a", "modified_at": None}],
+            r"^cursor\.field: none of the 1 item\(s\) of the page has 'modified_at'",
+        ),
+        (
+            [{"id": "a", "modified_at": "yesterday"}, {"id": "b", "modified_at": True}],
+            r"has a readable timestamp at 'modified_at' \(first value: 'yesterday'\).*"
+            r"cursor\.parse",
+        ),
+    ],
+)
+def test_a_page_where_no_item_has_a_readable_field_is_a_config_error(
+    items: list[dict[str, Any]], message: str
+) -> None:
+    s = make_strategy(TimestampCursor(field="modified_at"))
+    with pytest.raises(ConfigError, match=message) as info:
+        step(s, s.initial(), items, now=T0 + 60_000)
+    assert info.value.field == "cursor.field"
+    with pytest.raises(ConfigError, match=message):  # also on a stored watermark
+        step(s, TimestampPosition(iso(0), None), items, now=T0 + 60_000)
+
+
+def test_an_empty_page_or_one_held_back_by_lag_is_no_config_error() -> None:
+    s = strategy(lag="30s")
+    current = TimestampPosition(iso(0), None)
+    assert step(s, current, [], now=T0 + 60_000)[1] is current
+    fresh = [{"updated_at": iso(50_000)}]
+    assert step(s, current, fresh, now=T0 + 60_000)[1] is current
+
+
+def test_a_page_where_no_item_has_the_tie_break_is_a_config_error() -> None:
+    s = strategy(tie_break="order_no")
+    items = [{"id": "a", "updated_at": iso(0)}, {"id": "b", "updated_at": iso(0)}]
+    with pytest.raises(ConfigError, match=r"^cursor\.tie_break: none of the 2 item\(s\)") as info:
+        step(s, s.initial(), items, now=T0 + 60_000)
+    assert info.value.field == "cursor.tie_break"
+    # One item with it is enough: the others simply do not extend the tie.
+    items.append({"id": "c", "order_no": 7, "updated_at": iso(0)})
+    assert step(s, s.initial(), items, now=T0 + 60_000)[1] == TimestampPosition(iso(0), 7)
 
 
 def test_a_broken_user_parse_counts_as_unreadable() -> None:
