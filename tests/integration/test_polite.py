@@ -281,6 +281,30 @@ async def test_a_failing_backfill_backs_off_alone(vendor: Vendor, store: StateSt
     assert state.schedule.circuit is CircuitState.CLOSED
 
 
+async def test_the_strictest_of_two_rate_limit_policies_paces_the_key(
+    vendor: Vendor, store: StateStore
+) -> None:
+    def answer(request: httpx.Request, n: int) -> httpx.Response:
+        # A new item on every answer keeps AIMD at schedule.min (1 s): only pacing slows it.
+        at = f"2025-12-31T00:00:{n % 60:02d}.000Z"
+        return httpx.Response(
+            200,
+            headers={"ratelimit": '"burst";r=5;t=1, "day";r=900;t=3600'},
+            json={"data": [item(n, at)], "has_more": False},
+        )
+
+    vendor.answers["/items"] = answer
+    engine = vendor.engine(store, orders(schedule=wk.Schedule(min="1s", max="5m", jitter=0)))
+    engine.on("orders", lambda event, ctx: None)
+    await run_daemon(engine, vendor.clock, "60s")
+    # The daily policy leaves 900 requests for an hour: one every 4 s, not one per second.
+    assert 12 <= vendor.count("/items") <= 16
+    state = await store.load_state(PKey("orders"))
+    assert state is not None
+    assert state.schedule.rate_limit is not None
+    assert state.schedule.rate_limit.remaining == 900
+
+
 # --- absurd header values never reach the store -------------------------------------------
 
 

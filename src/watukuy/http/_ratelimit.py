@@ -17,6 +17,8 @@ from typing import Final
 from watukuy.core.options import MAX_THROTTLE_MS
 from watukuy.core.rows import RateLimitInfo, RateLimitSource
 
+from ._sfv import Item, SfvError, parse_dictionary, parse_list
+
 __all__ = ["parse_rate_limit", "parse_retry_after"]
 
 # A reset value of 10+ digits is an epoch in seconds, 13+ digits an epoch in milliseconds;
@@ -157,33 +159,137 @@ def _info(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Quota:
+    """One policy of a ``RateLimit`` field: what is left of it and when it resets."""
+
+    name: str | None
+    remaining: int | None
+    reset_at: int | None
+    limit: int | None
+
+
+def _sf_number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if value >= 0 and math.isfinite(value) else None
+
+
+def _sf_count(value: object) -> int | None:
+    number = _sf_number(value)
+    return None if number is None or number > _MAX_COUNT else int(number)
+
+
+def _sf_name(value: object) -> str | None:
+    return str(value) if isinstance(value, str) else None
+
+
+def _structured(text: str) -> list[tuple[str | None, dict[str, object]]] | None:
+    """``(name, parameters)`` per member of a structured ``RateLimit`` or
+    ``RateLimit-Policy`` field (RFC 9651), or ``None`` when it is not one.
+
+    The current form is a List of named items (``"burst";r=5;t=1, "day";r=900;t=3600``);
+    the older form is a Dictionary with one policy (``limit=100, remaining=50, reset=30``).
+    """
+    try:
+        members = parse_list(text)
+    except SfvError:
+        members = None
+    if members is not None:
+        return [
+            (_sf_name(member.value), dict(member.params))
+            for member in members
+            if isinstance(member, Item)
+        ]
+    try:
+        dictionary = parse_dictionary(text)
+    except SfvError:
+        return None
+    # ``r=1;t=2`` reads as a Dictionary too: the parameters of a member count as keys.
+    params: dict[str, object] = {}
+    for key, member in dictionary.items():
+        if not isinstance(member, Item):
+            continue
+        if not isinstance(member.value, bool):
+            params.setdefault(key, member.value)
+        for name, value in member.params.items():
+            params.setdefault(name, value)
+    return [(None, params)]
+
+
+def _lenient(text: str) -> list[tuple[str | None, dict[str, object]]]:
+    """Members of a field that is not a valid structured field (spaces around ``;``, say),
+    split by hand; numbers are read as far as they go."""
+    out: list[tuple[str | None, dict[str, object]]] = []
+    for part in _split(text, ","):
+        member = _member(part)
+        params: dict[str, object] = {}
+        for key, raw in member.params.items():
+            number = _number(raw)
+            params[key] = number if number is not None else raw
+        out.append((member.name, params))
+    return out
+
+
+def _members(text: str) -> list[tuple[str | None, dict[str, object]]]:
+    parsed = _structured(text)
+    return parsed if parsed is not None else _lenient(text)
+
+
+def _quota(name: str | None, params: dict[str, object], now: int) -> _Quota:
+    remaining = _sf_count(params.get("r", params.get("remaining")))
+    seconds = _sf_number(params.get("t", params.get("reset")))
+    limit = _sf_count(params.get("limit", params.get("q")))
+    return _Quota(name, remaining, _after(now, seconds), limit)
+
+
+def _strictness(quota: _Quota, now: int) -> tuple[float, float]:
+    """Sort key: the policy that asks for the longest spacing of the next requests first
+    (the reset time shared by what remains), then the one with the least remaining."""
+    remaining = quota.remaining if quota.remaining is not None else math.inf
+    if quota.reset_at is None or quota.remaining is None:
+        return (-1.0, -remaining)
+    return ((quota.reset_at - now) / max(quota.remaining, 1), -remaining)
+
+
+def _policy_rate(params: dict[str, object]) -> float:
+    quota = _sf_number(params.get("q", params.get("limit")))
+    window = _sf_number(params.get("w", params.get("window")))
+    if quota is None:
+        return math.inf
+    return quota / window if window else quota
+
+
 def _ietf(headers: dict[str, str], now: int) -> RateLimitInfo | None:
     current = headers.get("ratelimit")
     policy = headers.get("ratelimit-policy")
     if current is None and policy is None:
         return None
-    name: str | None = None
-    limit = remaining = reset_at = None
+    chosen: _Quota | None = None
     if current is not None:
-        # Parameters of every member are merged, which reads both the item form
-        # ('"default";r=50;t=30') and the older dictionary form ('limit=100, remaining=50').
-        params: dict[str, str] = {}
-        for text in _split(current, ","):
-            member = _member(text)
-            name = name if name is not None else member.name
-            for key, value in member.params.items():
-                params.setdefault(key, value)
-        remaining = _count(params.get("r", params.get("remaining")))
-        reset_at = _after(now, _number(params.get("t", params.get("reset"))))
-        limit = _count(params.get("limit", params.get("q")))
+        quotas = [_quota(name, params, now) for name, params in _members(current)]
+        quotas = [q for q in quotas if (q.remaining, q.reset_at, q.limit) != (None, None, None)]
+        if quotas:
+            # Several policies at once (a burst and a daily quota, say): honour the
+            # strictest, so that pacing never spends what the tighter one has left.
+            chosen = max(quotas, key=lambda quota: _strictness(quota, now))
+    limit = chosen.limit if chosen is not None else None
     if policy is not None:
-        members = [_member(text) for text in _split(policy, ",")]
-        named = [m for m in members if name is not None and m.name == name]
-        chosen = named[0] if named else (members[0] if members else None)
-        if chosen is not None:
-            quota = _count(chosen.params.get("q", chosen.params.get("limit")))
-            limit = quota if quota is not None else limit
-    return _info("ietf", limit, remaining, reset_at, policy)
+        policies = _members(policy)
+        named = [params for name, params in policies if chosen and name == chosen.name]
+        if named:
+            picked: dict[str, object] | None = named[0]
+        elif policies:
+            # No policy named by RateLimit: the one allowing the fewest requests per second.
+            picked = min((params for _, params in policies), key=_policy_rate)
+        else:
+            picked = None
+        if picked is not None:
+            quota_limit = _sf_count(picked.get("q", picked.get("limit")))
+            limit = quota_limit if quota_limit is not None else limit
+    if chosen is None:
+        return _info("ietf", limit, None, None, policy)
+    return _info("ietf", limit, chosen.remaining, chosen.reset_at, policy)
 
 
 def _legacy(headers: dict[str, str], now: int) -> RateLimitInfo | None:
