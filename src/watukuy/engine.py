@@ -114,6 +114,7 @@ class Engine(EngineCore):
                 raise ConfigError(str(error), field="lease") from error
         if lease is not None and not isinstance(lease, LeaseOptions):
             raise ConfigError(f"expected LeaseOptions or a dict, got {lease!r}", field="lease")
+        redaction = Redaction.coerce(redact)
         super().__init__(
             store=store,
             pollers=pollers,
@@ -124,14 +125,14 @@ class Engine(EngineCore):
             instance_id=instance_id or default_instance_id(),
             hooks=hooks,
             lease=lease,
-            http=HttpxFactory(http_client),
+            http=HttpxFactory(http_client, redaction=redaction),
             dispatch_batch_size=dispatch_batch_size,
             max_concurrent_keys=max_concurrent_keys,
             tick_concurrency=tick_concurrency,
             resync_every=resync_every,
             auto_migrate=auto_migrate,
             fair_share_spread=fair_share_spread,
-            redact=redact,
+            redact=redaction,
         )
 
     async def serve(self, stop_timeout: Duration = "30s") -> None:

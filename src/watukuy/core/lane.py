@@ -388,21 +388,24 @@ class LaneCycle:
             else:
                 outcome = poller.adapter.validate(raw)
                 if isinstance(outcome, Invalid):
-                    invalid.append((raw, outcome.issues))
+                    # Issue messages quote what the schema saw: clean them like errors.
+                    invalid.append((raw, deps.redaction.value(outcome.issues)))
                     continue
                 item = outcome.item
             try:
                 identity = identity_text(identity_of(item))
             except Exception as error:
                 unidentified.append(("identity", error))
-                invalid.append((raw, [{"message": f"identity() failed: {_describe(error)}"}]))
+                message = deps.redaction.text(f"identity() failed: {_describe(error)}")
+                invalid.append((raw, [{"message": message}]))
                 continue
             if version_of is not None:
                 try:
                     versions[id(item)] = version_text(version_of(item))
                 except Exception as error:
                     unidentified.append(("version", error))
-                    invalid.append((raw, [{"message": f"version() failed: {_describe(error)}"}]))
+                    message = deps.redaction.text(f"version() failed: {_describe(error)}")
+                    invalid.append((raw, [{"message": message}]))
                     continue
             valid.append((identity, item))
         if unidentified and not valid:

@@ -142,7 +142,7 @@ class Redaction:
         ConfigError: An argument is not a list of non-empty strings (or patterns).
     """
 
-    __slots__ = ("_allow", "_names", "_parts", "_patterns", "_values")
+    __slots__ = ("__weakref__", "_allow", "_names", "_parts", "_patterns", "_values")
 
     def __init__(
         self,

@@ -10,8 +10,10 @@ import httpx
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.http_port import HttpScope
+from watukuy.core.redact import Redaction
 
 from ._client import HttpClient
+from ._redact import guard_library_logs
 
 __all__ = ["DEFAULT_TIMEOUT", "HttpxFactory", "default_user_agent"]
 
@@ -45,13 +47,22 @@ class HttpxFactory:
     unless the request passes its own; these take precedence over headers configured on
     the client.
 
+    The ``httpx`` logger writes every request's full URL at INFO; the factory adds a
+    filter to it (once per process) that masks user info and sensitive parameters, with
+    ``redaction`` as well as the default policy.
+
     Args:
         client: The client to use; by default one is created lazily.
         user_agent: Default ``User-Agent`` instead of ``watukuy/<version>``.
+        redaction: The engine's secrets policy, for the ``httpx`` log records.
     """
 
     def __init__(
-        self, client: httpx.AsyncClient | None = None, *, user_agent: str | None = None
+        self,
+        client: httpx.AsyncClient | None = None,
+        *,
+        user_agent: str | None = None,
+        redaction: Redaction | None = None,
     ) -> None:
         if client is not None and not isinstance(client, httpx.AsyncClient):
             raise ConfigError(f"expected an httpx.AsyncClient, got {client!r}", field="http_client")
@@ -61,6 +72,7 @@ class HttpxFactory:
             )
         self._client = client
         self._owned = client is None
+        guard_library_logs(redaction)
         self._user_agent = user_agent if user_agent is not None else default_user_agent()
 
     @property

@@ -8,6 +8,8 @@ header and URL helpers, and a logging filter for your own log records.
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Final
 
@@ -34,6 +36,7 @@ __all__ = [
     "RedactingFilter",
     "RedactingLogger",
     "format_stack",
+    "guard_library_logs",
     "is_sensitive_header",
     "redact_headers",
     "redact_text",
@@ -110,20 +113,65 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Redact the record in place and let it through."""
-        redaction = self.redaction
-        for name, value in list(vars(record).items()):
-            if name in _RECORD_ATTRIBUTES:
-                continue
-            cleaned = redaction.value(value)
-            if cleaned is not value:
-                setattr(record, name, cleaned)
-        if isinstance(record.msg, str):
-            record.msg = redaction.text(record.msg)
-        if isinstance(record.args, Mapping):
-            record.args = redaction.mapping(record.args)
-        elif isinstance(record.args, tuple):
-            record.args = tuple(
-                redaction.text(str(arg)) if isinstance(arg, str | BaseException) else arg
-                for arg in record.args
-            )
+        _clean_record(record, self.redaction)
         return True
+
+
+def _clean_record(record: logging.LogRecord, redaction: Redaction) -> None:
+    for name, value in list(vars(record).items()):
+        if name in _RECORD_ATTRIBUTES:
+            continue
+        cleaned = redaction.value(value)
+        if cleaned is not value:
+            setattr(record, name, cleaned)
+    if isinstance(record.msg, str):
+        record.msg = redaction.text(record.msg)
+    if isinstance(record.args, Mapping):
+        record.args = redaction.mapping(record.args)
+    elif isinstance(record.args, tuple):
+        record.args = tuple(_clean_arg(arg, redaction) for arg in record.args)
+
+
+def _clean_arg(arg: object, redaction: Redaction) -> object:
+    """A ``%`` argument: replaced by its cleaned text only when cleaning changed it (so a
+    number or a harmless object keeps its own formatting)."""
+    if arg is None or isinstance(arg, int | float):
+        return arg
+    text = str(arg)
+    cleaned = redaction.text(text)
+    return arg if cleaned == text else cleaned
+
+
+# httpx logs every request at INFO ("HTTP Request: GET <full URL>"), user info and query
+# string included. Its logger is cleaned by one filter per process, holding the policies of
+# every live HTTP factory (plus the default one).
+LIBRARY_LOGGERS: Final = ("httpx", "httpcore")
+"""Loggers of the HTTP libraries watukuy sends with, cleaned by :func:`guard_library_logs`."""
+
+_library_lock = threading.Lock()
+_library_policies: weakref.WeakSet[Redaction] = weakref.WeakSet()
+
+
+class _LibraryFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        for policy in [DEFAULT_REDACTION, *list(_library_policies)]:
+            _clean_record(record, policy)
+        return True
+
+
+_library_filter: Final = _LibraryFilter()
+
+
+def guard_library_logs(redaction: Redaction | None = None) -> None:
+    """Clean the records of the ``httpx`` and ``httpcore`` loggers with ``redaction`` too.
+
+    :class:`~watukuy.http.HttpxFactory` calls it for its engine's policy; the filter is
+    installed once per process and never drops a record.
+    """
+    with _library_lock:
+        if redaction is not None and redaction is not DEFAULT_REDACTION:
+            _library_policies.add(redaction)
+        for name in LIBRARY_LOGGERS:
+            logger = logging.getLogger(name)
+            if _library_filter not in logger.filters:
+                logger.addFilter(_library_filter)

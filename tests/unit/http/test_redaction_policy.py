@@ -253,3 +253,22 @@ async def test_http_client_uses_the_scope_policy(world: World) -> None:
             httpx.URL("https://h.test/x"), params={"tenant": "acme"}
         )
     assert raised.value.url == "https://h.test/x?tenant=***"
+
+
+def test_the_httpx_logger_is_cleaned_once_a_factory_exists(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from watukuy.http import HttpxFactory
+
+    policy = Redaction(names=["tenant"])  # held by its engine in real life
+    HttpxFactory(redaction=policy)
+    HttpxFactory()  # a second factory adds no second filter
+    library = logging.getLogger("httpx")
+    assert sum(type(f).__name__ == "_LibraryFilter" for f in library.filters) == 1
+    caplog.set_level(logging.INFO, logger="httpx")
+    url = httpx.URL(f"https://u:{MARK}@h.test/x?api_key={MARK}&tenant=acme&page=2")
+    library.info('HTTP Request: %s %s "%s %d %s"', "GET", url, "HTTP/1.1", 200, "OK")
+    [record] = caplog.records
+    assert record.getMessage() == (
+        'HTTP Request: GET https://u:***@h.test/x?api_key=***&tenant=***&page=2 "HTTP/1.1 200 OK"'
+    )
