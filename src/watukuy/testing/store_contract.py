@@ -972,6 +972,61 @@ class StoreContract:
         if store.capabilities.transactions:
             assert await store.count_items(KEY) == before["count_items"] + 1
 
+    @pytest.mark.parametrize("where", ["item_seen_at", "event_sequence", "parked_at"])
+    async def test_a_commit_refused_after_its_first_write_is_all_or_nothing(
+        self, store: StateStore, where: str
+    ) -> None:
+        # Unlike the failures above, which every store can see before it writes anything,
+        # a value beyond 64 bits on the last row of one table passes every codec and is
+        # refused (if at all) only when the database binds that row, after the state, the
+        # items or the outbox went in. A store that is not one transaction then keeps half
+        # of the page; a store that accepts the value must keep all of it.
+        lease = await _seed(store)
+        before = await _everything(store, KEY)
+        huge = 2**63
+        upserts = [item_row("i1", hash="changed"), item_row("i2")]
+        events = [outbox_row("e2", 5), outbox_row("e3", 6)]
+        parked = [parked_invalid("bad-1", hold_key="h"), parked_invalid("bad-2")]
+        if where == "item_seen_at":
+            upserts[-1] = item_row("i2", seen_at=huge)
+        elif where == "event_sequence":
+            events[-1] = outbox_row("e3", huge)
+        else:
+            parked[-1] = parked_invalid("bad-2", parked_at=huge)
+        doomed = batch(
+            state_patch={"sequence": huge, "cursors": {"live": '"c9"'}, "updated_at": T0 + 9},
+            upserts=upserts,
+            deletes=["i0"],
+            events=events,
+            parked=parked,
+            log=store.capabilities.log,
+            now=T0 + 9,
+        )
+        try:
+            await store.commit_poll(KEY, lease, doomed)
+        except (StoreError, OverflowError, TypeError, ValueError):
+            assert await store.get_lease(KEY) == lease
+            if store.capabilities.transactions:
+                assert await _everything(store, KEY) == before, (
+                    "a commit that failed half way left some of its writes behind"
+                )
+        else:
+            state = await store.load_state(KEY)
+            assert state is not None
+            assert state.sequence == huge
+            assert state.cursors["live"] == '"c9"'
+            assert await store.load_versions(KEY, ["i0", "i1", "i2"]) == {
+                row.identity: row for row in upserts
+            }
+            assert _ids(await store.load_pending(KEY, 10)) == ["e1", "e2", "e3"]
+            assert sorted(row.id for row in await store.list_parked(KEY)) == [
+                "bad-1",
+                "bad-2",
+                "p1",
+            ]
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("after")]))
+        assert await store.load_versions(KEY, ["after"]) == {"after": item_row("after")}
+
     # --- outbox ------------------------------------------------------------------------
 
     async def test_load_pending_is_in_sequence_order_and_ignores_next_attempt_at(
