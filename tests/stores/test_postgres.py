@@ -553,3 +553,64 @@ async def test_a_call_cancelled_half_way_never_leaves_a_transaction_behind(
 
     await asyncio.wait_for(rounds(), timeout=60)
     assert await postgres_store.count_pending(key) == 0
+
+
+class _HeldStore(PostgresStore):
+    """Holds the first fenced write between its row lock and its write until ``go`` is set."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.inside = asyncio.Event()
+        self.go = asyncio.Event()
+        self._held = False
+
+    async def _write_state(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        key: PKey,
+        fields: dict[str, Any],
+        patch: dict[str, Any],
+    ) -> None:
+        if not self._held:
+            self._held = True
+            self.inside.set()
+            await self.go.wait()
+        await super()._write_state(conn, key, fields, patch)
+
+
+async def _waits_for_a_row_lock(postgres_url: str, schema: str) -> bool:
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND position(%s in query) > 0",
+            (f'"{schema}".',),
+        )
+        row = await cur.fetchone()
+        return row is not None and row[0] > 0
+
+
+async def test_two_fenced_writes_on_one_key_serialise_on_its_row(
+    postgres_url: str, pg_schema: str
+) -> None:
+    # A fenced write reads the key's state under the row lock and writes it back patched.
+    # A second write on another connection, started while the first one sits between its
+    # lock and its write, must wait for it; otherwise it reads the old state, and one of
+    # the two patches is lost.
+    store = _HeldStore(postgres_url, schema=pg_schema)
+    await store.migrate()
+    try:
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        first = asyncio.create_task(store.save_state(KEY, lease, {"paused": True}))
+        await store.inside.wait()
+        second = asyncio.create_task(store.save_state(KEY, lease, {"sequence": 7}))
+        # Until the second write either finished or is seen waiting for a lock.
+        while not second.done() and not await _waits_for_a_row_lock(postgres_url, pg_schema):
+            await asyncio.sleep(0.01)
+        store.go.set()
+        await asyncio.gather(first, second)
+        state = await store.load_state(KEY)
+        assert state is not None
+        assert (state.paused, state.sequence) == (True, 7), "a concurrent fenced write was lost"
+    finally:
+        await store.close()
