@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from watukuy.core.errors import ConfigError
-from watukuy.core.rows import CommitBatch, Lease, PKey
+from watukuy.core.rows import CommitBatch, Lease, OutboxRow, PKey
 from watukuy.stores.memory import MemoryStore
 from watukuy.testing.chaos import (
     KILL_POINTS,
+    STRATEGIES,
     ChaosOptions,
     ChaosReport,
     assert_chaos_report,
@@ -91,6 +93,7 @@ def fake_report(**changes: object) -> ChaosReport:
         parked=0,
         pending=0,
         quiescence_ticks=6,
+        in_flight_at_kills=12,
         violations=[],
         trace=[f"+ {n:7.1f}s line {n}" for n in range(40)],
     )
@@ -101,8 +104,8 @@ def test_describe_and_replay() -> None:
     report = fake_report()
     assert describe_chaos(report) == (
         "chaos seed=9 strategy=page reconcile=on store=MemoryStore steps=150 kills=16 "
-        "restarts=14 mutations=+70/~65/-40 delivered=212 unique=201 duplicates=11 lost=0 "
-        "parked=0 pending=0 violations=0"
+        "restarts=14 mutations=+70/~65/-40 delivered=212 unique=201 duplicates=11 "
+        "in_flight_at_kills=12 lost=0 parked=0 pending=0 violations=0"
     )
     assert replay_command(report) == (
         "python -m watukuy.testing.chaos --seed 9 --strategy page --steps 150 --trace"
@@ -183,6 +186,38 @@ class ForgetfulStore(ForwardingStore):
         return None
 
 
+class DroppingStore(ForwardingStore):
+    """Keeps 99 of every 100 outbox rows it is asked to commit (the first one is dropped)."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+        self.rows = 0
+
+    async def commit_poll(self, key: PKey, lease: Lease, batch: CommitBatch) -> None:
+        kept = []
+        for row in batch.events:
+            self.rows += 1
+            if self.rows % 100 != 1:
+                kept.append(row)
+        await super().commit_poll(key, lease, replace(batch, events=kept))
+
+
+class DoublingStore(ForwardingStore):
+    """Hands every pending row out twice, so each event reaches the handler twice."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+
+    async def load_pending(
+        self, key: PKey, limit: int, after_sequence: int | None = None
+    ) -> list[OutboxRow]:
+        rows = await super().load_pending(key, limit, after_sequence)
+        return [twin for row in rows for twin in (row, row)]
+
+
+SEED_SET = tuple(range(1, 9))
+
+
 def rules(report: ChaosReport) -> set[str]:
     return {violation.split(":")[0] for violation in report.violations}
 
@@ -191,8 +226,9 @@ async def test_it_catches_a_store_that_loses_events() -> None:
     report = await run_chaos(seed=2, steps=60, strategy="timestamp", store=LossyStore())
     assert report.options.reconcile is False
     assert rules(report) == {"G1"}
-    assert report.lost == len(report.violations) > 0
+    assert report.lost > 0
     assert report.violations[0].startswith("G1: item item-000")
+    assert any("was committed but never delivered" in v for v in report.violations)
     with pytest.raises(
         AssertionError, match=r"Replay: python -m watukuy\.testing\.chaos --seed 2 "
     ):
@@ -208,11 +244,40 @@ async def test_it_catches_a_store_that_hands_out_a_held_lease() -> None:
 async def test_it_catches_a_store_that_never_empties_its_outbox() -> None:
     report = await run_chaos(seed=1, steps=10, kill_points=[], store=ForgetfulStore())
     # Every tick redelivers the whole outbox: old events arrive again after newer ones.
-    assert rules(report) == {"G3", "G4"}
+    assert rules(report) == {"G3", "G4", "G9"}
     assert report.pending == report.unique_events > 0
     assert f"G4: {report.pending} outbox row(s) still pending after quiescence" in (
         report.violations
     )
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_a_store_that_drops_committed_rows_fails_every_seed(strategy: Any) -> None:
+    for seed in SEED_SET:
+        store = DroppingStore()
+        report = await run_chaos(seed=seed, steps=40, strategy=strategy, store=store)
+        dropped = (store.rows + 99) // 100
+        never = [v for v in report.violations if "committed but never delivered" in v]
+        assert len(never) == dropped > 0, (seed, report.violations)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_a_store_that_delivers_twice_fails_every_seed(strategy: Any) -> None:
+    for seed in SEED_SET:
+        report = await run_chaos(seed=seed, steps=40, strategy=strategy, store=DoublingStore())
+        twice = [v for v in report.violations if v.startswith("G9: ")]
+        assert twice, (seed, report.violations)
+        assert report.duplicates > report.in_flight_at_kills
+
+
+async def test_duplicates_never_exceed_what_was_in_flight_at_the_kills() -> None:
+    duplicates = 0
+    for seed in SEED_SET:
+        report = await run_chaos(seed=seed, steps=80, strategy="timestamp", concurrency=8)
+        assert_chaos_report(report)
+        assert report.duplicates <= report.in_flight_at_kills
+        duplicates += report.duplicates
+    assert duplicates > 0
 
 
 def test_the_command_line_replays_one_seed(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,6 +12,12 @@ Pure functions over plain records, so a check reads like the promise it enforces
   and the same sequence (an id under two sequences was committed twice).
 - G3: per subject, distinct events arrive in strictly increasing sequence order, and a
   redelivery never comes after a newer event of its subject.
+- G1 at-least-once: every event id a commit wrote to the outbox was delivered at least once
+  (not only the newest event of each item).
+- G9 duplicates: an event is delivered again only after an earlier delivery of it was in
+  flight when its process died or lost its lease (delivered, never acked); each such
+  delivery excuses one redelivery, so duplicates never exceed what was in flight at the
+  kills.
 - ``retain``: with payloads, ``previous`` of an ``updated`` and ``data`` of a ``deleted``
   equal the last payload delivered for the item; without them both are ``None``.
 """
@@ -25,7 +31,16 @@ from typing import Any
 from watukuy.core import json as wkjson
 from watukuy.core.events import iso_time
 
-__all__ = ["Delivery", "convergence", "evaluate"]
+__all__ = [
+    "Acked",
+    "Delivery",
+    "Ended",
+    "TimelineEntry",
+    "convergence",
+    "evaluate",
+    "redeliveries",
+    "undelivered",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +57,24 @@ class Delivery:
     attempt: int
     instance: str
     at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    """Event ids whose ack the store accepted."""
+
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """A process died, or lost its lease: what it delivered and had not acked is abandoned."""
+
+    instance: str
+
+
+TimelineEntry = Delivery | Acked | Ended
+"""What :func:`redeliveries` reads, in the order it happened."""
 
 
 def short(event_id: str) -> str:
@@ -206,6 +239,73 @@ def _check_subject(
         last_type = d.type
         if d.type != "deleted":
             last_data = d.data
+
+
+def undelivered(
+    committed: Mapping[str, tuple[int, str]], deliveries: Sequence[Delivery]
+) -> list[str]:
+    """G1: every committed event id was delivered at least once.
+
+    Args:
+        committed: Every event id a successful ``commit_poll`` wrote, with its sequence and
+            its envelope (JSON text).
+        deliveries: Every completed handler call.
+    """
+    delivered = {d.id for d in deliveries}
+    problems: list[str] = []
+    for event_id, (sequence, envelope) in committed.items():
+        if event_id in delivered:
+            continue
+        try:
+            event = wkjson.loads(envelope)
+            what = f"{event.get('type')} {event.get('subject')}"
+        except ValueError:
+            what = "event"
+        problems.append(
+            f"G1: {what} {short(event_id)} (seq {sequence}) was committed but never delivered"
+        )
+    return problems
+
+
+def redeliveries(timeline: Iterable[TimelineEntry]) -> tuple[list[str], int]:
+    """G9: no event is delivered again unless an earlier delivery of it was abandoned.
+
+    Returns:
+        The violations, and how many deliveries were in flight (delivered, not acked) when
+        their process ended: the most duplicates the run may have.
+    """
+    problems: list[str] = []
+    open_: dict[str, str] = {}  # delivered and not acked yet, by a live process
+    abandoned: set[str] = set()
+    acked: set[str] = set()
+    in_flight = 0
+    for entry in timeline:
+        if isinstance(entry, Acked):
+            for event_id in entry.ids:
+                if open_.pop(event_id, None) is not None:
+                    acked.add(event_id)
+        elif isinstance(entry, Ended):
+            gone = [event_id for event_id, who in open_.items() if who == entry.instance]
+            for event_id in gone:
+                del open_[event_id]
+                abandoned.add(event_id)
+            in_flight += len(gone)
+        else:
+            event_id, what = entry.id, f"{entry.type} {entry.subject} seq {entry.sequence}"
+            if event_id in open_:
+                problems.append(
+                    f"G9: {what} ({short(event_id)}) was delivered again by {entry.instance} "
+                    f"while its delivery by {open_[event_id]} was neither acked nor abandoned"
+                )
+            elif event_id in abandoned:
+                abandoned.discard(event_id)  # the redelivery an abandoned delivery allows
+            elif event_id in acked:
+                problems.append(
+                    f"G9: {what} ({short(event_id)}) was delivered again by {entry.instance} "
+                    "after it had been acked"
+                )
+            open_[event_id] = entry.instance
+    return problems, in_flight
 
 
 def evaluate(

@@ -156,6 +156,8 @@ class ChaosReport:
         parked: Parked rows left after quiescence (a violation when not 0).
         pending: Outbox rows left after quiescence (a violation when not 0).
         quiescence_ticks: Ticks it took to converge once the mutations stopped.
+        in_flight_at_kills: Deliveries not acked yet when their process died or lost its
+            lease, summed over the run: the most ``duplicates`` may be.
         violations: Every broken guarantee, one readable line each.
         trace: The tail of the run's timeline.
     """
@@ -175,6 +177,7 @@ class ChaosReport:
     parked: int
     pending: int
     quiescence_ticks: int
+    in_flight_at_kills: int = 0
     violations: list[str] = field(default_factory=list)
     trace: list[str] = field(default_factory=list)
 
@@ -229,7 +232,8 @@ def describe_chaos(report: ChaosReport) -> str:
         f"steps={report.steps} kills={report.total_kills} restarts={report.restarts} "
         f"mutations=+{m['created']}/~{m['updated']}/-{m['deleted']} "
         f"delivered={report.delivered} unique={report.unique_events} "
-        f"duplicates={report.duplicates} lost={report.lost} parked={report.parked} "
+        f"duplicates={report.duplicates} in_flight_at_kills={report.in_flight_at_kills} "
+        f"lost={report.lost} parked={report.parked} "
         f"pending={report.pending} "
         f"violations={len(report.violations)}"
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 import httpx
@@ -13,15 +13,32 @@ from watukuy.core.events import Event
 from watukuy.core.hooks import ErrorDetails, LeaseLostDetails, ParkedDetails, RetryDetails
 from watukuy.core.ports import StateStore
 from watukuy.core.results import LeaseOptions, TickResult
-from watukuy.core.rows import PKey
+from watukuy.core.rows import CommitBatch, Lease, PKey
 from watukuy.engine import Engine
 from watukuy.stores.memory import MemoryStore
 from watukuy.testing.clock import VirtualClock
 from watukuy.testing.fake_api import FakeApi
-from watukuy.testing.faulty import KILL_POINTS, FaultyStore, KillPoint, LeaseAudit, SimulatedCrash
+from watukuy.testing.faulty import (
+    KILL_POINTS,
+    FaultyStore,
+    ForwardingStore,
+    KillPoint,
+    LeaseAudit,
+    SimulatedCrash,
+)
 from watukuy.testing.random import SeededRandom
 
-from ._checks import Delivery, convergence, evaluate, short
+from ._checks import (
+    Acked,
+    Delivery,
+    Ended,
+    TimelineEntry,
+    convergence,
+    evaluate,
+    redeliveries,
+    short,
+    undelivered,
+)
 from ._pollers import (
     PAGE_SIZE,
     POLLER_NAME,
@@ -41,6 +58,25 @@ MIN_QUIESCENCE_TICKS: Final = 5
 SETTLE_TICKS: Final = 2
 
 
+class _Witness(ForwardingStore):
+    """Sits under every process's faulty store and writes down what the store accepted:
+    the events of each commit and each ack. A kill that fires before a call reaches the
+    store leaves no trace here; one that fires after it, does."""
+
+    def __init__(self, inner: StateStore, run: ChaosRun) -> None:
+        super().__init__(inner)
+        self._chaos = run
+
+    async def commit_poll(self, key: PKey, lease: Lease, batch: CommitBatch) -> None:
+        await super().commit_poll(key, lease, batch)
+        for row in batch.events:
+            self._chaos.committed[row.event_id] = (row.sequence, row.event)
+
+    async def ack_events(self, key: PKey, lease: Lease, event_ids: Sequence[str]) -> None:
+        await super().ack_events(key, lease, event_ids)
+        self._chaos.timeline.append(Acked(tuple(event_ids)))
+
+
 class _TraceHooks:
     """Engine hooks that write the interesting moments into the trace."""
 
@@ -49,6 +85,7 @@ class _TraceHooks:
 
     def on_lease_lost(self, details: LeaseLostDetails) -> None:
         self._run.log(f"hook on_lease_lost {details.instance_id} epoch {details.epoch}")
+        self._run.timeline.append(Ended(details.instance_id))
 
     def on_parked(self, details: ParkedDetails) -> None:
         row = details.row
@@ -88,6 +125,7 @@ class ChaosRun:
         self.api = FakeApi(self.clock, page_size=PAGE_SIZE)
         self.http = httpx.AsyncClient(transport=self.api.transport())
         self.inner: StateStore = store if store is not None else MemoryStore()
+        self.witness = _Witness(self.inner, self)
         self.audit = LeaseAudit()
         self.poller = build_poller(
             options.strategy,
@@ -100,6 +138,8 @@ class ChaosRun:
         self.served: dict[str, list[dict[str, Any]]] = {}
         self.removed: dict[str, int] = {}
         self.deliveries: list[Delivery] = []
+        self.committed: dict[str, tuple[int, str]] = {}
+        self.timeline: list[TimelineEntry] = []
         self.violations: list[str] = []
         self.lines: deque[str] = deque(maxlen=TRACE_KEEP)
         self.mutations: dict[Mutation, int] = {"created": 0, "updated": 0, "deleted": 0}
@@ -160,7 +200,7 @@ class ChaosRun:
     def spawn(self) -> Engine:
         """Start a fresh process: a new engine with a new instance id on the same store."""
         instance = f"inst-{len(self.processes) + 1}"
-        faulty = FaultyStore(self.inner, owner=instance, audit=self.audit, log=self.log)
+        faulty = FaultyStore(self.witness, owner=instance, audit=self.audit, log=self.log)
         engine = Engine(
             store=faulty,
             pollers=[self.poller],
@@ -188,20 +228,20 @@ class ChaosRun:
             what = f"{event.type} {event.subject} seq {event.sequence}"
             if event.attempt == 1 and faulty.take_handler_kill(what):
                 raise RuntimeError(f"chaos: the handler fails once on {what}")
-            self.deliveries.append(
-                Delivery(
-                    id=event.id,
-                    type=event.type,
-                    subject=event.subject,
-                    sequence=event.sequence,
-                    lane=event.lane,
-                    data=event.data,
-                    previous=event.previous,
-                    attempt=event.attempt,
-                    instance=instance,
-                    at=self.clock.now(),
-                )
+            delivery = Delivery(
+                id=event.id,
+                type=event.type,
+                subject=event.subject,
+                sequence=event.sequence,
+                lane=event.lane,
+                data=event.data,
+                previous=event.previous,
+                attempt=event.attempt,
+                instance=instance,
+                at=self.clock.now(),
             )
+            self.deliveries.append(delivery)
+            self.timeline.append(delivery)
 
         return handle
 
@@ -211,6 +251,8 @@ class ChaosRun:
         Half of the restarts come back just before the dead lease expires: the new process
         must then be refused the lease until it does (which the lease audit checks).
         """
+        if self.faulty is not None and self.faulty.owner:
+            self.timeline.append(Ended(self.faulty.owner))
         self.engine = None
         if self.restart_rng.chance(0.5):
             wait = LEASE_TTL_MS + 1_000
@@ -362,6 +404,9 @@ class ChaosRun:
             retain_payload=o.retain_payload,
         )
         self.violations.extend(problems)
+        self.violations.extend(undelivered(self.committed, self.deliveries))
+        repeated, in_flight = redeliveries(self.timeline)
+        self.violations.extend(repeated)
         lost = convergence(
             self.deliveries, final, self.removed, deletes_observable=o.deletes_observable
         )
@@ -401,6 +446,7 @@ class ChaosRun:
             parked=parked,
             pending=pending,
             quiescence_ticks=ticks,
+            in_flight_at_kills=in_flight,
             violations=list(self.violations),
             trace=list(self.lines),
         )
