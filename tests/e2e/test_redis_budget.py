@@ -35,7 +35,12 @@ CHILD = Path(__file__).with_name("_budget_child.py")
 RUN_SECONDS = 25
 REQUESTS = 20  # Budget(requests=20, ...)
 WINDOW_MS = 10_000  # ... per="10s"
-MAX_TRIP_SPREAD_MS = 1_000  # keeps the server-side check meaningful (see trips)
+# Keeps the server-side check meaningful (see trips): the server's log is checked over a
+# window of 10 s minus the spread, at least 7 s, where a budget that let even half again as
+# many requests through would still show more than 20. Trips of a second or two happen on
+# a two-core machine under a parallel CPU load (the first request of a child pays for its
+# connection and lazy imports).
+MAX_TRIP_SPREAD_MS = 3_000
 
 
 def busiest_window(times: list[int], window_ms: int) -> int:
