@@ -1,0 +1,668 @@
+"""The guarantee ledger: which tests prove each promise, and the mutants they must kill.
+
+``GUARANTEES`` maps each of G1-G10 (SPEC §1, ``docs/guarantees.md``) and each rule of the
+store contract to the tests that stand behind it. ``MUTANTS`` is a curated list of
+deliberate bugs, each a search/replace on a fragment of one file; ``make mutants``
+(``tests/guarantees/mutants.py``) applies each one to a temporary copy of the tree and runs
+only the tests the mutant names, which must fail. A fragment that is no longer in its file
+makes the mutant refuse to run ("no longer applies") instead of silently testing nothing:
+when you change code a mutant points at, move the mutant with it.
+
+Test names are pytest node ids, fastest (and most likely to fail) first: the run stops at
+the first failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Mutant:
+    """One deliberate bug.
+
+    Attributes:
+        name: Short, unique, kebab-case.
+        guarantee: The ``GUARANTEES`` entry it breaks.
+        path: The file it edits, relative to the repository root.
+        edits: ``(fragment, replacement)`` pairs; each fragment must occur exactly once.
+        tests: The node ids that must kill it, in the order they are tried.
+        bug: What the mutant does, in a few words.
+    """
+
+    name: str
+    guarantee: str
+    path: str
+    edits: tuple[tuple[str, str], ...]
+    tests: tuple[str, ...]
+    bug: str
+
+
+@dataclass(frozen=True, slots=True)
+class Guarantee:
+    """One promise and the tests that prove it."""
+
+    title: str
+    tests: tuple[str, ...]
+
+
+GI = "tests/integration/test_guarantees.py"
+GM = "tests/integration/test_guarantees_measured.py"
+CH = "tests/chaos/test_chaos_seeds.py"
+HA = "tests/chaos/test_chaos_harness.py"
+MEM = "tests/stores/test_memory.py::TestMemoryStoreContract"
+SQL = "tests/stores/test_sqlite.py::TestSqliteFileContract"
+PG = "tests/stores/test_postgres.py::TestPostgresStoreContract"
+RD = "tests/stores/test_redis.py::TestRedisStoreContract"
+
+GUARANTEES: dict[str, Guarantee] = {
+    "G1": Guarantee(
+        "at-least-once: every observed change reaches the handler",
+        (
+            f"{GI}::test_g1_a_fresh_engine_delivers_what_a_crash_left_in_the_outbox",
+            f"{HA}::test_a_store_that_drops_committed_rows_fails_every_seed",
+            f"{CH}::test_memory",
+            "tests/e2e/test_crash_sigkill.py",
+        ),
+    ),
+    "G2": Guarantee(
+        "deterministic ids: the same observation has the same id everywhere",
+        (
+            "tests/unit/diff/test_diff_ids.py",
+            f"{GM}::test_g2_first_observations_have_the_spec_ids_whatever_the_clock_says",
+            f"{GI}::test_g2_two_worlds_agree_on_every_id",
+            f"{GI}::test_g2_replay_and_reset_reproduce_the_original_ids",
+        ),
+    ),
+    "G3": Guarantee(
+        "per-key order, also under concurrency, retries and parking",
+        (
+            f"{GM}::test_g3_a_retry_in_backoff_holds_later_events_of_its_key",
+            f"{GI}::test_g3_a_parked_created_holds_the_later_updated_until_retry",
+            f"{CH}::test_memory",
+        ),
+    ),
+    "G4": Guarantee(
+        "atomic commit: a page is one store transaction",
+        (
+            f"{SQL}::test_a_commit_refused_after_its_first_write_is_all_or_nothing",
+            f"{PG}::test_a_commit_refused_after_its_first_write_is_all_or_nothing",
+            f"{MEM}::test_a_failed_commit_persists_nothing",
+            "tests/stores/test_postgres.py::test_a_connection_killed_mid_commit_writes_nothing",
+        ),
+    ),
+    "G5": Guarantee(
+        "one active poller per key; a stale holder's writes fail",
+        (
+            f"{MEM}::test_fenced_writes_reject_stale_leases",
+            f"{MEM}::test_a_released_lease_no_longer_passes_the_fence",
+            "tests/stores/test_postgres.py::test_two_fenced_writes_on_one_key_serialise_on_its_row",
+            f"{GI}::test_g5_an_expired_holder_cannot_write",
+            f"{GI}::test_g5_a_second_engine_skips_a_leased_key_and_receives_nothing",
+            "tests/e2e/test_fencing_sigstop.py",
+        ),
+    ),
+    "G6": Guarantee(
+        "rate budgets are never exceeded",
+        (
+            "tests/stores/test_budget_bucket.py::test_take_follows_the_script",
+            "tests/stores/test_budget_bucket.py::test_never_more_than_requests_in_any_window_and_the_wait_is_exact",
+            "tests/integration/test_budgets.py",
+            "tests/e2e/test_redis_budget.py",
+        ),
+    ),
+    "G7": Guarantee(
+        "failure isolation: poison is parked, other keys flow",
+        (
+            f"{GI}::test_g7_one_poison_item_is_parked_while_the_others_flow",
+            "tests/integration/test_lanes.py",
+        ),
+    ),
+    "G8": Guarantee(
+        "deterministic under test: injected clock and randomness",
+        (
+            f"{HA}::test_the_same_seed_gives_the_same_report",
+            f"{GI}::test_stop_with_drain_leaves_no_timer_behind",
+        ),
+    ),
+    "G9": Guarantee(
+        "crash-safe at every kill point, at most one duplicate per in-flight event",
+        (
+            f"{HA}::test_a_store_that_delivers_twice_fails_every_seed",
+            f"{HA}::test_every_kill_point_fires_and_is_recovered_from",
+            f"{CH}::test_memory",
+            "tests/e2e/test_crash_sigkill.py",
+        ),
+    ),
+    "G10": Guarantee(
+        "bounded memory: pages and batches are staged, not accumulated",
+        (
+            f"{GM}::test_g10_the_dispatcher_holds_one_batch_of_the_outbox",
+            f"{GM}::test_g10_a_full_listing_streams_stored_identities_in_batches",
+            f"{GI}::test_g10_subscribe_acks_only_what_the_consumer_pulled",
+        ),
+    ),
+    "redaction": Guarantee(
+        "credentials never reach logs, hooks or errors",
+        (
+            "tests/unit/http/test_http_redact.py",
+            "tests/integration/test_http_engine.py::test_a_credential_header_is_redacted_in_every_log_record",
+        ),
+    ),
+    "truncated listings": Guarantee(
+        "a full scan cut short emits no deletes",
+        ("tests/integration/test_lanes.py::test_no_deletes_from_a_truncated_listing",),
+    ),
+    "store: fencing": Guarantee(
+        "every leased write is fenced by owner and epoch",
+        (
+            f"{MEM}::test_fenced_writes_reject_stale_leases",
+            f"{SQL}::test_fenced_writes_reject_stale_leases",
+            f"{PG}::test_fenced_writes_reject_stale_leases",
+            f"{RD}::test_fenced_writes_reject_stale_leases",
+        ),
+    ),
+    "store: one-transaction commit": Guarantee(
+        "commit_poll writes everything or nothing",
+        (
+            f"{MEM}::test_a_commit_refused_after_its_first_write_is_all_or_nothing",
+            f"{SQL}::test_a_commit_refused_after_its_first_write_is_all_or_nothing",
+            f"{PG}::test_a_commit_refused_after_its_first_write_is_all_or_nothing",
+            f"{RD}::test_a_commit_refused_after_its_first_write_is_all_or_nothing",
+            f"{MEM}::test_a_failed_commit_persists_nothing",
+        ),
+    ),
+    "store: load_pending order": Guarantee(
+        "load_pending in sequence order, without filtering by retry time",
+        (
+            f"{MEM}::test_load_pending_is_in_sequence_order_and_ignores_next_attempt_at",
+            f"{SQL}::test_load_pending_is_in_sequence_order_and_ignores_next_attempt_at",
+            f"{MEM}::test_load_pending_pages_by_sequence",
+        ),
+    ),
+    "store: leases": Guarantee(
+        "acquire, renew and release follow the epoch rules",
+        (
+            f"{MEM}::test_a_held_lease_cannot_be_taken",
+            f"{MEM}::test_an_expired_lease_is_taken_with_the_next_epoch",
+            f"{MEM}::test_renew_extends_only_the_current_lease",
+            f"{MEM}::test_release_frees_the_key_and_the_epoch_keeps_growing",
+        ),
+    ),
+    "store: unfenced admin writes": Guarantee(
+        "administrative writes need no lease and never touch it",
+        (
+            f"{MEM}::test_unfenced_save_creates_the_key_without_a_lease",
+            f"{MEM}::test_unfenced_save_never_touches_the_lease",
+        ),
+    ),
+    "store: copies": Guarantee(
+        "copies in and out, never references",
+        (f"{MEM}::test_state_is_copied_in_and_out", f"{MEM}::test_rows_are_copied_in_and_out"),
+    ),
+    "store: due index": Guarantee(
+        "due_keys follows every write of wake_at",
+        (
+            f"{MEM}::test_commit_poll_moves_the_key_in_the_index",
+            f"{MEM}::test_save_state_moves_the_key_in_the_index",
+            f"{SQL}::test_commit_poll_moves_the_key_in_the_index",
+        ),
+    ),
+    "store: streaming": Guarantee(
+        "stream_identities walks the snapshot in code-point order, in batches",
+        (
+            f"{MEM}::test_stream_identities_walks_the_snapshot_in_batches",
+            f"{MEM}::test_stream_identities_orders_by_code_point",
+        ),
+    ),
+}
+
+
+def _m(
+    name: str,
+    guarantee: str,
+    path: str,
+    edits: list[tuple[str, str]],
+    *tests: str,
+    bug: str,
+) -> Mutant:
+    return Mutant(name, guarantee, path, tuple(edits), tests, bug)
+
+
+LANE = "src/watukuy/core/lane.py"
+DISPATCHER = "src/watukuy/core/dispatcher.py"
+RUNNER = "src/watukuy/core/runner.py"
+MEMORY = "src/watukuy/stores/memory.py"
+SQLITE = "src/watukuy/stores/sqlite.py"
+POSTGRES = "src/watukuy/stores/postgres.py"
+
+MUTANTS: tuple[Mutant, ...] = (
+    # --- the rows of the review that found claimed-but-unproven guarantees ----------------
+    _m(
+        "id-includes-poll-time",
+        "G2",
+        LANE,
+        [
+            (
+                "identity, version, poller.schema_version, type_",
+                "identity, f'{version}@{now}', poller.schema_version, type_",
+            )
+        ],
+        f"{GM}::test_g2_first_observations_have_the_spec_ids_whatever_the_clock_says",
+        bug="the event id material includes the commit time",
+    ),
+    _m(
+        "pending-retry-skipped",
+        "G3",
+        DISPATCHER,
+        [
+            (
+                'result.note_retry(row.next_attempt_at)\n            return "stop-group"',
+                'result.note_retry(row.next_attempt_at)\n            return "next"',
+            )
+        ],
+        f"{GM}::test_g3_a_retry_in_backoff_holds_later_events_of_its_key[memory]",
+        bug="a retry in backoff no longer holds later events of its key",
+    ),
+    _m(
+        "failed-attempt-frees-the-key",
+        "G3",
+        DISPATCHER,
+        [
+            (
+                'delay_ms=delay\n            ),\n        )\n        return "stop-group"',
+                'delay_ms=delay\n            ),\n        )\n        return "next"',
+            )
+        ],
+        f"{GM}::test_g3_a_failed_attempt_holds_the_pending_events_of_its_key[memory]",
+        bug="a failed attempt lets the rest of its key through in the same drain",
+    ),
+    _m(
+        "postgres-fence-without-for-update",
+        "G5",
+        "src/watukuy/stores/sql/postgres/queries.sql",
+        [
+            (
+                'WHERE poller = %s AND "partition" = %s\nFOR UPDATE\n\n-- name: create',
+                'WHERE poller = %s AND "partition" = %s\n\n-- name: create',
+            )
+        ],
+        "tests/stores/test_postgres.py::test_two_fenced_writes_on_one_key_serialise_on_its_row",
+        bug="the fence reads the key's row without locking it",
+    ),
+    _m(
+        "sqlite-commit-outside-a-transaction",
+        "G4",
+        SQLITE,
+        [
+            (
+                "        with self._transaction(conn):\n            state = self._fence(conn, key, lease)\n            if batch.state_patch:",
+                "        if True:\n            state = self._fence(conn, key, lease)\n            if batch.state_patch:",
+            )
+        ],
+        f"{SQL}::test_a_commit_refused_after_its_first_write_is_all_or_nothing",
+        bug="commit_poll runs each statement in its own (autocommit) transaction",
+    ),
+    _m(
+        "postgres-fenced-writes-outside-a-transaction",
+        "G4",
+        POSTGRES,
+        [
+            (
+                "async with self._connection(what) as conn, _pipeline(conn), conn.transaction():",
+                "async with self._connection(what) as conn:",
+            )
+        ],
+        f"{PG}::test_a_commit_refused_after_its_first_write_is_all_or_nothing",
+        bug="fenced writes (commit_poll among them) autocommit statement by statement",
+    ),
+    _m(
+        "deliver-twice",
+        "G9",
+        DISPATCHER,
+        [
+            (
+                "            await consumer.deliver(event, ctx)\n        except DeliveryAbandoned:",
+                "            await consumer.deliver(event, ctx)\n            await consumer.deliver(event, ctx)\n        except DeliveryAbandoned:",
+            )
+        ],
+        f"{CH}::test_memory[timestamp-1]",
+        bug="every event is handed to the handler twice before its ack",
+    ),
+    _m(
+        "dispatcher-loads-the-whole-outbox",
+        "G10",
+        DISPATCHER,
+        [
+            (
+                "rows = await self._store.load_pending(self._key, self._batch_size, after)",
+                "rows = await self._store.load_pending(self._key, 2**31 - 1, after)",
+            )
+        ],
+        f"{GM}::test_g10_the_dispatcher_holds_one_batch_of_the_outbox[memory]",
+        bug="the first batch of a drain is the whole outbox",
+    ),
+    _m(
+        "lane-streams-every-identity-at-once",
+        "G10",
+        LANE,
+        [
+            (
+                "deps.store.stream_identities(self._key, _IDENTITY_BATCH)",
+                "deps.store.stream_identities(self._key, 2**31 - 1)",
+            )
+        ],
+        f"{GM}::test_g10_a_full_listing_streams_stored_identities_in_batches[memory]",
+        bug="the end of a full scan reads every stored identity in one batch",
+    ),
+    _m(
+        "memory-drops-1-percent-of-outbox-rows",
+        "G1",
+        MEMORY,
+        [
+            (
+                "            for event in events:\n                outbox[event.event_id] = event",
+                "            for event in events:\n                if event.event_id[-2:] < '03':\n                    continue\n                outbox[event.event_id] = event",
+            )
+        ],
+        f"{CH}::test_memory[timestamp-1]",
+        f"{CH}::test_memory[snapshot_diff-2]",
+        bug="about 1% of committed outbox rows are silently not stored",
+    ),
+    # --- one per guarantee ---------------------------------------------------------------
+    _m(
+        "memory-fence-ignores-the-epoch",
+        "store: fencing",
+        MEMORY,
+        [
+            (
+                "        if record is None or record.owner != lease.owner or record.epoch != lease.epoch:\n            raise LeaseLostError",
+                "        if record is None or record.owner != lease.owner:\n            raise LeaseLostError",
+            )
+        ],
+        f"{MEM}::test_fenced_writes_reject_stale_leases",
+        bug="the memory fence compares only the owner (a re-acquired lease of the same owner passes)",
+    ),
+    _m(
+        "sqlite-fence-by-epoch-only",
+        "store: fencing",
+        SQLITE,
+        [
+            (
+                "        if row is None or row[0] != lease.owner or row[1] != lease.epoch:",
+                "        if row is None or row[1] != lease.epoch:",
+            )
+        ],
+        f"{SQL}::test_a_released_lease_no_longer_passes_the_fence",
+        f"{SQL}::test_fenced_writes_reject_stale_leases",
+        bug="the SQLite fence compares only the epoch (a released lease still writes)",
+    ),
+    _m(
+        "memory-pending-out-of-sequence-order",
+        "store: load_pending order",
+        MEMORY,
+        [
+            (
+                "                (row.sequence, row.event_id) for row in record.outbox.values()",
+                "                (-row.sequence, row.event_id) for row in record.outbox.values()",
+            )
+        ],
+        f"{MEM}::test_load_pending_is_in_sequence_order_and_ignores_next_attempt_at",
+        bug="the commit order of the outbox is not the delivery order",
+    ),
+    _m(
+        "sequence-not-advanced-by-a-commit",
+        "G3",
+        LANE,
+        [
+            (
+                '            "sequence": sequence,\n            "schema_version": poller.schema_version,',
+                '            "sequence": state.sequence,\n            "schema_version": poller.schema_version,',
+            )
+        ],
+        f"{GM}::test_g3_a_failed_attempt_holds_the_pending_events_of_its_key[memory]",
+        f"{CH}::test_memory[timestamp-1]",
+        bug="a page's commit does not move the key's sequence: later pages reuse numbers",
+    ),
+    _m(
+        "no-drain-before-fetch",
+        "G1",
+        RUNNER,
+        [
+            (
+                "        drain = await dispatcher.drain(self._consumer)\n        out.drain.merge(drain)",
+                "        drain = DrainResult()\n        out.drain.merge(drain)",
+            )
+        ],
+        f"{GI}::test_g1_a_fresh_engine_delivers_what_a_crash_left_in_the_outbox[memory]",
+        bug="a run no longer delivers what the outbox holds before it fetches",
+    ),
+    _m(
+        "ack-before-the-handler",
+        "G1",
+        DISPATCHER,
+        [
+            (
+                "        try:\n            await consumer.deliver(event, ctx)\n",
+                "        await self._store.ack_events(self._key, self._lease(), [row.event_id])\n        try:\n            await consumer.deliver(event, ctx)\n",
+            )
+        ],
+        f"{GI}::test_g7_one_poison_item_is_parked_while_the_others_flow[memory]",
+        f"{CH}::test_memory[timestamp-1]",
+        bug="an event is acked before its handler ran",
+    ),
+    _m(
+        "key-grouping-by-event-id",
+        "G3",
+        DISPATCHER,
+        [
+            (
+                "        if self._ordering_key is None:\n            return event.subject",
+                "        if self._ordering_key is None:\n            return event.id",
+            )
+        ],
+        f"{GM}::test_g3_a_retry_in_backoff_holds_later_events_of_its_key[memory]",
+        f"{GI}::test_g3_a_parked_created_holds_the_later_updated_until_retry[memory]",
+        bug="events are grouped by id instead of ordering key",
+    ),
+    _m(
+        "redaction-misses-authorization",
+        "redaction",
+        "src/watukuy/http/_redact.py",
+        [('{"authorization", "cookie",', '{"cookie",')],
+        "tests/unit/http/test_http_redact.py",
+        bug="the Authorization header is no longer redacted",
+    ),
+    _m(
+        "budget-window-one-ms-too-short",
+        "G6",
+        "src/watukuy/budget/window.py",
+        [
+            (
+                "live = tuple(grants[bisect_right(grants, now - policy.per_ms, key=_grant_time) :])",
+                "live = tuple(grants[bisect_right(grants, now - policy.per_ms + 1, key=_grant_time) :])",
+            )
+        ],
+        "tests/stores/test_budget_bucket.py::test_take_follows_the_script",
+        "tests/stores/test_budget_bucket.py::test_never_more_than_requests_in_any_window_and_the_wait_is_exact",
+        bug="a grant stops counting 1 ms before its window ends",
+    ),
+    _m(
+        "budget-grants-one-too-many",
+        "G6",
+        "src/watukuy/budget/window.py",
+        [("    if total + need <= requests:\n", "    if total + need <= requests + 1:\n")],
+        "tests/stores/test_budget_bucket.py::test_take_follows_the_script",
+        "tests/integration/test_budgets.py",
+        bug="a full window still grants one more request",
+    ),
+    _m(
+        "deletes-from-a-truncated-listing",
+        "truncated listings",
+        LANE,
+        [
+            (
+                "if done and self._full_scan and not truncated and not saw_not_modified:",
+                "if self._full_scan and not saw_not_modified:",
+            )
+        ],
+        "tests/integration/test_lanes.py::test_no_deletes_from_a_truncated_listing[memory]",
+        bug="a listing cut short by max_pages_per_cycle emits deletes",
+    ),
+    _m(
+        "poison-after-one-more-attempt",
+        "G7",
+        DISPATCHER,
+        [
+            (
+                "        if attempt >= delivery.retry.attempts:\n",
+                "        if attempt > delivery.retry.attempts:\n",
+            )
+        ],
+        f"{GI}::test_g7_one_poison_item_is_parked_while_the_others_flow[memory]",
+        bug="an event is parked only after retry.attempts + 1 failures",
+    ),
+    _m(
+        "a-failure-stops-the-whole-worker",
+        "G7",
+        DISPATCHER,
+        [
+            (
+                '                    if outcome == "stop-group":\n                        blocked.add(okey)\n                        break',
+                '                    if outcome == "stop-group":\n                        blocked.add(okey)\n                        return',
+            )
+        ],
+        f"{GI}::test_g7_one_poison_item_is_parked_while_the_others_flow[memory]",
+        bug="a failing key stops its worker, so the keys queued behind it wait",
+    ),
+    _m(
+        "seeded-random-ignores-its-seed",
+        "G8",
+        "src/watukuy/testing/random.py",
+        [("self._random = _random.Random(seed)", "self._random = _random.Random()")],
+        f"{HA}::test_the_same_seed_gives_the_same_report",
+        bug="SeededRandom draws from an unseeded generator",
+    ),
+    _m(
+        "sqlite-acquire-takes-a-held-lease",
+        "G5",
+        SQLITE,
+        [
+            (
+                "            if holder is not None and (expires_at or 0) > now:",
+                "            if holder is not None and (expires_at or 0) > now + 10**9:",
+            )
+        ],
+        f"{GI}::test_g5_a_second_engine_skips_a_leased_key_and_receives_nothing[sqlite]",
+        bug="a second engine can take a lease that has not expired",
+    ),
+    _m(
+        "memory-acquire-takes-a-held-lease",
+        "store: leases",
+        MEMORY,
+        [
+            (
+                "        elif record.owner is not None and (record.expires_at or 0) > now:\n            return None",
+                "        elif record.owner is not None and (record.expires_at or 0) > now + 10**9:\n            return None",
+            )
+        ],
+        f"{MEM}::test_a_held_lease_cannot_be_taken",
+        bug="a lease that has not expired can be taken",
+    ),
+    _m(
+        "memory-takeover-keeps-the-epoch",
+        "store: leases",
+        MEMORY,
+        [
+            (
+                "        record.owner = owner\n        record.epoch += 1\n",
+                "        record.owner = owner\n        record.epoch += 1 if record.epoch == 0 else 0\n",
+            )
+        ],
+        f"{MEM}::test_an_expired_lease_is_taken_with_the_next_epoch",
+        bug="a takeover reuses the previous holder's epoch",
+    ),
+    _m(
+        "memory-pending-filtered-by-retry-time",
+        "store: load_pending order",
+        MEMORY,
+        [
+            (
+                "            if row is not None and row.sequence == sequence:\n                rows.append(row)",
+                "            if row is not None and row.sequence == sequence and row.next_attempt_at is None:\n                rows.append(row)",
+            )
+        ],
+        f"{MEM}::test_load_pending_is_in_sequence_order_and_ignores_next_attempt_at",
+        bug="load_pending hides rows waiting for a retry",
+    ),
+    _m(
+        "memory-unfenced-save-clears-the-lease",
+        "store: unfenced admin writes",
+        MEMORY,
+        [
+            (
+                "        self._keys[key] = record\n        record.state = new_state\n",
+                "        self._keys[key] = record\n        record.owner = None\n        record.state = new_state\n",
+            )
+        ],
+        f"{MEM}::test_unfenced_save_never_touches_the_lease",
+        bug="an administrative write drops the current lease",
+    ),
+    _m(
+        "memory-commit-leaves-the-due-index-behind",
+        "store: due index",
+        MEMORY,
+        [
+            (
+                "            record.state = new_state\n            self._index(key, new_state)\n        items = record.items",
+                "            record.state = new_state\n        items = record.items",
+            )
+        ],
+        f"{MEM}::test_commit_poll_moves_the_key_in_the_index",
+        bug="a commit that moves wake_at leaves the key where it was in the due index",
+    ),
+    _m(
+        "memory-identities-unsorted",
+        "store: streaming",
+        MEMORY,
+        [
+            (
+                "                order = sorted(record.items)\n",
+                "                order = list(record.items)\n",
+            )
+        ],
+        f"{MEM}::test_stream_identities_orders_by_code_point",
+        f"{MEM}::test_stream_identities_walks_the_snapshot_in_batches",
+        bug="stream_identities walks identities in insertion order",
+    ),
+    _m(
+        "updates-missed-when-the-version-is-unchanged",
+        "G1",
+        "src/watukuy/diff/changes.py",
+        [
+            (
+                "        if row.hash != candidate.hash:\n",
+                "        if row.hash != candidate.hash and row.version != candidate.version:\n",
+            )
+        ],
+        "tests/unit/diff/test_diff_changes.py",
+        f"{CH}::test_memory[snapshot_diff-1]",
+        bug="a content change under the same version text emits nothing",
+    ),
+    _m(
+        "id-separator-not-escaped",
+        "G2",
+        "src/watukuy/diff/ids.py",
+        [(r'str.maketrans({"\\": "\\\\", "|": "\\|"})', r'str.maketrans({"\\": "\\\\"})')],
+        "tests/unit/diff/test_diff_ids.py::test_separators_and_backslashes_are_escaped",
+        bug="a | inside a part is not escaped",
+    ),
+    _m(
+        "redis-fence-ignores-the-epoch",
+        "store: fencing",
+        "src/watukuy/stores/lua/_prelude.lua",
+        [("\n    and redis.call('HGET', KEYS[1], 'lease_epoch') == ARGV[2]", "")],
+        f"{RD}::test_fenced_writes_reject_stale_leases",
+        bug="the Redis scripts' fence compares only the owner",
+    ),
+)
