@@ -145,6 +145,7 @@ GUARANTEES: dict[str, Guarantee] = {
     "redaction": Guarantee(
         "credentials never reach logs, hooks or errors",
         (
+            "tests/unit/http/test_redaction_policy.py",
             "tests/unit/http/test_http_redact.py",
             "tests/integration/test_http_engine.py::test_a_credential_header_is_redacted_in_every_log_record",
         ),
@@ -466,12 +467,18 @@ MUTANTS: tuple[Mutant, ...] = (
         bug="events are grouped by id instead of ordering key",
     ),
     _m(
-        "redaction-misses-authorization",
+        "redaction-by-exact-name-only",
         "redaction",
-        "src/watukuy/http/_redact.py",
-        [('{"authorization", "cookie",', '{"cookie",')],
+        "src/watukuy/core/redact.py",
+        [
+            (
+                "        if any(part in lowered for part in self._parts):\n            return True\n",
+                "",
+            )
+        ],
+        "tests/unit/http/test_redaction_policy.py",
         "tests/unit/http/test_http_redact.py",
-        bug="the Authorization header is no longer redacted",
+        bug="a credential whose name is not on the exact list (x-tenant-token) is shown",
     ),
     _m(
         "budget-window-one-ms-too-short",
