@@ -390,3 +390,180 @@ async def test_a_few_unversionable_items_among_good_ones_are_quarantined(
     assert [e.subject for e in recorder.events] == ["item-001", "item-003", "item-004", "item-005"]
     parked = await engine.parked.list("orders", kind="invalid")
     assert [row.error["message"] for row in parked] == ["version() failed: KeyError 'missing'"]
+
+
+# --- defect 2: a validator only stands for what this lane already processed from there ----
+
+
+def many(world: World, count: int) -> None:
+    for n in range(1, count + 1):
+        world.api.add(item(n, f"2025-12-31T12:00:{n:02d}.000Z"))
+
+
+def timestamp_orders(**options: Any) -> wk.PollerDefinition[Any]:
+    return wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+        fetch=timestamp_fetch(limit=10),
+        **options,
+    )
+
+
+def snapshot_catalog(page_size: int) -> wk.PollerDefinition[Any]:
+    return wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.SnapshotDiff(),
+        fetch=page_fetch(page_size=page_size),
+    )
+
+
+def statuses(world: World, since: int) -> list[tuple[str, int]]:
+    return [(r.route, r.status) for r in world.api.log[since:]]
+
+
+async def test_reset_with_clear_snapshot_reemits_everything_from_an_etag_vendor(
+    world: World,
+) -> None:
+    many(world, 5)
+    world.api.set_etags(True)
+    engine = world.engine(timestamp_orders())
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()
+    await world.clock.advance("10m")
+    await engine.tick()  # nothing new: this idle request is the one a 304 may answer
+    first_ids = recorder.ids
+
+    await engine.reset_cursor("orders", None, clear_snapshot=True)
+    mark = len(world.api.log)
+    await world.clock.advance("1s")
+    result = await engine.tick()
+
+    assert result.errors == []
+    assert statuses(world, mark) == [("since", 200)]
+    assert [e.type for e in recorder.events[5:]] == ["created"] * 5
+    assert recorder.ids[5:] == first_ids  # the same ids as the first time
+    assert await world.store.count_items(PKey("orders")) == 5
+
+
+async def test_reset_with_clear_snapshot_reemits_a_whole_listing_once_answered_304(
+    world: World,
+) -> None:
+    many(world, 3)
+    world.api.set_etags(True)
+    engine = world.engine(snapshot_catalog(page_size=10))
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()
+    await world.clock.advance("10m")
+    mark = len(world.api.log)
+    await engine.tick()
+    assert statuses(world, mark) == [("page", 304)]  # a one-page listing: the 304 is kept
+
+    await engine.reset_cursor("orders", None, clear_snapshot=True)
+    mark = len(world.api.log)
+    await world.clock.advance("1s")
+    await engine.tick()
+
+    assert statuses(world, mark) == [("page", 200)]
+    assert [e.type for e in recorder.events[3:]] == ["created"] * 3
+    assert await world.store.count_items(PKey("orders")) == 3
+
+
+async def test_a_rewound_cursor_reads_on_past_pages_it_read_before(world: World) -> None:
+    many(world, 15)
+    world.api.set_etags(True)
+    engine = world.engine(timestamp_orders())
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()
+    assert len(recorder.events) == 15
+
+    await engine.reset_cursor("orders", None)
+    world.api.update("item-012", updated_at="2025-12-31T12:01:00.000Z", status="paid")
+    mark = len(world.api.log)
+    await world.clock.advance("1s")
+    result = await engine.tick()
+
+    assert result.errors == []
+    # The first page is unchanged, but it is read in full again (not answered 304 on the
+    # strength of the first cycle), so the cycle gets to the change behind it.
+    assert statuses(world, mark) == [("since", 200), ("since", 200)]
+    assert [(e.type, e.subject) for e in recorder.events[15:]] == [("updated", "item-012")]
+
+
+async def test_a_forced_backfill_from_the_first_request_is_read_in_full(world: World) -> None:
+    many(world, 5)
+    world.api.set_etags(True)
+    engine = world.engine(timestamp_orders())
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()
+
+    for attempt in range(2):  # twice: a backfill's own requests do not short-circuit either
+        await engine.backfill("orders", None, force=True)
+        mark = len(world.api.log)
+        await world.clock.advance("1s")
+        result = await engine.tick()
+        assert result.errors == []
+        backfill = [r for r in result.polled if r.lane == "backfill"]
+        assert [(r.items, r.events) for r in backfill] == [(5, 5)], attempt
+        assert ("since", 304) not in statuses(world, mark)
+    assert [e.type for e in recorder.events[5:]] == ["updated"] * 10
+
+
+async def test_reconcile_is_never_answered_304_so_it_finds_deletes(world: World) -> None:
+    many(world, 5)
+    world.api.set_etags(True)
+    engine = world.engine(timestamp_orders(reconcile=wk.Reconcile(every="1h", fetch=page_fetch())))
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()  # live and the first reconcile listing: items 1-5
+    world.api.add(item(6, "2025-12-31T12:00:06.000Z"))
+    await world.clock.advance("10m")
+    await engine.tick()  # live sees item-006
+    world.api.remove("item-006")  # ... and the listing is byte for byte the first one again
+    await world.clock.advance("1h")
+    mark = len(world.api.log)
+    result = await engine.tick()
+
+    assert result.errors == []
+    assert ("page", 200) in statuses(world, mark)
+    assert [(e.type, e.subject) for e in recorder.events[5:]] == [
+        ("created", "item-006"),
+        ("deleted", "item-006"),
+    ]
+
+
+async def test_a_paged_listing_reads_past_an_unchanged_first_page(world: World) -> None:
+    many(world, 12)
+    world.api.set_etags(True)
+    engine = world.engine(snapshot_catalog(page_size=5))
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()
+    world.api.update("item-012", status="paid")  # on page 3; pages 1 and 2 are unchanged
+    await world.clock.advance("10m")
+    mark = len(world.api.log)
+    await engine.tick()
+
+    assert statuses(world, mark) == [("page", 200)] * 3
+    assert [(e.type, e.subject) for e in recorder.events[12:]] == [("updated", "item-012")]
+
+
+async def test_replay_with_an_etag_vendor_needs_no_request(world: World) -> None:
+    many(world, 3)
+    world.api.set_etags(True)
+    engine = world.engine(timestamp_orders(log=wk.EventLog(retention="7d")))
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()
+    mark = len(world.api.log)
+    replayed = await engine.replay("orders", 0)
+    await engine.tick()
+    assert replayed.replayed == 3
+    assert [e.lane for e in recorder.events[3:]] == ["replay"] * 3
+    assert recorder.ids[3:] == recorder.ids[:3]
+    assert all(route == "since" for route, _ in statuses(world, mark))

@@ -93,6 +93,9 @@ class HttpScope:
         logger: Logger scoped to the key.
         on_budget_wait: Called with (budget, waited_ms) after a request had to wait.
         redaction: The engine's secrets policy (URLs in errors and logs, headers in logs).
+        validators: Whether this lane sends and stores ``ETag`` / ``Last-Modified``
+            validators at all. Only the live lane does: a backfill or a reconcile listing
+            exists to read everything again, so a ``304`` could only hide what it is for.
     """
 
     key: PKey
@@ -109,6 +112,7 @@ class HttpScope:
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
     on_budget_wait: Callable[[str, int], Any] = field(default=lambda budget, waited: None)
     redaction: Redaction = DEFAULT_REDACTION
+    validators: bool = True
 
 
 @runtime_checkable

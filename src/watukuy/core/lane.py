@@ -254,8 +254,12 @@ class LaneCycle:
                     ),
                 )
                 before = None if strategy.full_scan else strategy.serialize(request)
+                stored = strategy.serialize(cursor)
                 state, cursor, page_done, page_items, page_counts, phase = await self._page(
                     state, cursor, page, seen
+                )
+                await self._store_validators(
+                    keep=self._idle(stored, cursor, page, pages, kept=page_items, done=page_done)
                 )
                 items += page_items
                 for name, value in page_counts.items():
@@ -360,6 +364,7 @@ class LaneCycle:
                 logger=self._logger,
                 on_budget_wait=on_budget_wait,
                 redaction=deps.redaction,
+                validators=self._lane == "live",
             )
         )
 
@@ -519,7 +524,6 @@ class LaneCycle:
                 deletes=0,
             )
             state = apply_patch(state, patch)
-        await self._store_validators(held_back=len(kept) < len(page.items))
         for raw, issues in invalid:
             if poller.on_invalid == "quarantine":
                 await deps.hooks.emit(
@@ -534,16 +538,35 @@ class LaneCycle:
             await self._keeper.renew_now()  # after every commit; the heartbeat covers the rest
         return state, next_cursor, done, len(kept), counts, "fetch"
 
-    async def _store_validators(self, *, held_back: bool) -> None:
+    async def _store_validators(self, *, keep: bool) -> None:
         """Store the ETag / Last-Modified of this page's responses, now that the page is
-        committed. When ``lag`` held items of the page back, the validators would make the
-        next identical request a 304 and hide those items: they are dropped instead."""
+        committed, when ``keep`` says a later ``304`` for the same request would mean
+        exactly what processing this response again would (see :meth:`_idle`); drop them
+        otherwise."""
         pending = self._observations.pending_validators
-        if not held_back:
+        if keep and pending:
             store, key = self._deps.store, self._key
             for url_hash, validator in pending:
                 await store.set_validator(key, self._keeper.lease, url_hash, validator)
         pending.clear()
+
+    def _idle(
+        self, before: str, cursor: Any, page: Page[Any], page_number: int, *, kept: int, done: bool
+    ) -> bool:
+        """True when this page's response may be answered ``304`` next time.
+
+        A ``304`` has no body: the lane can only treat it as an empty page that ends the
+        cycle where it stands. That is exactly what processing the same response again does
+        only when the response ended the cycle (``done``) without moving the cursor, kept
+        every item (nothing held back by ``lag``), and, for a full listing, was the whole
+        listing (its first page), since a listing cut by a ``304`` finds no deletes. Any
+        other response must be read in full again, or the items after it would be skipped.
+        """
+        if not done or kept < len(page.items):
+            return False
+        if self._full_scan:
+            return page_number == 1
+        return self._strategy.serialize(cursor) == before
 
     def _version_or_hash(self, item: Any, known_hash: str | None) -> str:
         poller = self._poller

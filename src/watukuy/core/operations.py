@@ -245,8 +245,10 @@ class Operations:
     ) -> None:
         """Rewind the live lane to the raw cursor ``to`` (``None``: the initial cursor).
 
-        With ``clear_snapshot=True`` the item rows are dropped too, so everything is
-        re-emitted as ``created``, with the same ids as the first time.
+        The key's stored HTTP validators are forgotten, so the first requests after the
+        reset are answered in full, never ``304`` for what was read before. With
+        ``clear_snapshot=True`` the item rows are dropped too, so everything is re-emitted
+        as ``created``, with the same ids as the first time.
         """
         poller, key = self._key(name, partition)
         await self._ensure_migrated()
@@ -257,6 +259,7 @@ class Operations:
         cursors = dict(state.cursors)
         cursors["live"] = cursor
         schedule = dataclasses.replace(state.schedule, next_due_at=now)
+        await self.store.clear_validators(key)
         if clear_snapshot:
             await self.store.clear_items(key)
         await self.store.save_state_unfenced(

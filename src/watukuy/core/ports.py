@@ -260,6 +260,12 @@ class StateStore(Protocol):
         """Store validators for a URL hash (fenced)."""
         ...
 
+    async def clear_validators(self, key: PKey) -> None:
+        """Forget every validator of the key, and nothing else (an unfenced admin write:
+        ``reset_cursor`` calls it, so that no request after the reset is answered ``304``
+        on the strength of what was read before it)."""
+        ...
+
     # event log
     async def read_log(
         self,

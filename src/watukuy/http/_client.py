@@ -179,6 +179,7 @@ class HttpClient:
         seconds = None if timeout is None else parse_duration(timeout, "timeout") / 1_000
         charge = scope.budget_cost if cost is None else _cost(cost)
         conditional = verb in _CONDITIONAL_METHODS if validators is None else bool(validators)
+        conditional = conditional and scope.validators  # the lane's rule wins (HttpScope)
 
         await self._charge(charge)
         key = url_hash(final_url) if conditional else None

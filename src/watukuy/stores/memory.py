@@ -582,6 +582,12 @@ class MemoryStore:
         """Store validators for a URL hash (fenced)."""
         self._fenced(key, lease).validators[url_hash] = validator
 
+    async def clear_validators(self, key: PKey) -> None:
+        """Forget every validator of the key (unfenced)."""
+        record = self._keys.get(key)
+        if record is not None:
+            record.validators.clear()
+
     # --- event log -----------------------------------------------------------------------
 
     async def read_log(

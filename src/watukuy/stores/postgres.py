@@ -450,6 +450,17 @@ class PostgresStore:
             await conn.execute(self._q["lock_key"], k)
             await conn.execute(self._q["clear_items"], k)
 
+    async def clear_validators(self, key: PKey) -> None:
+        """Forget every validator of the key (unfenced, after the key's row lock)."""
+        k = (key.poller, key.partition)
+        async with (
+            self._connection("clear_validators") as conn,
+            _pipeline(conn),
+            conn.transaction(),
+        ):
+            await conn.execute(self._q["lock_key"], k)
+            await conn.execute(self._q["delete_validators_of"], k)
+
     # --- items --------------------------------------------------------------------------
 
     async def load_versions(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemRow]:

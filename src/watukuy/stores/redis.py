@@ -523,6 +523,11 @@ class RedisStore:
         with store_errors("clear_items"):
             await self._redis.unlink(keys.items, keys.ids)
 
+    async def clear_validators(self, key: PKey) -> None:
+        """Forget every validator of the key (unfenced)."""
+        with store_errors("clear_validators"):
+            await self._redis.unlink(self._keys(key).validators)
+
     # --- items --------------------------------------------------------------------------
 
     async def load_versions(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemRow]:

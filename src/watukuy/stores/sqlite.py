@@ -154,6 +154,7 @@ class _Sql:
         )
         self.epoch_floor = f"SELECT epoch FROM {floors} WHERE {_K}"
         self.clear_items = f"DELETE FROM {i} WHERE {_K}"
+        self.clear_validators = f"DELETE FROM {v} WHERE {_K}"
         self.upsert_item = (
             f'INSERT OR REPLACE INTO {i} (poller, "partition", identity, version, hash, '
             "schema_version, payload, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -540,6 +541,13 @@ class SqliteStore:
         """Drop the key's snapshot rows only."""
         params = (key.poller, key.partition)
         await self._call("clear_items", lambda conn: conn.execute(self._sql.clear_items, params))
+
+    async def clear_validators(self, key: PKey) -> None:
+        """Forget every validator of the key (unfenced)."""
+        params = (key.poller, key.partition)
+        await self._call(
+            "clear_validators", lambda conn: conn.execute(self._sql.clear_validators, params)
+        )
 
     # --- items ---------------------------------------------------------------------------
 

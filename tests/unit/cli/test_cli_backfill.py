@@ -95,3 +95,11 @@ def test_backfill_from_null_reads_the_history_before_initial(
 ) -> None:
     result = backfill(app, capsys, "--poller", "recent", "--from", "null")
     assert (result["items"], result["events"], result["done"]) == (5, 5, True)
+
+
+def test_a_forced_backfill_is_not_answered_304_from_the_live_lane_validators(
+    app: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The live lane asked for the same first page, with an ETag in the answer.
+    result = backfill(app, capsys, "--poller", "orders", "--from", "null", "--force")
+    assert (result["items"], result["events"], result["done"]) == (5, 5, True)

@@ -217,6 +217,11 @@ class ForwardingStore:
         self._enter("set_validator")
         await self._run(self.inner.set_validator(key, lease, url_hash, validator))
 
+    async def clear_validators(self, key: PKey) -> None:
+        """Forwarded."""
+        self._enter("clear_validators")
+        await self._run(self.inner.clear_validators(key))
+
     async def read_log(
         self,
         key: PKey,
