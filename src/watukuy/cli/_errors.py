@@ -21,6 +21,7 @@ import traceback
 import click
 
 from watukuy.core.errors import WatukuyError
+from watukuy.core.redact import redact_text
 
 __all__ = ["EXIT_FAILED", "EXIT_MISTAKE", "CliError", "describe_failure"]
 
@@ -42,7 +43,8 @@ class CliError(Exception):
 
 
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    # Store URLs, request URLs and headers reach error messages: never print a secret.
+    return redact_text(" ".join(str(text).split()))
 
 
 def describe_failure(error: BaseException) -> tuple[str, int]:

@@ -20,12 +20,13 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from watukuy._system import SystemClock
 from watukuy.core.durations import parse_duration
 from watukuy.core.engine import EngineCore
 from watukuy.core.ports import StateStore
+from watukuy.core.redact import redact_url as core_redact_url
 from watukuy.stores import store_from_url
 
 from ._errors import CliError
@@ -124,15 +125,8 @@ async def load_engine(spec: str) -> EngineCore:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password shown as ``***`` (for messages)."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-    except ValueError:
-        return url.split("@", 1)[-1] if "@" in url else url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    """``url`` with its password and sensitive parameters shown as ``***`` (for messages)."""
+    return core_redact_url(url)
 
 
 def _sqlite_path(url: str) -> str | None:

@@ -5,8 +5,8 @@ whatever text an exception carries. A :class:`Redaction` decides which names are
 sensitive and masks their values with ``***`` where the text is made, so nothing
 downstream (the store, hooks, OpenTelemetry, the CLI, the health routes) ever sees them:
 
-- the user info of every URL (``https://svc:***@api.example.com``; a lone user name,
-  often a token, becomes ``***``);
+- the password in the user info of every URL (``https://svc:***@api.example.com``), and
+  a lone user name of a web URL, often a token (``https://***@github.com``);
 - query parameters, fragment parameters, headers, mapping keys and ``name=value`` /
   ``name: value`` pairs in free text whose name is sensitive;
 - ``Bearer <token>`` and ``Basic <credentials>`` wherever they appear;
@@ -82,6 +82,7 @@ _OWN_NAMES: Final = frozenset(
     {"ordering_key", "hold_key", "partition_key", "idempotency-key", "idempotency_key"}
 )
 
+_WEB_SCHEMES: Final = frozenset({"http", "https", "ws", "wss"})
 _URL: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*)://([^\s\"'<>`\\]+)")
 _PERCENT: Final = re.compile(r"%([0-9A-Fa-f]{2})")
 # ``name=value``, ``name: value``, ``"name": "value"``, ``'name': 'value'``; the value stops
@@ -244,7 +245,12 @@ class Redaction:
         if "@" in authority:
             userinfo, _, host = authority.rpartition("@")
             user, colon, password = userinfo.partition(":")
-            masked = f"{user}:{REDACTED}" if colon and password else REDACTED
+            if colon and password:
+                masked = f"{user}:{REDACTED}"
+            elif scheme.lower() in _WEB_SCHEMES:
+                masked = REDACTED  # https://<token>@host: the user name is the credential
+            else:
+                masked = userinfo  # postgresql://app@db: a role name, not a secret
             authority = f"{masked}@{host}"
         if "?" in tail or "#" in tail:
             path, fragment_mark, fragment = tail.partition("#")

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.ports import StateStore
+from watukuy.core.redact import redact_url
 from watukuy.stores.memory import MemoryKeySnapshot, MemoryStore
 from watukuy.stores.sqlite import SqliteStore, sqlite_migrations
 
@@ -57,23 +58,8 @@ def __dir__() -> list[str]:
 
 
 def _redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``, fit for messages and logs."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        password = None
-        parts = None
-    if parts is None or password is None:
-        head, sep, tail = url.partition("://")
-        if sep and "@" in tail.split("/", 1)[0]:
-            credentials, _, rest = tail.partition("@")
-            user = credentials.split(":", 1)[0]
-            return f"{head}://{user}:***@{rest}" if ":" in credentials else url
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    """``url`` with its password and sensitive parameters replaced by ``***``."""
+    return redact_url(url)
 
 
 def store_from_url(url: str) -> StateStore:

@@ -111,7 +111,12 @@ async def test_load_engine_import_failures(app_module: str) -> None:
 
 def test_redact_url_hides_passwords() -> None:
     assert redact_url("postgresql://app:s3cret@db:5432/app") == "postgresql://app:***@db:5432/app"
+    # A database role is shown; a lone user name in a web URL is often a token.
     assert redact_url("postgresql://app@db/app") == "postgresql://app@db/app"
+    assert redact_url("https://ghp_t0k3n@github.com/x") == "https://***@github.com/x"
+    assert redact_url("postgresql://db/app?password=s3cret&sslmode=require") == (
+        "postgresql://db/app?password=***&sslmode=require"
+    )
     assert redact_url("sqlite:///wk.db") == "sqlite:///wk.db"
     assert redact_url("redis://:pw@cache:6379/0") == "redis://:***@cache:6379/0"
 
