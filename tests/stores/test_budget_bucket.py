@@ -334,3 +334,50 @@ async def test_redis_a_missing_key_is_an_empty_window(
     assert await redis_budget.try_take("erp", POLICY, 1, 5_000) == 1_000
     await redis_client.delete(f"{redis_prefix}budget:erp")  # what expiry does
     assert await redis_budget.try_take("erp", POLICY, 10, 5_000) == 0
+
+
+# --- token buckets and held grants, in Redis too ---------------------------------------------
+
+BUCKET = BudgetPolicy(requests=10, per_ms=1_000, burst=3)
+
+
+@pytest.mark.redis
+async def test_redis_bucket_agrees_with_memory(redis_budget: RedisBudgetStore) -> None:
+    chance = random.Random(7)
+    memory = InMemoryBudgetStore()
+    policies = {"a": BUCKET, "b": BudgetPolicy(requests=3, per_ms=1_000, burst=5)}
+    now = 1_767_225_600_000
+    first = [await redis_budget.try_take("a", BUCKET, 1, now) for _ in range(5)]
+    assert first == [0, 0, 0, 100, 100]
+    for _ in range(300):
+        name = chance.choice("ab")
+        cost = chance.choice([0, 1, 1, 2, 0.5, 1 / 3])
+        now += chance.choice([0, 0, 1, 33, 100, 250, 1_000])
+        pair = (
+            await memory.try_take(name, policies[name], cost, now),
+            await redis_budget.try_take(name, policies[name], cost, now),
+        )
+        assert pair[0] == pair[1], (name, cost, now)
+
+
+@pytest.mark.redis
+async def test_redis_holds_and_settles_like_memory(
+    redis_budget: RedisBudgetStore, redis_client: Any, redis_prefix: str
+) -> None:
+    policy = BudgetPolicy(requests=2, per_ms=1_000)
+    memory = InMemoryBudgetStore()
+    now = 1_767_225_600_000
+    for store in (memory, redis_budget):
+        assert await store.try_hold("erp", policy, 1, now, stamp=now + 30_000, ticket="t1") == 0
+        assert await store.try_take("erp", policy, 1, now) == 0
+        # Held: the first grant still counts after a second.
+        assert await store.try_take("erp", policy, 1, now + 1_500) == 0
+        assert await store.try_take("erp", policy, 1, now + 1_500) == 1_000
+        await store.settle("erp", policy, "t1", stamp=now + 30_000, at=now + 400, now=now + 1_500)
+        assert await store.try_take("erp", policy, 1, now + 1_500) == 0
+        await store.settle("erp", policy, "nope", stamp=now + 30_000, at=now, now=now + 1_500)
+    members = await redis_client.zrange(f"{redis_prefix}budget:erp", 0, -1, withscores=True)
+    assert [int(score) for _, score in members] == [now + 1_500, now + 1_500]
+    assert [(g.time, g.cost) for g in memory.peek("erp")] == [(now + 1_500, 1), (now + 1_500, 1)]
+    ttl = await redis_client.pttl(f"{redis_prefix}budget:erp")
+    assert 0 < ttl <= 1_000

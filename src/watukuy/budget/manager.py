@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,7 +42,9 @@ from watukuy.core.options import Budget
 from watukuy.core.ports import BudgetPolicy, BudgetStore, Clock
 from watukuy.core.rows import Lane
 
-__all__ = ["LANE_PRIORITY", "BudgetManager"]
+__all__ = ["LANE_PRIORITY", "BudgetHold", "BudgetManager"]
+
+_log = logging.getLogger("watukuy")
 
 LANE_PRIORITY: Final[Mapping[Lane, int]] = {"live": 0, "reconcile": 1, "backfill": 2, "replay": 3}
 """Rank of each lane when requests wait for a budget; lower is served first."""
@@ -57,6 +60,28 @@ class _Waiter:
     enqueued_at: int
     deadline: int
     future: asyncio.Future[int]
+    hold_ms: int | None = None
+    ticket: str | None = None
+    stamp: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetHold:
+    """A grant that keeps counting until :meth:`BudgetManager.settle` says its answer
+    arrived.
+
+    Attributes:
+        budget: The budget it was granted by.
+        waited_ms: How long the request waited for it.
+        ticket: Names the held grant in the budget store (``None``: not held, nothing to
+            settle; the store cannot hold grants, or the cost was 0).
+        stamp: Where the store logged it until settled (epoch ms).
+    """
+
+    budget: str
+    waited_ms: int
+    ticket: str | None = None
+    stamp: int | None = None
 
 
 @dataclass(slots=True)
@@ -84,6 +109,9 @@ class _Line:
     wake: asyncio.Future[None] | None = None
     # Set when the queue changed while the worker was talking to the store.
     dirty: bool = False
+    # Held grants were taken: room may appear before the store's answer says (a settle
+    # here or in another process), so the worker looks again at least this often.
+    recheck_ms: int | None = None
 
 
 def _number(value: object, field_name: str, *, positive: bool) -> float:
@@ -107,12 +135,21 @@ class BudgetManager:
         store: Where the budgets' sliding-window logs live (``InMemoryBudgetStore`` in
             one process, ``RedisBudgetStore`` across processes).
         clock: The engine's clock; every wait goes through ``clock.sleep``.
+        instance_id: Unique among the processes sharing ``store`` (the engine passes its
+            own); names this manager's held grants.
 
     Raises:
         ConfigError: A budget name is empty or a value is not a :class:`Budget`.
     """
 
-    def __init__(self, budgets: Mapping[str, Budget], store: BudgetStore, clock: Clock) -> None:
+    def __init__(
+        self,
+        budgets: Mapping[str, Budget],
+        store: BudgetStore,
+        clock: Clock,
+        *,
+        instance_id: str | None = None,
+    ) -> None:
         if not isinstance(budgets, Mapping):
             raise ConfigError(
                 f"expected a mapping of names to Budget, got {budgets!r}", field="budgets"
@@ -123,11 +160,20 @@ class BudgetManager:
                 raise ConfigError(f"expected a non-empty name, got {name!r}", field="budgets")
             if not isinstance(budget, Budget):
                 raise ConfigError(f"expected a Budget, got {budget!r}", field=f"budgets.{name}")
-            policy = BudgetPolicy(requests=budget.requests, per_ms=budget.per_ms)
+            policy = BudgetPolicy(
+                requests=budget.requests, per_ms=budget.per_ms, burst=budget.burst
+            )
             self._lines[name] = _Line(name=name, budget=budget, policy=policy)
         self._store = store
         self._clock = clock
         self._seq = itertools.count()
+        self._tickets = itertools.count()
+        self._holds = callable(getattr(store, "try_hold", None)) and callable(
+            getattr(store, "settle", None)
+        )
+        # Tickets name held grants in a store other processes share: unique per manager.
+        # (A ticket is one field of a ':'-separated Redis member: no ':' in it.)
+        self._instance = f"{instance_id or 'm'}.{id(self):x}".replace(":", "_")
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -168,6 +214,52 @@ class BudgetManager:
                 larger than the budget's ``requests``, which could never be served.
             BudgetTimeoutError: No grant within the wait limit; the waiter left the queue.
         """
+        hold = await self.hold(
+            budget,
+            requester=requester,
+            lane=lane,
+            weight=weight,
+            cost=cost,
+            max_wait_ms=max_wait_ms,
+            hold_ms=None,
+        )
+        return hold.waited_ms
+
+    async def hold(
+        self,
+        budget: str,
+        *,
+        requester: str,
+        lane: Lane,
+        weight: float,
+        cost: float,
+        max_wait_ms: int,
+        hold_ms: int | None,
+    ) -> BudgetHold:
+        """Like :meth:`acquire`, the grant held for up to ``hold_ms`` until :meth:`settle`.
+
+        A held grant counts as if made ``hold_ms`` from now, the latest its answer can come
+        back; :meth:`settle` then moves it to the moment the answer did come back, so it
+        counts until ``per`` after it. ``ctx.http`` holds every grant for the length of its
+        request, so a request waiting for a pooled connection, or slow on the network, can
+        never let a later request into the same window at the vendor.
+
+        Args:
+            budget: Name of the budget.
+            requester: Who asks, ``"poller/partition"``.
+            lane: The lane of the request (priority).
+            weight: The poller's ``budget_weight``.
+            cost: What the request is charged.
+            max_wait_ms: Longest wait when the budget sets no ``max_wait`` of its own.
+            hold_ms: How long the grant may stay held at most; ``None`` holds nothing.
+
+        Returns:
+            The grant, to pass to :meth:`settle` once the answer arrived.
+
+        Raises:
+            ConfigError: See :meth:`acquire`.
+            BudgetTimeoutError: No grant within the wait limit.
+        """
         line = self._lines.get(budget)
         if line is None:
             known = ", ".join(repr(name) for name in self._lines) or "none"
@@ -181,13 +273,17 @@ class BudgetManager:
         if not isinstance(requester, str):
             raise ConfigError(f"expected a string, got {requester!r}", field="requester")
         if charge == 0:
-            return 0
-        if charge > line.policy.requests:
+            return BudgetHold(budget, 0)
+        capacity = line.policy.requests
+        if line.policy.burst is not None:
+            capacity = min(capacity, line.policy.burst)
+        if charge > capacity:
             raise ConfigError(
                 f"a cost of {cost!r} can never be served by budget {budget!r}, which allows "
-                f"{line.policy.requests} per window",
+                f"{capacity} " + ("at once" if line.policy.burst is not None else "per window"),
                 field="cost",
             )
+        held = hold_ms is not None and self._holds and line.policy.burst is None
         limit = line.budget.max_wait_ms if line.budget.max_wait_ms is not None else max_wait_ms
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ConfigError(f"expected an integer >= 0, got {limit!r}", field="max_wait_ms")
@@ -202,7 +298,11 @@ class BudgetManager:
             enqueued_at=now,
             deadline=now + limit,
             future=asyncio.get_running_loop().create_future(),
+            hold_ms=max(0, hold_ms) if held and hold_ms is not None else None,
+            ticket=f"{self._instance}-{next(self._tickets)}" if held else None,
         )
+        if held:
+            line.recheck_ms = max(1, line.policy.per_ms // line.policy.requests)
         share = line.shares.setdefault(requester, _Share())
         if share.waiting == 0:
             share.served_per_weight = max(share.served_per_weight, line.virtual)
@@ -210,7 +310,7 @@ class BudgetManager:
         line.queue.append(waiter)
         self._kick(line)
         try:
-            return await waiter.future
+            waited = await waiter.future
         except asyncio.CancelledError:
             if waiter.future.done() and not waiter.future.cancelled():
                 # Granted or failed just before the cancellation landed; the outcome is
@@ -219,6 +319,29 @@ class BudgetManager:
             if self._remove(line, waiter):
                 self._kick(line)
             raise
+        return BudgetHold(budget, waited, waiter.ticket, waiter.stamp)
+
+    async def settle(self, hold: BudgetHold) -> None:
+        """The answer of a held grant arrived: from now on it counts until ``per`` after now.
+
+        A store failure is not raised: the grant then stays held until its hold runs out,
+        which only makes the budget stricter for a while.
+
+        Args:
+            hold: What :meth:`hold` returned (nothing happens when it holds nothing).
+        """
+        line = self._lines.get(hold.budget)
+        if line is None or hold.ticket is None or hold.stamp is None:
+            return
+        now = self._clock.now()
+        settle = getattr(self._store, "settle")  # noqa: B009 - an optional capability
+        try:
+            await settle(line.name, line.policy, hold.ticket, stamp=hold.stamp, at=now, now=now)
+        except Exception as error:
+            _log.warning("budget %s: could not settle a held grant: %s", line.name, error)
+            return
+        if line.queue:
+            self._kick(line)
 
     # --- the worker ---------------------------------------------------------------------
 
@@ -247,9 +370,21 @@ class BudgetManager:
                 if waiter is None:
                     return
                 try:
-                    wait = await self._store.try_take(
-                        line.name, line.policy, waiter.cost, self._clock.now()
-                    )
+                    now = self._clock.now()
+                    if waiter.hold_ms is not None and waiter.ticket is not None:
+                        stamp = now + waiter.hold_ms
+                        wait = await self._store.try_hold(  # type: ignore[attr-defined]
+                            line.name,
+                            line.policy,
+                            waiter.cost,
+                            now,
+                            stamp=stamp,
+                            ticket=waiter.ticket,
+                        )
+                        if wait <= 0:
+                            waiter.stamp = stamp
+                    else:
+                        wait = await self._store.try_take(line.name, line.policy, waiter.cost, now)
                 except Exception as error:
                     # The store failed for this request only; the others still get a try.
                     self._remove(line, waiter)
@@ -263,7 +398,10 @@ class BudgetManager:
                     self._grant(line, waiter, now)
                 elif not self._expire(line, now) and not line.dirty:
                     deadline = min(w.deadline for w in line.queue if not w.future.done())
-                    await self._nap(line, max(1, min(wait, deadline - now)))
+                    nap = min(wait, deadline - now)
+                    if line.recheck_ms is not None:
+                        nap = min(nap, line.recheck_ms)
+                    await self._nap(line, max(1, nap))
         except asyncio.CancelledError:
             if line.worker is me:
                 self._fail_all(line, None)

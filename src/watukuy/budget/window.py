@@ -27,6 +27,15 @@ Costs may be fractional. Sums run from the newest grant to the oldest, on both s
 that the partial sums behind a wait are bit for bit the sums a later call will make: a
 caller that waits exactly the answer is granted (if nobody took the room meanwhile).
 Memory per budget is the grants of one window.
+
+**Held grants.** What the vendor counts is when a request *arrives*, which is later than
+its grant by however long it waited for a pooled connection and travelled. So that no
+window at the vendor ever holds more than ``requests``, ``ctx.http`` takes each grant
+*held*: stamped ``stamp`` (the latest moment its answer can come back) instead of ``now``,
+so it keeps counting while the request is out; when the answer arrives, :func:`settle`
+moves it to that moment. A grant then counts from its grant until ``per_ms`` after its
+answer, and a request granted ``per_ms`` after an earlier answer arrives at least
+``per_ms`` after the earlier request did, whatever the pool and the network did.
 """
 
 from __future__ import annotations
@@ -39,7 +48,9 @@ from dataclasses import dataclass
 from watukuy.core.errors import ConfigError
 from watukuy.core.ports import BudgetPolicy
 
-__all__ = ["Grant", "InMemoryBudgetStore", "check_budget_args", "take"]
+from .bucket import take_bucket
+
+__all__ = ["Grant", "InMemoryBudgetStore", "check_budget_args", "settle", "take"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +58,15 @@ class Grant:
     """One grant in a budget's log.
 
     Attributes:
-        time: The caller's ``now`` when it was granted (epoch ms).
+        time: The caller's ``now`` when it was granted (epoch ms), or for a held grant
+            the moment it stops being held (see :func:`settle`).
         cost: What it was charged (fractional costs are allowed).
+        ticket: Names a held grant until it is settled.
     """
 
     time: int
     cost: float
+    ticket: str | None = None
 
 
 def _grant_time(grant: Grant) -> int:
@@ -79,18 +93,28 @@ def check_budget_args(policy: BudgetPolicy, cost: float, now: int) -> None:
         or cost < 0
     ):
         raise ConfigError(f"expected a finite number >= 0, got {cost!r}", field="cost")
-    if cost > requests:
-        raise ConfigError(
-            f"a cost of {cost!r} can never be granted by a budget of {requests} requests "
-            "per window",
-            field="cost",
+    burst = policy.burst
+    if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int) or burst <= 0):
+        raise ConfigError(f"expected a positive integer, got {burst!r}", field="burst")
+    if cost > requests or (burst is not None and cost > burst):
+        capacity = (
+            f"a burst of {burst}"
+            if burst is not None and burst < requests
+            else (f"a budget of {requests} requests per window")
         )
+        raise ConfigError(f"a cost of {cost!r} can never be granted by {capacity}", field="cost")
     if isinstance(now, bool) or not isinstance(now, int):
         raise ConfigError(f"expected an integer epoch in ms, got {now!r}", field="now")
 
 
 def take(
-    grants: Sequence[Grant], policy: BudgetPolicy, cost: float, now: int
+    grants: Sequence[Grant],
+    policy: BudgetPolicy,
+    cost: float,
+    now: int,
+    *,
+    stamp: int | None = None,
+    ticket: str | None = None,
 ) -> tuple[tuple[Grant, ...], int]:
     """Try to grant ``cost`` at ``now`` against the log ``grants``.
 
@@ -100,6 +124,8 @@ def take(
         policy: The cap: ``requests`` per ``per_ms``.
         cost: What this request is charged; ``0`` is always granted and changes nothing.
         now: The caller's time (epoch ms).
+        stamp: For a held grant, the time it is logged at (``>= now``) until settled.
+        ticket: For a held grant, the name :func:`settle` finds it by.
 
     Returns:
         The log to store, and ``0`` when ``cost`` was granted, or else the milliseconds
@@ -120,8 +146,9 @@ def take(
     for grant in reversed(live):
         total += grant.cost
     if total + need <= requests:
-        at = bisect_right(live, now, key=_grant_time)
-        return (*live[:at], Grant(now, need), *live[at:]), 0
+        time = now if stamp is None else max(now, stamp)
+        at = bisect_right(live, time, key=_grant_time)
+        return (*live[:at], Grant(time, need, ticket), *live[at:]), 0
     # Walk back in time: ``newer`` is what still counts once every grant up to and
     # including the time of ``live[i]`` has left. The oldest time that leaves room is the
     # earliest moment the request fits. The newest time always does (nothing is left and
@@ -138,6 +165,28 @@ def take(
     return live, fits_from + policy.per_ms - now
 
 
+def settle(grants: Sequence[Grant], ticket: str, at: int) -> tuple[Grant, ...]:
+    """Move the held grant named ``ticket`` to ``at``, the moment its answer arrived.
+
+    From then on it counts until ``at + per_ms`` like any grant made at ``at``. A ticket no
+    longer in the log (its hold ran out and it left the window) changes nothing.
+
+    Args:
+        grants: The stored log, oldest first.
+        ticket: The ticket given to :func:`take`.
+        at: When the answer arrived (epoch ms).
+
+    Returns:
+        The log to store.
+    """
+    for index, grant in enumerate(grants):
+        if grant.ticket == ticket:
+            rest = (*grants[:index], *grants[index + 1 :])
+            spot = bisect_right(rest, at, key=_grant_time)
+            return (*rest[:spot], Grant(at, grant.cost), *rest[spot:])
+    return tuple(grants)
+
+
 class InMemoryBudgetStore:
     """Sliding-window logs in a dict: shared by the pollers of one engine, not processes.
 
@@ -148,6 +197,7 @@ class InMemoryBudgetStore:
 
     def __init__(self) -> None:
         self._logs: dict[str, tuple[Grant, ...]] = {}
+        self._buckets: dict[str, float] = {}
 
     async def try_take(self, budget: str, policy: BudgetPolicy, cost: float, now: int) -> int:
         """Grant ``cost`` of the budget named ``budget`` at ``now``, if it fits.
@@ -158,10 +208,39 @@ class InMemoryBudgetStore:
         Raises:
             ConfigError: An invalid policy, cost or time.
         """
+        if policy.burst is not None:
+            tat, wait = take_bucket(self._buckets.get(budget), policy, cost, now)
+            if tat is not None:
+                self._buckets[budget] = tat
+            return wait
         grants, wait = take(self._logs.get(budget, ()), policy, cost, now)
         if grants:
             self._logs[budget] = grants
         return wait
+
+    async def try_hold(
+        self, budget: str, policy: BudgetPolicy, cost: float, now: int, *, stamp: int, ticket: str
+    ) -> int:
+        """Like :meth:`try_take`, the grant held until :meth:`settle` (see :func:`take`).
+
+        A token-bucket budget (``burst``) is not held: it is taken like :meth:`try_take`.
+        """
+        if policy.burst is not None:
+            return await self.try_take(budget, policy, cost, now)
+        grants, wait = take(
+            self._logs.get(budget, ()), policy, cost, now, stamp=stamp, ticket=ticket
+        )
+        if grants:
+            self._logs[budget] = grants
+        return wait
+
+    async def settle(
+        self, budget: str, policy: BudgetPolicy, ticket: str, *, stamp: int, at: int, now: int
+    ) -> None:
+        """Move the held grant ``ticket`` (logged at ``stamp``) to ``at`` (see :func:`settle`)."""
+        del stamp, now  # the log is in memory: the ticket alone finds the grant
+        if policy.burst is None and budget in self._logs:
+            self._logs[budget] = settle(self._logs[budget], ticket, at)
 
     def peek(self, budget: str) -> tuple[Grant, ...]:
         """The log of ``budget`` as of its last take, oldest first (empty if never used)."""
@@ -170,6 +249,7 @@ class InMemoryBudgetStore:
     def clear(self) -> None:
         """Forget every log (every budget starts empty again)."""
         self._logs.clear()
+        self._buckets.clear()
 
     def __repr__(self) -> str:
         return f"InMemoryBudgetStore(budgets={len(self._logs)})"

@@ -135,7 +135,12 @@ class EngineCore(Operations):
         self._hooks = HookBus(as_hook_list(hooks), self._log)
         self._http = http
         self._budget_manager = (
-            BudgetManager(self._budgets, budget_store or InMemoryBudgetStore(), clock)
+            BudgetManager(
+                self._budgets,
+                budget_store or InMemoryBudgetStore(),
+                clock,
+                instance_id=self.instance_id,
+            )
             if self._budgets
             else None
         )

@@ -283,16 +283,23 @@ class EventLog:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """A shared rate budget: a hard cap across every poller (and lane) using it.
+    """A shared rate budget across every poller (and lane) using it.
 
-    At most ``requests`` in any window of ``per``: the costs of the requests granted in any
-    ``per``-long stretch of time add up to no more than ``requests``. A request is charged
-    its poller's ``budget_cost`` (1 by default). An unused budget grants ``requests`` at
-    once; after that a request waits until enough earlier grants are ``per`` old.
+    By default a hard cap: at most ``requests`` in any window of ``per``, the costs of the
+    requests counted in any ``per``-long stretch adding up to no more than ``requests``. A
+    request is charged its poller's ``budget_cost`` (1 by default). An unused budget grants
+    ``requests`` at once; after that a request waits until enough earlier grants are
+    ``per`` old. Through ``ctx.http`` a grant counts until ``per`` after its answer arrived,
+    so the cap also holds in the vendor's own count.
+
+    With ``burst`` it is a token bucket instead: ``burst`` requests at once, then one every
+    ``per / requests`` (``Budget(10, "1s", burst=3)``: three at once, then one per 100 ms).
 
     Args:
-        requests: The most that may be granted in any window of ``per`` (also the burst).
+        requests: The most that may be granted in any window of ``per`` (the hard cap), or
+            the refill rate per ``per`` of a bucket.
         per: Window length.
+        burst: Capacity of a token bucket; ``None`` (the default) keeps the hard cap.
         fairness: ``"round-robin"`` across waiting requesters, or ``"weighted"`` by each
             poller's ``budget_weight``.
         max_wait: Longest a request waits for room in the window before the cycle is
@@ -303,11 +310,14 @@ class Budget:
     per: Duration
     fairness: Fairness = "round-robin"
     max_wait: Duration | None = None
+    burst: int | None = None
     per_ms: int = field(init=False, repr=False, compare=False)
     max_wait_ms: int | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _positive_int(self.requests, "budget.requests")
+        if self.burst is not None:
+            _positive_int(self.burst, "budget.burst")
         _set(self, "per_ms", parse_duration(self.per, "budget.per"))
         if self.per_ms <= 0:
             raise ConfigError(f"must be greater than zero, got {self.per!r}", field="budget.per")

@@ -55,15 +55,24 @@ class Random(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class BudgetPolicy:
-    """A hard cap: grants of at most ``requests`` (summed costs) in any ``per_ms`` window."""
+    """A hard cap: grants of at most ``requests`` (summed costs) in any ``per_ms`` window;
+    with ``burst``, a token bucket instead: ``burst`` at once, then ``requests`` per
+    ``per_ms`` (see ``watukuy.budget.bucket``)."""
 
     requests: int
     per_ms: int
+    burst: int | None = None
 
 
 @runtime_checkable
 class BudgetStore(Protocol):
-    """Where budget grant logs live. In-process by default; ``RedisBudgetStore`` shares them."""
+    """Where budget grant logs live. In-process by default; ``RedisBudgetStore`` shares them.
+
+    A store may also offer ``try_hold(budget, policy, cost, now, *, stamp, ticket)`` and
+    ``settle(budget, policy, ticket, *, stamp, at, now)`` (both built-in stores do): a grant
+    held until its answer arrives, so that budgets hold as the vendor counts them (see
+    ``watukuy.budget.window``). Without them a grant counts from the moment it is made.
+    """
 
     async def try_take(self, budget: str, policy: BudgetPolicy, cost: float, now: int) -> int:
         """Grant ``cost`` at ``now`` if it fits in the budget's window.

@@ -76,6 +76,20 @@ def _headers(
     return headers
 
 
+_HOLD_UNBOUNDED_MS: Final = 60_000
+_HOLD_MAX_MS: Final = 300_000
+
+
+def _hold_ms(timeout: httpx.Timeout) -> int:
+    """How long a budget grant may stay held for one request: what its timeouts allow
+    (waiting for a connection, connecting, writing, reading), at most five minutes; a
+    minute when a phase has no timeout."""
+    phases = (timeout.pool, timeout.connect, timeout.write, timeout.read)
+    if any(phase is None for phase in phases):
+        return _HOLD_UNBOUNDED_MS
+    return min(_HOLD_MAX_MS, math.ceil(sum(phase or 0.0 for phase in phases) * 1_000))
+
+
 class HttpClient:
     """The ``ctx.http`` of one lane cycle of one (poller, partition) key.
 
@@ -181,12 +195,13 @@ class HttpClient:
         conditional = verb in _CONDITIONAL_METHODS if validators is None else bool(validators)
         conditional = conditional and scope.validators  # the lane's rule wins (HttpScope)
 
-        await self._charge(charge)
+        client = self._client()
+        timeouts = httpx.Timeout(seconds) if seconds is not None else client.timeout
+        held = await self._charge(charge, _hold_ms(timeouts))
         key = url_hash(final_url) if conditional else None
         if key is not None:
             await self._add_conditions(key, final_url, request_headers)
 
-        client = self._client()
         request = client.build_request(
             verb,
             final_url,
@@ -216,6 +231,9 @@ class HttpClient:
                 },
             )
             raise
+        finally:
+            # The vendor has the request (or never will): the grant counts from now on.
+            await self._settle(held)
         try:
             return await self._receive(
                 raw, verb, final_url, shown_url, key, request_headers, started, raise_for_status
@@ -282,20 +300,36 @@ class HttpClient:
             body_text=body_text,
         )
 
-    async def _charge(self, cost: float) -> None:
+    async def _charge(self, cost: float, hold_ms: int) -> Any:
+        """Take ``cost`` from the poller's budget; returns the held grant to settle (or
+        ``None``) once the request is answered."""
         scope = self._scope
         if scope.budget is None or scope.gate is None or cost <= 0:
-            return
-        waited = await scope.gate.acquire(
-            scope.budget,
-            requester=f"{scope.key.poller}/{scope.key.partition}",
-            lane=scope.lane,
-            weight=scope.budget_weight,
-            cost=cost,
-            max_wait_ms=scope.max_wait_ms,
-        )
+            return None
+        hold = getattr(scope.gate, "hold", None)
+        held: Any = None
+        if callable(hold):
+            held = await hold(
+                scope.budget,
+                requester=f"{scope.key.poller}/{scope.key.partition}",
+                lane=scope.lane,
+                weight=scope.budget_weight,
+                cost=cost,
+                max_wait_ms=scope.max_wait_ms,
+                hold_ms=hold_ms,
+            )
+            waited = int(held.waited_ms)
+        else:
+            waited = await scope.gate.acquire(
+                scope.budget,
+                requester=f"{scope.key.poller}/{scope.key.partition}",
+                lane=scope.lane,
+                weight=scope.budget_weight,
+                cost=cost,
+                max_wait_ms=scope.max_wait_ms,
+            )
         if waited <= 0:
-            return
+            return held
         scope.observations.waited_ms += waited
         try:
             outcome = scope.on_budget_wait(scope.budget, waited)
@@ -308,6 +342,14 @@ class HttpClient:
                 error,
                 extra={"error": serialize_error(error, redaction=scope.redaction)},
             )
+        return held
+
+    async def _settle(self, held: Any) -> None:
+        if held is None:
+            return
+        settle = getattr(self._scope.gate, "settle", None)
+        if callable(settle):
+            await settle(held)
 
     async def _add_conditions(self, key: str, url: str, headers: httpx.Headers) -> None:
         scope = self._scope

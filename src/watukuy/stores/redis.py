@@ -129,7 +129,7 @@ _MIN_WAKE, _MAX_WAKE = -(2**63), 2**63 - 1
 def _script_source(name: str) -> str:
     folder = resources.files("watukuy.stores").joinpath("lua")
     body = folder.joinpath(f"{name}.lua").read_text("utf-8")
-    if name == "budget_take":
+    if name.startswith("budget_"):
         return body
     return folder.joinpath("_prelude.lua").read_text("utf-8") + "\n" + body
 
@@ -805,6 +805,8 @@ class RedisBudgetStore:
         self._prefix = _check_prefix(prefix)
         self._redis: Any = client
         self._script = client.register_script(_script_source("budget_take"))
+        self._settle = client.register_script(_script_source("budget_settle"))
+        self._bucket = client.register_script(_script_source("budget_bucket"))
 
     def __repr__(self) -> str:
         return f"RedisBudgetStore(prefix={self._prefix!r})"
@@ -823,8 +825,65 @@ class RedisBudgetStore:
         check_budget_args(policy, cost, now)
         if cost == 0:
             return 0  # granted and recorded nowhere: no need to ask Redis
+        if policy.burst is not None:
+            bucket: list[str | int] = [
+                policy.requests,
+                policy.per_ms,
+                policy.burst,
+                repr(float(cost)),
+                now,
+            ]
+            with store_errors("try_take"):
+                wait = await self._bucket(
+                    keys=[f"{self._prefix}budget:{budget}:bucket"], args=bucket
+                )
+            return int(wait)
         # repr() of a float is the shortest text that reads back as the same double.
         args: list[str | int] = [policy.requests, policy.per_ms, repr(float(cost)), now]
         with store_errors("try_take"):
             wait = await self._script(keys=[f"{self._prefix}budget:{budget}"], args=args)
         return int(wait)
+
+    async def try_hold(
+        self, budget: str, policy: BudgetPolicy, cost: float, now: int, *, stamp: int, ticket: str
+    ) -> int:
+        """Like :meth:`try_take`, the grant held at ``stamp`` until :meth:`settle`.
+
+        A token-bucket budget (``burst``) is not held: it is taken like :meth:`try_take`.
+
+        Raises:
+            ConfigError: See :meth:`try_take`; also a ticket with ``:`` in it.
+            StoreError: Redis failed.
+        """
+        if policy.burst is not None:
+            return await self.try_take(budget, policy, cost, now)
+        check_budget_args(policy, cost, now)
+        if ":" in ticket:
+            raise ConfigError(f"a ticket has no ':', got {ticket!r}", field="ticket")
+        if cost == 0:
+            return 0
+        args: list[str | int] = [
+            policy.requests,
+            policy.per_ms,
+            repr(float(cost)),
+            now,
+            max(now, stamp),
+            ticket,
+        ]
+        with store_errors("try_hold"):
+            wait = await self._script(keys=[f"{self._prefix}budget:{budget}"], args=args)
+        return int(wait)
+
+    async def settle(
+        self, budget: str, policy: BudgetPolicy, ticket: str, *, stamp: int, at: int, now: int
+    ) -> None:
+        """Move the held grant ``ticket``, logged at ``stamp``, to ``at``.
+
+        Raises:
+            StoreError: Redis failed.
+        """
+        if policy.burst is not None:
+            return
+        args: list[str | int] = [ticket, stamp, at, policy.per_ms, now]
+        with store_errors("settle"):
+            await self._settle(keys=[f"{self._prefix}budget:{budget}"], args=args)

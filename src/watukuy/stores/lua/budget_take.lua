@@ -3,7 +3,10 @@
 -- KEYS: the log, a sorted set: score = grant time, member = "<time>:<seq>:<cost>" where seq
 --   (zero-padded) numbers the grants of one time in the order they were made, so members of
 --   one score sort the way they were added.
--- ARGV: requests, per_ms, cost (text of a double, > 0 and <= requests), now (integer text).
+-- ARGV: requests, per_ms, cost (text of a double, > 0 and <= requests), now (integer text),
+--   and for a held grant (see watukuy.budget.window): stamp (integer text, >= now), the time
+--   it is logged at until settled, and ticket, which then goes into its member as
+--   "<time>:<seq>:<ticket>:<cost>" (budget_settle.lua finds it by it).
 -- Returns 0 when the cost was granted, else the milliseconds until it fits (nothing taken).
 local function integer(n)
   return string.format('%.17g', n)
@@ -30,10 +33,18 @@ for i = n, 1, -1 do
   total = total + costs[i]
 end
 if total + cost <= requests then
-  local seq = redis.call('ZCOUNT', KEYS[1], ARGV[4], ARGV[4])
-  redis.call('ZADD', KEYS[1], ARGV[4], ARGV[4] .. ':' .. string.format('%010d', seq) .. ':' .. ARGV[3])
+  local at = ARGV[4]
+  local ticket = ''
+  if ARGV[5] and tonumber(ARGV[5]) > now then
+    at = ARGV[5]
+  end
+  if ARGV[6] then
+    ticket = ARGV[6] .. ':'
+  end
+  local seq = redis.call('ZCOUNT', KEYS[1], at, at)
+  redis.call('ZADD', KEYS[1], at, at .. ':' .. string.format('%010d', seq) .. ':' .. ticket .. ARGV[3])
   -- Idle budgets vanish: the key lives until its newest grant leaves the window.
-  local newest = now
+  local newest = tonumber(at)
   if n > 0 and times[n] > newest then
     newest = times[n]
   end
