@@ -55,11 +55,12 @@ class Partition:
 
     Attributes:
         key: Stable string that identifies the partition in the store and in events.
-        data: Anything ``fetch`` needs for it (credentials, base URL); never persisted.
+        data: Anything ``fetch`` needs for it (credentials, base URL); never persisted,
+            and left out of ``repr()`` so that a logged partition shows no credential.
     """
 
     key: str
-    data: Any = None
+    data: Any = field(default=None, repr=False)
 
 
 PartitionsFn = Callable[[], "Iterable[str | Partition] | Awaitable[Iterable[str | Partition]]"]

@@ -30,6 +30,7 @@ from watukuy.core.hooks import (
     ScheduleChangeDetails,
 )
 from watukuy.core.ports import Clock
+from watukuy.core.redact import redact_text
 
 from ._gauges import CIRCUIT_CLOSED, CIRCUIT_OPEN, KeyGauges
 from ._instruments import create_instruments
@@ -450,4 +451,5 @@ class OtelHooks:
         # Once per hook at WARNING; a broken exporter would otherwise flood the log.
         level = logging.DEBUG if hook in self._failed_hooks else logging.WARNING
         self._failed_hooks.add(hook)
-        _log.log(level, "OtelHooks.%s failed: %s: %s", hook, type(error).__name__, error)
+        message = redact_text(str(error))  # an exporter's error may quote its endpoint URL
+        _log.log(level, "OtelHooks.%s failed: %s: %s", hook, type(error).__name__, message)

@@ -272,3 +272,9 @@ def test_the_httpx_logger_is_cleaned_once_a_factory_exists(
     assert record.getMessage() == (
         'HTTP Request: GET https://u:***@h.test/x?api_key=***&tenant=***&page=2 "HTTP/1.1 200 OK"'
     )
+
+
+def test_a_partition_repr_shows_no_data() -> None:
+    partition = wk.Partition("acme", data={"token": MARK})
+    assert repr(partition) == "Partition(key='acme')"
+    assert partition.data == {"token": MARK}
