@@ -6,13 +6,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help demo test lint typecheck arch unit bench bench-scale chaos mutants services clean format
+.PHONY: help demo test lint typecheck arch unit bench bench-scale chaos conformance mutants services clean format
 
 help:
 	@echo "make demo         run the demo: a simulated vendor API polled into ./watukuy-demo.db"
 	@echo "make test         lint, strict type check, architecture contract and the whole test suite"
 	@echo "make bench        benchmarks (figures, not pass/fail)"
 	@echo "make chaos        long chaos sweep (SEEDS=200 STEPS=150)"
+	@echo "make conformance  long conformance sweep on all four stores (EXAMPLES=50 STORES=all)"
 	@echo "make mutants      every mutant of tests/guarantees/ledger.py must be killed (ONLY=name,...)"
 
 $(STAMP): pyproject.toml
@@ -55,6 +56,12 @@ SEEDS ?= 200
 STEPS ?= 150
 chaos: $(STAMP)
 	$(BIN)/python -m watukuy.testing.chaos --seeds $(SEEDS) --steps $(STEPS)
+
+EXAMPLES ?= 50
+STORES ?= all
+ROUNDS ?= 30
+conformance: $(STAMP)
+	$(BIN)/python -m watukuy.testing.conformance --examples $(EXAMPLES) --stores $(STORES) --rounds $(ROUNDS) --quiet
 
 mutants: $(STAMP)
 	$(BIN)/python tests/guarantees/mutants.py $(if $(ONLY),--only $(ONLY))

@@ -1,0 +1,231 @@
+"""``python -m watukuy.testing.conformance``: replay one example, or sweep and summarise."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Final
+
+from watukuy.core.ports import StateStore
+
+from . import DEFAULT_ROUNDS, run_conformance
+from ._config import CONFIGS, KNOWN_OPEN, ConformanceConfig, config_named
+from ._report import ConformanceReport, assert_conformance, describe, replay_command
+
+__all__ = ["main"]
+
+_STORES: Final = ("memory", "sqlite", "postgres", "redis")
+_POSTGRES_URL: Final = "postgresql://postgres@127.0.0.1:5432/test"
+_REDIS_URL: Final = "redis://127.0.0.1:6379/15"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m watukuy.testing.conformance",
+        description="Run pollers against a vendor that changes while it is read, and hold "
+        "what the handler heard against the vendor's history.",
+    )
+    parser.add_argument("--list", action="store_true", help="list the configurations")
+    parser.add_argument(
+        "--config",
+        action="append",
+        help="a configuration name (repeatable, or comma-separated; default: all)",
+    )
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--seed", type=int, help="run the plan of this seed")
+    which.add_argument("--plan", help="run this plan (its text form, as printed by a failure)")
+    which.add_argument(
+        "--examples", type=int, help="seeds per configuration, from --first-seed (default 10)"
+    )
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument(
+        "--rounds", type=int, default=DEFAULT_ROUNDS, help=f"ticks per plan ({DEFAULT_ROUNDS})"
+    )
+    parser.add_argument("--store", choices=_STORES, default="memory")
+    parser.add_argument(
+        "--stores", help="comma-separated stores for a sweep (overrides --store), e.g. all"
+    )
+    parser.add_argument("--known-open", action="store_true", help="only the known-open configs")
+    parser.add_argument("--no-shrink", action="store_true", help="do not shrink failures")
+    parser.add_argument("--trace", action="store_true", help="print the timeline")
+    parser.add_argument("--quiet", action="store_true", help="failures and the summary only")
+    return parser
+
+
+@contextlib.asynccontextmanager
+async def _fresh_store(kind: str) -> AsyncIterator[StateStore | None]:
+    """An empty store of ``kind`` for one run, removed afterwards."""
+    if kind == "memory":
+        yield None
+    elif kind == "sqlite":
+        from watukuy.stores.sqlite import SqliteStore
+
+        with tempfile.TemporaryDirectory(prefix="watukuy-conformance-") as folder:
+            store = SqliteStore(os.path.join(folder, "conformance.db"))
+            try:
+                yield store
+            finally:
+                await store.close()
+    elif kind == "postgres":
+        import psycopg
+
+        from watukuy.stores.postgres import PostgresStore
+
+        url = os.environ.get("WATUKUY_TEST_POSTGRES_URL", _POSTGRES_URL)
+        schema = f"wk_conf_{uuid.uuid4().hex[:12]}"
+        pg = PostgresStore(url, schema=schema)
+        try:
+            yield pg
+        finally:
+            await pg.close()
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    else:
+        import redis.asyncio
+
+        from watukuy.stores.redis import RedisStore
+
+        client: Any = redis.asyncio.Redis.from_url(
+            os.environ.get("WATUKUY_TEST_REDIS_URL", _REDIS_URL)
+        )
+        prefix = f"wk-conf:{uuid.uuid4().hex[:12]}:"
+        try:
+            yield RedisStore(client, prefix=prefix)
+        finally:
+            doomed = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+            if doomed:
+                await client.delete(*doomed)
+            await client.aclose()
+
+
+def _configs(args: argparse.Namespace) -> list[ConformanceConfig]:
+    if args.config:
+        names = [name.strip() for raw in args.config for name in raw.split(",") if name.strip()]
+        return [config_named(name) for name in names]
+    if args.known_open:
+        return [config for config in CONFIGS if config.name in KNOWN_OPEN]
+    return list(CONFIGS)
+
+
+def _list() -> int:
+    for config in CONFIGS:
+        open_ = f"  (known open: {KNOWN_OPEN[config.name]})" if config.name in KNOWN_OPEN else ""
+        print(f"{config.name:<20} {config.strategy:<14}{open_}")
+    return 0
+
+
+async def _one(args: argparse.Namespace, config: ConformanceConfig, store_kind: str) -> int:
+    async with _fresh_store(store_kind) as store:
+        report = await run_conformance(
+            config,
+            seed=args.seed,
+            plan=args.plan,
+            rounds=args.rounds,
+            store=store,
+            shrink=not args.no_shrink,
+            trace=args.trace,
+        )
+    print(describe(report))
+    try:
+        assert_conformance(report)
+    except AssertionError as failure:
+        print(failure)
+        return 1
+    return 0
+
+
+async def _sweep(args: argparse.Namespace, configs: Sequence[ConformanceConfig]) -> int:
+    stores = (
+        list(_STORES)
+        if args.stores == "all"
+        else [s.strip() for s in (args.stores or args.store).split(",")]
+    )
+    count = args.examples if args.examples is not None else 10
+    seeds = range(args.first_seed, args.first_seed + count)
+    started = time.perf_counter()
+    totals: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    failures: dict[tuple[str, str], ConformanceReport] = {}
+    open_results: dict[str, int] = {}
+    for store_kind in stores:
+        for config in configs:
+            failed = 0
+            for seed in seeds:
+                async with _fresh_store(store_kind) as store:
+                    report = await run_conformance(
+                        config, seed=seed, rounds=args.rounds, store=store
+                    )
+                totals["examples"] += 1
+                totals["steps"] += report.steps
+                totals["requests"] += report.requests
+                totals["kills"] += report.total_kills
+                totals["restarts"] += report.restarts
+                totals["delivered"] += report.delivered
+                totals["duplicates"] += report.delivered - report.unique
+                if not args.quiet:
+                    print(describe(report), flush=True)
+                if not report.ok:
+                    failed += 1
+                    kinds[f"{config.name}: {report.kind}"] += 1
+                    failures.setdefault((store_kind, config.name), report)
+            if config.name in KNOWN_OPEN:
+                open_results[config.name] = failed
+    elapsed = time.perf_counter() - started
+    unexpected = 0
+    for (store_kind, name), report in failures.items():
+        if name in KNOWN_OPEN:
+            continue
+        unexpected += 1
+        if not args.no_shrink:
+            shrunk = await run_conformance(name, seed=report.seed, rounds=args.rounds, shrink=True)
+            report.shrunk = shrunk.shrunk
+        print(f"\nFAILED {name} on {store_kind}: {report.kind}")
+        for violation in report.violations[:5]:
+            print(f"  {violation}")
+        print(f"  seed:   --config {name} --seed {report.seed} --rounds {args.rounds}")
+        print(f"  replay: {replay_command(report)}")
+    for name, failed in sorted(open_results.items()):
+        verdict = f"{failed} failing example(s)" if failed else "PASSES now: enable it"
+        print(f"known open {name} ({KNOWN_OPEN[name]}): {verdict}")
+    print(
+        f"\nconformance: {totals['examples']} examples on {', '.join(stores)}, "
+        f"{totals['steps']:,} steps, {totals['requests']:,} requests, {totals['kills']:,} "
+        f"kills, {totals['restarts']:,} restarts, {totals['delivered']:,} deliveries "
+        f"({totals['duplicates']:,} duplicates), {sum(kinds.values())} failing example(s), "
+        f"{unexpected} unexpected; {elapsed:.1f}s"
+    )
+    for label, number in sorted(kinds.items()):
+        print(f"  {number:4d} x {label}")
+    return 1 if unexpected else 0
+
+
+async def _main(args: argparse.Namespace) -> int:
+    if args.list:
+        return _list()
+    configs = _configs(args)
+    if args.seed is not None or args.plan is not None:
+        status = 0
+        for config in configs[:1] if args.plan is not None else configs:
+            status |= await _one(args, config, args.store)
+        return status
+    return await _sweep(args, configs)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m watukuy.testing.conformance``."""
+    args = _parser().parse_args(argv)
+    logging.getLogger("watukuy").setLevel(logging.CRITICAL if not args.trace else logging.INFO)
+    try:
+        return asyncio.run(_main(args))
+    except (KeyError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2

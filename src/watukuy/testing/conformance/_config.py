@@ -1,0 +1,184 @@
+"""The configurations a conformance run can put a poller in, and which of them are open.
+
+A :class:`ConformanceConfig` is one poller set-up (strategy and options) together with the
+vendor behaviours that set-up must survive. :data:`CONFIGS` is the named matrix the test
+tier and the long sweep walk; :data:`KNOWN_OPEN` names the configurations that still find
+a known defect, with the defect, so that the test tier leaves them to the sweep until the
+fix lands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+__all__ = [
+    "CONFIGS",
+    "KNOWN_OPEN",
+    "ChangeKey",
+    "ConformanceConfig",
+    "Fault",
+    "Op",
+    "Strategy",
+    "config_named",
+]
+
+Strategy = Literal["timestamp", "token", "page", "snapshot_diff", "custom"]
+ChangeKey = Literal["hash", "counter", "value"]
+"""How the poller tells versions apart: the content hash of the whole item (``"hash"``),
+the item's own ``version`` counter (``"counter"``), or a fingerprint of ``value`` only
+(``"value"``: states can return, ``open -> closed -> open``)."""
+
+Op = Literal["reset", "reset_clear", "backfill", "backfill_force"]
+"""Operator actions between ticks: ``reset_cursor(None)``, the same with
+``clear_snapshot=True``, ``backfill(None)`` (from the very beginning) and
+``backfill(None, force=True)``."""
+
+Fault = Literal["429", "500", "empty", "bad"]
+"""Vendor misbehaviour on one request: a throttle, a server error, a ``200`` with an empty
+list (an outage that lies), or an item of the answer without its ``id``."""
+
+FULL_LISTING: Final = frozenset({"snapshot_diff"})
+
+
+@dataclass(frozen=True, slots=True)
+class ConformanceConfig:
+    """One poller set-up and the vendor behaviours it is held to.
+
+    Args:
+        name: Short name used on the command line and in reports.
+        strategy: The cursor strategy.
+        tie_break: Timestamp cursor: filter ties by id (``after_id``); otherwise only
+            ``overlap`` copes with a page boundary inside a run of equal timestamps, and
+            the vendor keeps such runs shorter than a page.
+        lag_ms: Timestamp cursor ``lag``.
+        overlap_ms: Timestamp cursor ``overlap``.
+        initial_now: Timestamp cursor ``initial`` is the start of the run (history exists
+            before it); the plan then backfills from ``None`` at some point.
+        etags: The vendor sends ``ETag`` and answers ``304`` to a matching
+            ``If-None-Match``.
+        page_size: Items per page of every listing.
+        page_cap: ``max_pages_per_cycle``.
+        reconcile: Incremental strategies get a reconcile listing (numbered pages), which
+            makes deletes observable.
+        change_key: How versions are told apart (see :data:`ChangeKey`).
+        ops: Operator actions the plan may take between ticks.
+        faults: Vendor faults the plan may inject.
+        kills: Whether the plan kills the process (at store kill points and mid-request).
+        late: Whether the vendor makes changes visible late (stamped up to the covered
+            window in the past); only where ``lag`` or ``overlap`` promise to cover it.
+        items: Items in the vendor before the first step.
+        id_pool: How many distinct ids the vendor draws from (ids are reused after a
+            delete, and new ids land anywhere in the id order, so offset pages shift).
+        concurrency: ``delivery.concurrency``.
+    """
+
+    name: str
+    strategy: Strategy
+    tie_break: bool = True
+    lag_ms: int = 0
+    overlap_ms: int = 0
+    initial_now: bool = False
+    etags: bool = False
+    page_size: int = 3
+    page_cap: int = 50
+    reconcile: bool = False
+    change_key: ChangeKey = "hash"
+    ops: tuple[Op, ...] = ()
+    faults: tuple[Fault, ...] = ("429", "500")
+    kills: bool = True
+    late: bool = False
+    items: int = 8
+    id_pool: int = 14
+    concurrency: int = 2
+    notes: str = field(default="", compare=False)
+
+    @property
+    def full_listing(self) -> bool:
+        """Every live cycle lists everything (a snapshot diff)."""
+        return self.strategy in FULL_LISTING
+
+    @property
+    def deletes_observable(self) -> bool:
+        """Whether the poller can see deletes: a full listing, or a reconcile listing."""
+        return self.full_listing or self.reconcile
+
+    @property
+    def late_window_ms(self) -> int:
+        """How far in the past a late change may be stamped and still be promised: strictly
+        inside ``lag`` or ``overlap`` (0: no late changes)."""
+        if self.strategy != "timestamp" or not self.late:
+            return 0
+        return max(self.lag_ms, self.overlap_ms) - 1 if max(self.lag_ms, self.overlap_ms) else 0
+
+
+def _c(name: str, strategy: Strategy, **options: object) -> ConformanceConfig:
+    return ConformanceConfig(name, strategy, **options)  # type: ignore[arg-type]
+
+
+_OPS_INCREMENTAL: Final[tuple[Op, ...]] = ("reset", "reset_clear")
+
+CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
+    # --- timestamp ---------------------------------------------------------------------
+    _c("ts", "timestamp"),
+    _c("ts-lag", "timestamp", lag_ms=1_500, late=True),
+    _c("ts-overlap", "timestamp", overlap_ms=2_000, late=True),
+    _c("ts-overlap-notie", "timestamp", overlap_ms=2_000, tie_break=False, late=True),
+    _c("ts-lag-overlap", "timestamp", lag_ms=1_000, overlap_ms=2_000, late=True),
+    _c("ts-cap", "timestamp", page_cap=1, lag_ms=500),
+    _c("ts-etag", "timestamp", etags=True, lag_ms=500),
+    _c("ts-etag-overlap", "timestamp", etags=True, overlap_ms=2_000, late=True),
+    _c("ts-reconcile", "timestamp", reconcile=True, lag_ms=500),
+    _c("ts-reconcile-cap", "timestamp", reconcile=True, page_cap=2),
+    _c("ts-ops", "timestamp", ops=(*_OPS_INCREMENTAL, "backfill", "backfill_force")),
+    _c("ts-ops-etag", "timestamp", etags=True, ops=(*_OPS_INCREMENTAL, "backfill_force")),
+    _c("ts-ops-reconcile", "timestamp", reconcile=True, ops=("reset_clear",)),
+    _c("ts-initial-now", "timestamp", initial_now=True, ops=("backfill",), items=12),
+    _c("ts-value", "timestamp", change_key="value", reconcile=True),
+    _c("ts-counter", "timestamp", change_key="counter", lag_ms=500),
+    # --- token -------------------------------------------------------------------------
+    _c("token", "token"),
+    _c("token-cap", "token", page_cap=2),
+    _c("token-etag", "token", etags=True),
+    _c("token-reconcile", "token", reconcile=True),
+    _c("token-ops", "token", ops=_OPS_INCREMENTAL),
+    _c("token-value", "token", change_key="value", reconcile=True),
+    # --- page --------------------------------------------------------------------------
+    _c("page", "page"),
+    _c("page-cap", "page", page_cap=2),
+    _c("page-etag", "page", etags=True),
+    _c("page-reconcile", "page", reconcile=True),
+    _c("page-ops", "page", ops=_OPS_INCREMENTAL),
+    # --- snapshot diff -----------------------------------------------------------------
+    _c("snapshot", "snapshot_diff", faults=("429", "500")),
+    _c("snapshot-cap", "snapshot_diff", page_cap=2),
+    _c("snapshot-etag", "snapshot_diff", etags=True),
+    _c("snapshot-empty", "snapshot_diff", faults=("500", "empty")),
+    _c("snapshot-bad", "snapshot_diff", faults=("500", "bad")),
+    _c("snapshot-ops", "snapshot_diff", ops=("reset_clear",)),
+    _c("snapshot-value", "snapshot_diff", change_key="value"),
+    _c("snapshot-counter", "snapshot_diff", change_key="counter"),
+    # --- custom ------------------------------------------------------------------------
+    _c("custom", "custom"),
+    _c("custom-reconcile", "custom", reconcile=True),
+    _c("custom-etag", "custom", etags=True),
+    _c("custom-cap", "custom", page_cap=1),
+)
+"""The named configurations (``python -m watukuy.testing.conformance --list``)."""
+
+KNOWN_OPEN: Final[dict[str, str]] = {}
+"""Configuration name -> the open defect it finds on today's code (kept out of the test
+tier, run by the long sweep). Empty once every defect found so far is fixed."""
+
+
+def config_named(name: str) -> ConformanceConfig:
+    """The configuration called ``name``.
+
+    Raises:
+        KeyError: No configuration has that name (the message lists them).
+    """
+    for config in CONFIGS:
+        if config.name == name:
+            return config
+    names = ", ".join(config.name for config in CONFIGS)
+    raise KeyError(f"no conformance configuration {name!r}; expected one of: {names}")
