@@ -9,6 +9,9 @@ Everything here is public and meant for your own tests as much as ours:
 - :func:`run_chaos`: a seeded crash simulation (random mutations, kill points K1..K7,
   restarts) that checks the guarantees afterwards; :class:`FaultyStore` is the store wrapper
   it kills through, reusable in your own crash tests.
+- ``watukuy.testing.conformance``: a model-based run against a vendor that changes between
+  any two requests of a cycle, checked against the vendor's own history (imported on its
+  own: ``from watukuy.testing.conformance import run_conformance``).
 - ``watukuy.testing.store_contract``: the conformance suite for ``StateStore`` implementations
   (a separate module because it imports pytest).
 """

@@ -46,6 +46,7 @@ from watukuy.stores.memory import MemoryStore
 from ._config import (
     CONFIGS,
     KNOWN_OPEN,
+    OPEN_DEFECTS,
     ChangeKey,
     ConformanceConfig,
     Fault,
@@ -61,6 +62,7 @@ from ._shrink import shrink as _shrink
 __all__ = [
     "CONFIGS",
     "KNOWN_OPEN",
+    "OPEN_DEFECTS",
     "ChangeKey",
     "ConformanceConfig",
     "ConformanceReport",

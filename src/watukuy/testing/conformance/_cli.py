@@ -18,7 +18,8 @@ from typing import Any, Final
 from watukuy.core.ports import StateStore
 
 from . import DEFAULT_ROUNDS, run_conformance
-from ._config import CONFIGS, KNOWN_OPEN, ConformanceConfig, config_named
+from ._config import CONFIGS, KNOWN_OPEN, OPEN_DEFECTS, ConformanceConfig, config_named
+from ._regressions import REGRESSIONS
 from ._report import ConformanceReport, assert_conformance, describe, replay_command
 
 __all__ = ["main"]
@@ -35,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
         "what the handler heard against the vendor's history.",
     )
     parser.add_argument("--list", action="store_true", help="list the configurations")
+    parser.add_argument("--regressions", action="store_true", help="run the named regression cases")
     parser.add_argument(
         "--config",
         action="append",
@@ -118,7 +120,8 @@ def _configs(args: argparse.Namespace) -> list[ConformanceConfig]:
 
 def _list() -> int:
     for config in CONFIGS:
-        open_ = f"  (known open: {KNOWN_OPEN[config.name]})" if config.name in KNOWN_OPEN else ""
+        defect = KNOWN_OPEN.get(config.name)
+        open_ = f"  (known open: {defect}, {OPEN_DEFECTS[defect]})" if defect else ""
         print(f"{config.name:<20} {config.strategy:<14}{open_}")
     return 0
 
@@ -208,9 +211,30 @@ async def _sweep(args: argparse.Namespace, configs: Sequence[ConformanceConfig])
     return 1 if unexpected else 0
 
 
+async def _regressions(args: argparse.Namespace) -> int:
+    status = 0
+    for case in REGRESSIONS:
+        async with _fresh_store(args.store) as store:
+            report = await run_conformance(case.config, plan=case.plan, store=store)
+        if report.ok:
+            verdict = "ok" if case.defect not in OPEN_DEFECTS else "ok (still listed as open)"
+        elif case.defect in OPEN_DEFECTS:
+            verdict = f"open: {report.kind}"
+        else:
+            verdict = f"REGRESSED: {report.kind}"
+            status = 1
+        print(f"{case.name:<40} {case.defect:<18} {verdict}")
+        if not report.ok and (args.trace or case.defect not in OPEN_DEFECTS):
+            for violation in report.violations[:5]:
+                print(f"    {violation}")
+    return status
+
+
 async def _main(args: argparse.Namespace) -> int:
     if args.list:
         return _list()
+    if args.regressions:
+        return await _regressions(args)
     configs = _configs(args)
     if args.seed is not None or args.plan is not None:
         status = 0

@@ -9,12 +9,13 @@ fix lands.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final, Literal
 
 __all__ = [
     "CONFIGS",
     "KNOWN_OPEN",
+    "OPEN_DEFECTS",
     "ChangeKey",
     "ConformanceConfig",
     "Fault",
@@ -70,6 +71,8 @@ class ConformanceConfig:
         items: Items in the vendor before the first step.
         id_pool: How many distinct ids the vendor draws from (ids are reused after a
             delete, and new ids land anywhere in the id order, so offset pages shift).
+        shifts: Inserts and deletes may land between two requests of a cycle, shifting
+            numbered pages under it; without, they wait for the end of the tick.
         concurrency: ``delivery.concurrency``.
     """
 
@@ -90,8 +93,8 @@ class ConformanceConfig:
     late: bool = False
     items: int = 8
     id_pool: int = 14
+    shifts: bool = True
     concurrency: int = 2
-    notes: str = field(default="", compare=False)
 
     @property
     def full_listing(self) -> bool:
@@ -129,12 +132,13 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
     _c("ts-etag", "timestamp", etags=True, lag_ms=500),
     _c("ts-etag-overlap", "timestamp", etags=True, overlap_ms=2_000, late=True),
     _c("ts-reconcile", "timestamp", reconcile=True, lag_ms=500),
-    _c("ts-reconcile-cap", "timestamp", reconcile=True, page_cap=2),
+    _c("ts-reconcile-still", "timestamp", reconcile=True, lag_ms=500, shifts=False),
+    _c("ts-reconcile-cap", "timestamp", reconcile=True, page_cap=2, shifts=False),
     _c("ts-ops", "timestamp", ops=(*_OPS_INCREMENTAL, "backfill", "backfill_force")),
     _c("ts-ops-etag", "timestamp", etags=True, ops=(*_OPS_INCREMENTAL, "backfill_force")),
     _c("ts-ops-reconcile", "timestamp", reconcile=True, ops=("reset_clear",)),
     _c("ts-initial-now", "timestamp", initial_now=True, ops=("backfill",), items=12),
-    _c("ts-value", "timestamp", change_key="value", reconcile=True),
+    _c("ts-value", "timestamp", change_key="value"),
     _c("ts-counter", "timestamp", change_key="counter", lag_ms=500),
     # --- token -------------------------------------------------------------------------
     _c("token", "token"),
@@ -142,33 +146,70 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
     _c("token-etag", "token", etags=True),
     _c("token-reconcile", "token", reconcile=True),
     _c("token-ops", "token", ops=_OPS_INCREMENTAL),
-    _c("token-value", "token", change_key="value", reconcile=True),
+    _c("token-value", "token", change_key="value"),
     # --- page --------------------------------------------------------------------------
     _c("page", "page"),
     _c("page-cap", "page", page_cap=2),
     _c("page-etag", "page", etags=True),
     _c("page-reconcile", "page", reconcile=True),
+    _c("page-reconcile-still", "page", reconcile=True, shifts=False),
     _c("page-ops", "page", ops=_OPS_INCREMENTAL),
     # --- snapshot diff -----------------------------------------------------------------
-    _c("snapshot", "snapshot_diff", faults=("429", "500")),
-    _c("snapshot-cap", "snapshot_diff", page_cap=2),
+    _c("snapshot", "snapshot_diff"),
+    _c("snapshot-still", "snapshot_diff", shifts=False),
+    _c("snapshot-still-etag", "snapshot_diff", shifts=False, etags=True),
+    _c("snapshot-still-counter", "snapshot_diff", shifts=False, change_key="counter"),
+    _c("snapshot-still-ops", "snapshot_diff", shifts=False, ops=("reset_clear",)),
+    _c("snapshot-cap", "snapshot_diff", page_cap=2, shifts=False),
     _c("snapshot-etag", "snapshot_diff", etags=True),
-    _c("snapshot-empty", "snapshot_diff", faults=("500", "empty")),
-    _c("snapshot-bad", "snapshot_diff", faults=("500", "bad")),
+    _c("snapshot-empty", "snapshot_diff", faults=("500", "empty"), shifts=False),
+    _c("snapshot-bad", "snapshot_diff", faults=("500", "bad"), shifts=False),
     _c("snapshot-ops", "snapshot_diff", ops=("reset_clear",)),
-    _c("snapshot-value", "snapshot_diff", change_key="value"),
+    _c("snapshot-value", "snapshot_diff", change_key="value", shifts=False),
     _c("snapshot-counter", "snapshot_diff", change_key="counter"),
     # --- custom ------------------------------------------------------------------------
     _c("custom", "custom"),
     _c("custom-reconcile", "custom", reconcile=True),
+    _c("custom-reconcile-still", "custom", reconcile=True, shifts=False),
     _c("custom-etag", "custom", etags=True),
     _c("custom-cap", "custom", page_cap=1),
 )
 """The named configurations (``python -m watukuy.testing.conformance --list``)."""
 
-KNOWN_OPEN: Final[dict[str, str]] = {}
-"""Configuration name -> the open defect it finds on today's code (kept out of the test
-tier, run by the long sweep). Empty once every defect found so far is fixed."""
+OPEN_DEFECTS: Final[dict[str, str]] = {
+    "13.2": "stored validators hide items after an operation",
+    "13.4": "a listing longer than max_pages_per_cycle is never seen whole",
+    "14.1": "phantom deletes from page shift",
+    "14.2": "deletes after an incomplete listing",
+    "14.3": "an empty answer deletes everything",
+    "14.4": "the same id for a different observation",
+    "304-ends-listing": "a 304 on one page of a multi-page listing ends the listing",
+}
+"""Defects found and not fixed yet: label -> what breaks."""
+
+KNOWN_OPEN: Final[dict[str, str]] = {
+    "ts-reconcile": "14.1",
+    "ts-reconcile-cap": "13.4",
+    "ts-ops-etag": "13.2",
+    "ts-ops-reconcile": "14.1",
+    "ts-value": "14.4",
+    "token-etag": "304-ends-listing",
+    "token-reconcile": "14.1",
+    "token-value": "14.4",
+    "page-etag": "304-ends-listing",
+    "page-reconcile": "14.1",
+    "snapshot": "14.1",
+    "snapshot-cap": "13.4",
+    "snapshot-etag": "14.1",
+    "snapshot-empty": "14.3",
+    "snapshot-bad": "14.2",
+    "snapshot-ops": "14.1",
+    "snapshot-value": "14.4",
+    "snapshot-counter": "14.1",
+    "custom-reconcile": "14.1",
+}
+"""Configuration name -> the open defect (a key of :data:`OPEN_DEFECTS`) it finds on
+today's code. The test tier leaves these to the long sweep until the fix lands."""
 
 
 def config_named(name: str) -> ConformanceConfig:

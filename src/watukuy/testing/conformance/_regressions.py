@@ -1,7 +1,8 @@
 """Named regression cases: the smallest plans that found each defect, kept forever.
 
 Each case failed on the code before its fix. A case whose defect is still open (see
-:data:`OPEN_DEFECTS`) is run by the long sweep (``--regressions``), not by the test tier.
+:data:`~._config.OPEN_DEFECTS`) is run by the long sweep (``--regressions``), not by the test
+tier.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["OPEN_DEFECTS", "REGRESSIONS", "Regression"]
+__all__ = ["REGRESSIONS", "Regression"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,14 +122,3 @@ REGRESSIONS: Final[tuple[Regression, ...]] = (
     ),
 )
 """Every case, fixed or not."""
-
-OPEN_DEFECTS: Final[dict[str, str]] = {
-    "13.2": "stored validators hide items after an operation",
-    "13.4": "a listing longer than max_pages_per_cycle is never seen whole",
-    "14.1": "phantom deletes from page shift",
-    "14.2": "deletes after an incomplete listing",
-    "14.3": "an empty answer deletes everything",
-    "14.4": "the same id for a different observation",
-    "304-ends-listing": "a 304 on one page of a multi-page listing ends the listing",
-}
-"""Defects found and not fixed yet: label -> what breaks."""

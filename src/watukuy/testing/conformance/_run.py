@@ -311,7 +311,7 @@ class ConformanceRun:
                 not self._dead
                 and await self.inner.count_pending(KEY) == 0
                 and all(op.done_at is not None for op in self.backfills)
-                and converged(self.config, self.vendor, self.deliveries)
+                and converged(self.config, self.vendor, self.deliveries, self.clears)
             )
             quiet = quiet + 1 if settled and index >= 3 else 0
             if quiet >= 2:

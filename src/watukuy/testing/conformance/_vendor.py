@@ -19,7 +19,9 @@ never writes behind what it has shown, so a keyset reader cannot miss a write ex
 *late* one. A late write is stamped ``d`` ms in the past, only where the poller promises to
 cover it: inside ``lag`` (stamped ``now - d``; the watermark never passes ``now - lag``),
 or inside ``overlap`` (stamped ``newest served - d``, and applied after the current tick so
-that the next cycle's overlapped first request covers it). Without a tie-break, no more
+that the next cycle's overlapped first request covers it). A configuration without
+``shifts`` holds inserts and deletes that arrive during a tick until it ends (updates still
+land between any two requests): offset pages then never shift under a cycle. Without a tie-break, no more
 than ``page_size - 1`` writes share one stamp (a longer run cannot be paged by a plain
 ``>=`` filter, which is a documented limit, not a defect).
 """
@@ -296,23 +298,32 @@ class Vendor:
         come here too)."""
         if step.kind == "arm":
             self._arm(step.name)
+        elif request_level and self._defer(step):
+            self.feed.deferred.append(step)
         elif step.kind == "delete":
             self._delete(step.identity)
         elif step.kind == "write":
-            if step.late_ms and request_level and not self._lag_covers(step.late_ms):
-                self.feed.deferred.append(step)
-            else:
-                self._write(step.identity, step.value, step.late_ms)
+            self._write(step.identity, step.value, step.late_ms)
         elif step.kind == "fault":
             self.pending_fault = step.name
         elif step.kind == "kill":
             raise ValueError("a kill between ticks is the driver's to carry out")
 
+    def _defer(self, step: Step) -> bool:
+        """Whether a change that arrives during a cycle waits for the end of the tick: a
+        late write the lag does not cover (the next cycle's overlap does), and, without
+        ``shifts``, an insert or a delete."""
+        if step.kind == "write" and step.late_ms and not self._lag_covers(step.late_ms):
+            return True
+        if self.config.shifts or step.kind not in ("write", "delete"):
+            return False
+        return step.kind == "delete" or self.api.get(step.identity) is None
+
     def apply_deferred(self) -> None:
-        """Apply the late writes held back until the end of a tick."""
+        """Apply the changes held back until the end of a tick."""
         deferred, self.feed.deferred = self.feed.deferred, []
         for step in deferred:
-            self._write(step.identity, step.value, step.late_ms)
+            self.apply(step)
 
     def _lag_covers(self, late_ms: int) -> bool:
         return self.config.strategy == "timestamp" and late_ms < self.config.lag_ms

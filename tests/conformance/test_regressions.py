@@ -1,0 +1,30 @@
+"""Named regression cases: the smallest plans that found each defect (see
+``watukuy.testing.conformance._regressions``). Each failed on the code before its fix; a
+case whose defect is still open runs in the long sweep (``--regressions``) instead.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from watukuy.testing.conformance import OPEN_DEFECTS, assert_conformance, run_conformance
+from watukuy.testing.conformance._regressions import REGRESSIONS, Regression
+
+from .conftest import record
+
+FIXED = [case for case in REGRESSIONS if case.defect not in OPEN_DEFECTS]
+
+
+@pytest.mark.parametrize("case", FIXED, ids=lambda case: f"{case.defect}-{case.name}")
+async def test_fixed_defect_stays_fixed(case: Regression) -> None:
+    report = await run_conformance(case.config, plan=case.plan)
+    record(report)
+    assert_conformance(report)
+
+
+def test_every_case_names_a_configuration_and_a_valid_plan() -> None:
+    from watukuy.testing.conformance import config_named, parse_plan
+
+    for case in REGRESSIONS:
+        config_named(case.config)
+        assert parse_plan(case.plan)
