@@ -177,26 +177,21 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
 """The named configurations (``python -m watukuy.testing.conformance --list``)."""
 
 OPEN_DEFECTS: Final[dict[str, str]] = {
-    "13.2": "stored validators hide items after an operation",
     "13.4": "a listing longer than max_pages_per_cycle is never seen whole",
     "14.1": "phantom deletes from page shift",
     "14.2": "deletes after an incomplete listing",
     "14.3": "an empty answer deletes everything",
     "14.4": "the same id for a different observation",
-    "304-ends-listing": "a 304 on one page of a multi-page listing ends the listing",
 }
 """Defects found and not fixed yet: label -> what breaks."""
 
 KNOWN_OPEN: Final[dict[str, str]] = {
     "ts-reconcile": "14.1",
     "ts-reconcile-cap": "13.4",
-    "ts-ops-etag": "13.2",
     "ts-ops-reconcile": "14.1",
     "ts-value": "14.4",
-    "token-etag": "304-ends-listing",
     "token-reconcile": "14.1",
     "token-value": "14.4",
-    "page-etag": "304-ends-listing",
     "page-reconcile": "14.1",
     "snapshot": "14.1",
     "snapshot-cap": "13.4",

@@ -267,7 +267,9 @@ class ConformanceRun:
                     if op.done_at is None:
                         op.done_at = -1  # replaced by this one: never completes
                 target = self._target_ms(live)
-                if self.config.strategy == "timestamp" and (target is not None or force):
+                # Before the live cursor moved, the backfill's target is the beginning
+                # itself: there is nothing it must read.
+                if self.config.strategy == "timestamp" and target is not None:
                     self.backfills.append(
                         BackfillOp(self.vendor.next_request, sequence, force, target)
                     )
