@@ -26,7 +26,7 @@ from watukuy.testing.conformance import (
 from .conftest import record
 
 ENABLED = [config for config in CONFIGS if config.name not in KNOWN_OPEN]
-MEMORY_SEEDS = (1, 2, 3, 4, 5, 6)
+MEMORY_SEEDS = (1, 2, 3, 4, 5)
 SQLITE_SEEDS = (1,)
 
 
