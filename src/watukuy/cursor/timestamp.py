@@ -295,9 +295,13 @@ class TimestampStrategy:
             return
         if any(self._tie(item) is not None for item in kept):
             return
+        values = [resolve_path(item, tie_break) for item in kept]
+        present = [value for value in values if value is not None and value is not MISSING]
+        shown = f" (first value: {present[0]!r})" if present else ""
         raise ConfigError(
             f"none of the {len(kept)} item(s) of the page has a text or number at "
-            f"{tie_break!r}; check TimestampCursor(tie_break=...) against the API's items",
+            f"{tie_break!r}{shown}; check TimestampCursor(tie_break=...) against the API's "
+            "items",
             field="cursor.tie_break",
         )
 

@@ -22,6 +22,7 @@ from watukuy.cursor import (
     SnapshotDiff,
     SnapshotDiffStrategy,
     TimestampCursor,
+    TimestampPosition,
     TimestampStrategy,
     TokenCursor,
     TokenPosition,
@@ -314,3 +315,40 @@ def test_make_strategy_picks_the_strategy_and_initial_round_trips(
 def test_make_strategy_rejects_anything_else() -> None:
     with pytest.raises(ConfigError, match=r"^cursor: expected TimestampCursor, .* got 'timestamp'"):
         make_strategy("timestamp")  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(
+    ("config", "beginning"),
+    [
+        # The very beginning is no watermark and no token, whatever `initial` says...
+        (TimestampCursor(field="u", initial="2024-01-01T00:00:00Z"), TimestampPosition()),
+        (TokenCursor(initial="t"), TokenPosition(None)),
+        # ... and the initial page or custom cursor, which is the first one there is.
+        (PageCursor(initial=3), PagePosition(3)),
+        (SnapshotDiff(), None),
+        (CustomCursor(initial={"after": 0}, advance=lambda ctx: (ctx.cursor, True)), {"after": 0}),
+    ],
+)
+def test_beginning_is_where_a_backfill_from_none_starts(
+    config: CursorConfig, beginning: Any
+) -> None:
+    s = make_strategy(config)
+    assert s.beginning() == beginning
+    assert s.deserialize(s.serialize(s.beginning())) == beginning
+
+
+@pytest.mark.parametrize(
+    ("config", "cursor"),
+    [
+        (TokenCursor(), TokenPosition("p2")),
+        (PageCursor(), PagePosition(2)),
+        (SnapshotDiff(), None),
+        (CustomCursor(initial={"after": 0}, advance=lambda ctx: (ctx.cursor, True)), {"after": 5}),
+        (TimestampCursor(field="u"), TimestampPosition("2024-01-01T00:00:00Z", None)),
+    ],
+)
+def test_the_next_request_of_a_cycle_continues_from_the_stored_cursor(
+    config: CursorConfig, cursor: Any
+) -> None:
+    s: CursorStrategy[Any] = make_strategy(config)
+    assert s.next_view(cursor, s.view(cursor, NOW), page(), NOW) is cursor

@@ -212,6 +212,9 @@ def test_a_page_where_no_item_has_the_tie_break_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"^cursor\.tie_break: none of the 2 item\(s\)") as info:
         step(s, s.initial(), items, now=T0 + 60_000)
     assert info.value.field == "cursor.tie_break"
+    unusable = [{"order_no": {"n": 1}, "updated_at": iso(0)}]
+    with pytest.raises(ConfigError, match=r"at 'order_no' \(first value: \{'n': 1\}\)"):
+        step(s, s.initial(), unusable, now=T0 + 60_000)
     # One item with it is enough: the others simply do not extend the tie.
     items.append({"id": "c", "order_no": 7, "updated_at": iso(0)})
     assert step(s, s.initial(), items, now=T0 + 60_000)[1] == TimestampPosition(iso(0), 7)
