@@ -259,7 +259,7 @@ class LaneCycle:
                     state, cursor, page, seen
                 )
                 await self._store_validators(
-                    keep=self._idle(stored, cursor, page, pages, kept=page_items, done=page_done)
+                    keep=self._idle(stored, cursor, page, ctx.page, kept=page_items, done=page_done)
                 )
                 items += page_items
                 for name, value in page_counts.items():
@@ -559,7 +559,8 @@ class LaneCycle:
         cycle where it stands. That is exactly what processing the same response again does
         only when the response ended the cycle (``done``) without moving the cursor, kept
         every item (nothing held back by ``lag``), and, for a full listing, was the whole
-        listing (its first page), since a listing cut by a ``304`` finds no deletes. Any
+        listing (its first page, ``ctx.page == 1``, and done), since a listing cut by a
+        ``304`` finds no deletes. Any
         other response must be read in full again, or the items after it would be skipped.
         """
         if not done or kept < len(page.items):
