@@ -181,6 +181,7 @@ async def test_migrate_creates_the_schema_and_records_each_version(
         "t_outbox",
         "t_parked",
         "t_pollers",
+        "t_tombstones",
         "t_validators",
     ]
 
@@ -261,7 +262,7 @@ async def test_a_version_1_schema_is_upgraded_in_place(postgres_url: str, pg_sch
         state = await store.load_state(KEY)
         assert state is not None
         assert (state.sequence, state.wake_at) == (7, T0 + 5)
-        await store.migrate()  # already at version 2: nothing to do
+        await store.migrate()  # already at the latest version: nothing to do
         assert await store.due_keys("orders", T0 + 1) == [("b", T0 + 1)]
         # A key created after the migration is born due.
         assert await store.acquire_lease(PKey("orders", "c"), "node-b", TTL, T0 + 2) is not None
@@ -405,8 +406,9 @@ async def test_a_commit_costs_the_same_statements_for_any_page_size(
             _CountingConnection.statements.clear()
             await store.commit_poll(KEY, lease, page(start, size, delete))
             counts.append(list(_CountingConnection.statements))
-    # The lock, then one statement per table: items, deletes, outbox, log, parked, state.
-    expected = ["SELECT", "INSERT", "DELETE", "INSERT", "INSERT", "INSERT", "UPDATE"]
+    # The lock, then one statement per table: items, deletes (each moving its rows to the
+    # tombstones), outbox, log, parked, state.
+    expected = ["SELECT", "INSERT", "WITH", "INSERT", "INSERT", "INSERT", "UPDATE"]
     assert counts == [expected, expected]
     assert await _query(postgres_url, f'SELECT count(*) FROM "{pg_schema}".watukuy_items') == [
         (3 + 2_000 - 1,)

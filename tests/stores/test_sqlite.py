@@ -141,7 +141,7 @@ async def test_wal_mode_and_the_schema_version_are_on_disk(
     assert raw.execute('SELECT version FROM "wk_migrations"').fetchall() == _SHIPPED
     tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     expected = {"pollers", "items", "outbox", "parked", "validators", "log", "migrations"}
-    expected.add("epoch_floors")
+    expected |= {"epoch_floors", "tombstones"}
     assert tables == {f"wk_{name}" for name in expected}
     await store.close()
 
@@ -151,7 +151,9 @@ async def test_migrations_ship_as_versioned_files() -> None:
     assert [first, second, *(version for version, _ in later)] == list(range(1, 3 + len(later)))
     assert 'CREATE TABLE IF NOT EXISTS "p_pollers"' in initial
     assert 'ALTER TABLE "p_pollers" ADD COLUMN wake_at INTEGER;' in due_index
-    assert "{prefix}" not in initial + due_index
+    scripts = dict(later)
+    assert 'CREATE TABLE IF NOT EXISTS "p_tombstones"' in scripts[4]
+    assert "{prefix}" not in initial + due_index + "".join(scripts.values())
     with pytest.raises(ConfigError, match="table_prefix"):
         sqlite_migrations("p-")
 
@@ -226,12 +228,40 @@ async def test_a_version_1_database_is_upgraded_in_place(db: Path, raw: sqlite3.
     assert (state.sequence, state.wake_at) == (7, T0 + 5)
     await store.close()
     again = SqliteStore(db)
-    await again.migrate()  # already at version 2: nothing to do
+    await again.migrate()  # already at the latest version: nothing to do
     assert await again.due_keys("orders", T0 + 1) == [("b", T0 + 1)]
     # A key created after the migration is born due.
     assert await again.acquire_lease(PKey("orders", "c"), "node-b", TTL, T0 + 2) is not None
     assert await again.due_keys("orders", T0 + 2) == [("b", T0 + 1), ("c", T0 + 2)]
     await again.close()
+
+
+async def test_a_version_2_snapshot_keeps_its_rows_and_gains_revisions(
+    db: Path, raw: sqlite3.Connection
+) -> None:
+    # Yesterday's schema (versions 1 and 2) with a snapshot row written by yesterday's code.
+    _version_1_database(db)
+    [_, (_, due_index), *_] = sqlite_migrations()
+    raw.executescript(due_index)
+    raw.execute("INSERT INTO watukuy_migrations (version) VALUES (2)")
+    raw.execute(
+        'INSERT INTO watukuy_items (poller, "partition", identity, version, hash, '
+        "schema_version, payload, seen_at) VALUES ('orders', '', 'a', 'v1', 'h1', 1, NULL, 5)"
+    )
+    store = SqliteStore(db)
+    await store.migrate()
+    assert raw.execute("SELECT MAX(version) FROM watukuy_migrations").fetchone() == _SHIPPED[-1]
+    # The old row reads back as revision 0, the revision of an item's first event.
+    rows = await store.load_versions(KEY, ["a"])
+    assert rows["a"].revision == 0
+    assert (rows["a"].version, rows["a"].hash, rows["a"].seen_at) == ("v1", "h1", 5)
+    # Today's writes on it: a delete leaves a tombstone, a re-creation drops it again.
+    lease = Lease("node-a", 3, T0 + TTL)
+    await store.commit_poll(KEY, lease, batch(deletes=["a"], now=T0))
+    tombstones = await store.load_tombstones(KEY, ["a"])
+    assert (tombstones["a"].reason, tombstones["a"].revision) == ("deleted", 0)
+    assert tombstones["a"].removed_at == T0
+    await store.close()
 
 
 async def test_the_wake_at_column_mirrors_the_state_document(

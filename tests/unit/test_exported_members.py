@@ -18,6 +18,7 @@ EXPECTED = {
     "Engine",
     "EngineStatus",
     "Event",
+    "EventIds",
     "EventLog",
     "EventType",
     "FetchContext",

@@ -432,7 +432,12 @@ class LaneCycle:
 
         pairs = dedupe(valid)
         identities = [identity for identity, _ in pairs]
-        existing = await deps.store.load_versions(self._key, identities) if identities else {}
+        store = deps.store
+        existing = await store.load_versions(self._key, identities) if identities else {}
+        # Identities without a row may have left a tombstone: their next event continues
+        # their revisions instead of starting over (and repeating old ids).
+        missing = [identity for identity in identities if identity not in existing]
+        tombstones = await store.load_tombstones(self._key, missing) if missing else {}
         candidates, _unchanged = prepare_candidates(
             pairs,
             existing,
@@ -448,6 +453,7 @@ class LaneCycle:
             on_schema_change=poller.on_schema_change,
             retain_payload=poller.retain_payload,
             now=now,
+            tombstones=tombstones,
         )
         if self._full_scan:
             seen.update(identities)
@@ -463,6 +469,7 @@ class LaneCycle:
                 change.type,
                 change.identity,
                 version,
+                change.revision,
                 change.item,
                 self._load_payload(change.previous),
                 sequence,
@@ -481,9 +488,18 @@ class LaneCycle:
                 version = self._version_or_hash(item, hashes.get(identity))
                 stored = existing.get(identity)
                 previous = stored.payload if stored is not None and poller.retain_payload else None
+                # The same observation as the row's last event: its revision, not a new one.
+                revision = stored.revision if stored is not None else 0
                 sequence += 1
                 event, row = self._event(
-                    "updated", identity, version, item, self._load_payload(previous), sequence, now
+                    "updated",
+                    identity,
+                    version,
+                    revision,
+                    item,
+                    self._load_payload(previous),
+                    sequence,
+                    now,
                 )
                 rows.append(row)
                 events.append(event)
@@ -519,6 +535,9 @@ class LaneCycle:
                     log=self._log_events,
                     parked=parked,
                     now=now,
+                    revived=[
+                        change.identity for change in diff.changes if change.identity in tombstones
+                    ],
                 ),
                 events,
                 deletes=0,
@@ -590,6 +609,7 @@ class LaneCycle:
         type_: EventType,
         identity: str,
         version: str,
+        revision: int,
         data: Any,
         previous: Any,
         sequence: int,
@@ -597,7 +617,13 @@ class LaneCycle:
     ) -> tuple[Event[Any], OutboxRow]:
         poller = self._poller
         eid = event_id(
-            poller.source, self._key.partition, identity, version, poller.schema_version, type_
+            poller.source,
+            self._key.partition,
+            identity,
+            version,
+            poller.schema_version,
+            type_,
+            0 if poller.ids.compat else revision,
         )
         event: Event[Any] = Event(
             id=eid,
@@ -696,6 +722,7 @@ class LaneCycle:
                     "deleted",
                     identity,
                     row.version if row.version is not None else row.hash,
+                    row.revision + 1,
                     payload,
                     payload,
                     sequence,

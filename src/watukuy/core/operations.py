@@ -248,7 +248,10 @@ class Operations:
         The key's stored HTTP validators are forgotten, so the first requests after the
         reset are answered in full, never ``304`` for what was read before. With
         ``clear_snapshot=True`` the item rows are dropped too, so everything is re-emitted
-        as ``created``, with the same ids as the first time.
+        as ``created``. Each row leaves a tombstone with its revision: an item that is
+        still what its row held gets the id of that same observation again (the first
+        ``created`` of an item that never changed), and later events continue the
+        revisions, so no id from before the reset comes back for a new observation.
         """
         poller, key = self._key(name, partition)
         await self._ensure_migrated()

@@ -21,9 +21,11 @@ __all__ = [
     "Budget",
     "Circuit",
     "Delivery",
+    "EventIds",
     "EventLog",
     "MAX_THROTTLE_MS",
     "Fairness",
+    "IdMode",
     "Poison",
     "PoisonAction",
     "Reconcile",
@@ -34,6 +36,7 @@ __all__ = [
 MAX_THROTTLE_MS = 86_400_000
 """No ``Retry-After`` or rate-limit header can make a key wait longer than one day."""
 
+IdMode = Literal["distinct", "compat"]
 PoisonAction = Literal["park", "halt"]
 AckMode = Literal["auto", "manual"]
 Fairness = Literal["round-robin", "weighted"]
@@ -279,6 +282,49 @@ class EventLog:
 
     def __post_init__(self) -> None:
         _set(self, "retention_ms", parse_duration(self.retention, "log.retention"))
+
+
+@dataclass(frozen=True, slots=True)
+class EventIds:
+    """How event ids are made, and how long deleted identities are remembered for them.
+
+    Args:
+        mode: ``"distinct"`` (default): every distinct observation gets an id no other
+            event of its item had, also when the item returns to an earlier version or is
+            deleted and re-created; the first event of an item keeps the original
+            watukuy's id. ``"compat"``: every id is the original watukuy's, byte for byte
+            (for a consumer handed over from it); an item that returns to an earlier
+            version then repeats an earlier id.
+        tombstones: How long the store keeps what it knew of a deleted identity (its
+            revision), so that a re-creation gets new ids; ``None`` (default) keeps it as
+            long as the key exists. An identity re-created after its tombstone was pruned
+            starts over like a new item, with the ids of its first life: keep tombstones
+            at least as long as consumers keep the ids they have processed.
+    """
+
+    mode: IdMode = "distinct"
+    tombstones: Duration | None = None
+    tombstones_ms: int | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("distinct", "compat"):
+            raise ConfigError(
+                f"expected 'distinct' or 'compat', got {self.mode!r}", field="ids.mode"
+            )
+        retention = (
+            None if self.tombstones is None else parse_duration(self.tombstones, "ids.tombstones")
+        )
+        if retention is not None and retention <= 0:
+            raise ConfigError(
+                f"expected a positive duration or None, got {self.tombstones!r}",
+                field="ids.tombstones",
+            )
+        _set(self, "tombstones_ms", retention)
+
+    @property
+    def compat(self) -> bool:
+        """True when ids are the original watukuy's for every event."""
+        return self.mode == "compat"
 
 
 @dataclass(frozen=True, slots=True)

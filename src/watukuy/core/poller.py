@@ -20,7 +20,7 @@ from watukuy.validate import SchemaAdapter, schema_adapter
 
 from .durations import Duration, parse_duration
 from .errors import ConfigError
-from .options import Circuit, Delivery, EventLog, Reconcile, Schedule
+from .options import Circuit, Delivery, EventIds, EventLog, IdMode, Reconcile, Schedule
 from .records import fast_init
 
 __all__ = [
@@ -105,6 +105,7 @@ class PollerDefinition(Generic[T]):
     circuit: Circuit
     log: EventLog | None
     source: str
+    ids: EventIds = field(default_factory=EventIds)
     probe_every_ms: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -131,6 +132,7 @@ _OPTION_CLASSES: Final[dict[str, type[Any]]] = {
     "circuit": Circuit,
     "reconcile": Reconcile,
     "log": EventLog,
+    "ids": EventIds,
 }
 
 
@@ -210,6 +212,7 @@ def define_poller(
     circuit: Circuit | Mapping[str, Any] | None = None,
     log: EventLog | Mapping[str, Any] | None = None,
     source: str | None = None,
+    ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
 ) -> PollerDefinition[T]:
     """Declare a poller.
 
@@ -245,6 +248,9 @@ def define_poller(
         circuit: Consecutive failures that open the circuit, and the probe interval.
         log: Keep an event log (enables ``engine.replay()``).
         source: CloudEvents ``source``; default ``urn:watukuy:<name>``.
+        ids: ``"distinct"`` (default: a new id for every distinct observation),
+            ``"compat"`` (the original watukuy's ids for every event), or an
+            :class:`EventIds` that also sets how long tombstones are kept.
 
     Returns:
         The validated, immutable definition.
@@ -269,6 +275,11 @@ def define_poller(
         None if reconcile is None else _coerce_option("reconcile", reconcile, Reconcile)
     )
     resolved_log = None if log is None else _coerce_option("log", log, EventLog)
+    resolved_ids = (
+        EventIds(mode=_choice("ids", ids, ("distinct", "compat")))
+        if isinstance(ids, str)
+        else _coerce_option("ids", ids, EventIds)
+    )
     if resolved_reconcile is not None and isinstance(cursor, SnapshotDiff):
         raise ConfigError(
             "is redundant with the snapshot diff cursor, which finds deletes every cycle",
@@ -309,4 +320,5 @@ def define_poller(
         circuit=resolved_circuit,
         log=resolved_log,
         source=source if source is not None else f"urn:watukuy:{name}",
+        ids=resolved_ids,
     )

@@ -25,6 +25,7 @@ from .rows import (
     PollerState,
     StatePatch,
     StoreCapabilities,
+    Tombstone,
     Validator,
 )
 
@@ -105,7 +106,12 @@ class StateStore(Protocol):
     6. **No I/O in the constructor.** ``migrate()`` creates what is missing, idempotently,
        and is safe to run from several processes at once.
     7. **Driver failures** surface as ``StoreError`` with the driver error as its cause.
-    8. **Due index.** Every write of a state keeps the per-poller index of its ``wake_at``
+    8. **Tombstones.** An identity that leaves the snapshot leaves a :class:`Tombstone`
+       behind, in the same transaction: a commit's ``deletes`` make ``"deleted"`` ones,
+       ``clear_items`` makes ``"cleared"`` ones. ``load_tombstones`` reads them,
+       ``commit_poll`` drops those of ``batch.revived``, ``prune_tombstones`` and
+       ``delete_key`` remove them. ``ItemRow.revision`` round-trips unchanged.
+    9. **Due index.** Every write of a state keeps the per-poller index of its ``wake_at``
        in step, atomically with the write, so ``due_keys`` never scans every key. (A
        backend that cannot, like ``RedisStore`` on a cluster, says how stale it may get.)
     """
@@ -180,16 +186,26 @@ class StateStore(Protocol):
         ...
 
     async def delete_key(self, key: PKey) -> None:
-        """Remove every row of the key: state, lease, items, outbox, parked, validators, log."""
+        """Remove every row of the key: state, lease, items, tombstones, outbox, parked,
+        validators, log."""
         ...
 
     async def clear_items(self, key: PKey) -> None:
-        """Drop the key's snapshot (item rows) only."""
+        """Drop the key's snapshot (item rows) only, each row becoming a ``"cleared"``
+        :class:`Tombstone` (``removed_at`` = its ``seen_at``) in the same transaction."""
         ...
 
     # items
     async def load_versions(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemRow]:
         """The stored rows of those identities that exist."""
+        ...
+
+    async def load_tombstones(self, key: PKey, identities: Sequence[str]) -> dict[str, Tombstone]:
+        """The tombstones of those identities that have one (with or without a live row)."""
+        ...
+
+    async def prune_tombstones(self, key: PKey, older_than: int) -> int:
+        """Delete tombstones removed before ``older_than``; returns how many."""
         ...
 
     def stream_identities(self, key: PKey, batch_size: int = 1000) -> AsyncIterator[list[str]]:

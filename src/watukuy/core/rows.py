@@ -39,6 +39,8 @@ __all__ = [
     "ScheduleState",
     "StatePatch",
     "StoreCapabilities",
+    "Tombstone",
+    "TombstoneReason",
     "Validator",
     "apply_patch",
     "empty_poller_state",
@@ -263,6 +265,11 @@ class ItemRow:
         schema_version: The poller's ``schema_version`` when the row was written.
         payload: The item as JSON text, only with ``retain="payload"``.
         seen_at: When the row was last written (epoch ms).
+        revision: How many events of this identity came before its last one: ``0`` after
+            the first ``created``, one more for every later event (``updated``,
+            ``deleted``, a re-creation). Event ids mix it in from ``1`` on, so an item
+            that returns to an earlier state still gets a new id (see
+            ``docs/guarantees.md``, G2).
     """
 
     identity: str
@@ -271,6 +278,40 @@ class ItemRow:
     schema_version: int
     payload: str | None = None
     seen_at: int = 0
+    revision: int = 0
+
+
+TombstoneReason = Literal["deleted", "cleared"]
+"""Why a snapshot row became a tombstone: a ``deleted`` event, or ``clear_items``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """What a store keeps of an identity that left the snapshot, so its next event gets a
+    revision (and so an id) no earlier event of the identity had.
+
+    A commit's ``deletes`` turn rows into ``"deleted"`` tombstones and ``clear_items`` turns
+    every row of the key into a ``"cleared"`` one; the row's fields are kept as they were.
+    Tombstones are invisible to ``load_versions``, ``stream_identities`` and ``count_items``.
+
+    Attributes:
+        identity: The identity.
+        version: The row's last version text.
+        hash: The row's last content hash.
+        schema_version: The row's schema version.
+        revision: The row's revision (of its last event before it left).
+        reason: ``"deleted"`` or ``"cleared"``.
+        removed_at: When it left the snapshot (epoch ms): the commit time of the delete;
+            for ``"cleared"``, the row's ``seen_at``. Retention counts from here.
+    """
+
+    identity: str
+    version: str | None
+    hash: str
+    schema_version: int
+    revision: int
+    reason: TombstoneReason
+    removed_at: int
 
 
 @fast_init
@@ -350,11 +391,14 @@ class CommitBatch:
     Attributes:
         state_patch: The next lane cursor, last sequence, schema version, updated_at.
         upserts: Item rows to insert or replace.
-        deletes: Identities to remove from the snapshot (full-scan lanes only).
+        deletes: Identities to remove from the snapshot (full-scan lanes only); each
+            stored row becomes a ``"deleted"`` :class:`Tombstone` with ``removed_at=now``.
         events: Outbox rows to insert as pending.
         log: Also append ``events`` to the replay log.
         parked: Quarantined invalid items.
         now: The commit time (epoch ms), used for log and outbox timestamps.
+        revived: Identities whose tombstone the upserts replace (re-created items): their
+            tombstones are dropped in the same transaction.
     """
 
     state_patch: StatePatch = field(default_factory=lambda: StatePatch())
@@ -364,6 +408,7 @@ class CommitBatch:
     log: bool = False
     parked: Sequence[ParkedRow] = ()
     now: int = 0
+    revived: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -386,6 +386,12 @@ class KeyRunner:
                 await deps.store.prune_log(self._key, deps.clock.now() - poller.log.retention_ms)
             except StoreError as error:
                 self._logger.warning("could not prune the event log: %s", error)
+        retention = poller.ids.tombstones_ms
+        if retention is not None and lanes:
+            try:
+                await deps.store.prune_tombstones(self._key, deps.clock.now() - retention)
+            except StoreError as error:
+                self._logger.warning("could not prune tombstones: %s", error)
 
         # 7. Persist the schedule (and lane bookkeeping), then the caller releases the lease.
         schedule = dataclasses.replace(

@@ -21,6 +21,7 @@ from .changes import (
     detect_deletes,
     diff_candidates,
     prepare_candidates,
+    recreated_revision,
 )
 from .ids import event_id, event_id_material, identity_text, version_text
 from .jcs import format_number, reference_json, utf16_sorted
@@ -41,6 +42,7 @@ __all__ = [
     "format_number",
     "identity_text",
     "prepare_candidates",
+    "recreated_revision",
     "reference_json",
     "utf16_sorted",
     "version_text",

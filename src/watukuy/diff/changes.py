@@ -24,6 +24,14 @@ other ``schema_version``      ``"rebaseline"``       rebaselined, upsert, no eve
 other ``schema_version``      ``"emit"``             ``updated`` if the hash differs, else
                                                      rebaselined; upsert either way
 ============================  =====================  =====================================
+
+Every event also gets the identity's next *revision* (kept in the row, mixed into the event
+id from ``1`` on, see :mod:`watukuy.diff.ids`): an ``updated`` is one more than the row's;
+a ``created`` is ``0`` for an identity never seen, two more than a ``"deleted"`` tombstone
+(its ``deleted`` event took the one in between), and, after ``clear_items``, the revision
+of the ``"cleared"`` tombstone when the item is still what the row held (the same
+observation, the same id), one more otherwise. Rows written without an event keep their
+revision.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from typing import Any, Generic, Literal, TypeVar
 from watukuy.core import json as wkjson
 from watukuy.core.errors import ConfigError
 from watukuy.core.records import fast_init
-from watukuy.core.rows import ItemRow
+from watukuy.core.rows import ItemRow, Tombstone
 
 from .canonical import content_hash
 from .ids import version_text
@@ -51,6 +59,7 @@ __all__ = [
     "detect_deletes",
     "diff_candidates",
     "prepare_candidates",
+    "recreated_revision",
 ]
 
 T = TypeVar("T")
@@ -96,6 +105,7 @@ class Change(Generic[T]):
         version: The version text, ``None`` when the poller has no ``version`` (the event
             id then uses ``hash``).
         hash: The content hash of the item's fingerprint.
+        revision: The identity's revision at this event (see the module docstring).
     """
 
     type: ChangeType
@@ -104,6 +114,7 @@ class Change(Generic[T]):
     previous: str | None
     version: str | None
     hash: str
+    revision: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +194,31 @@ def prepare_candidates(
     return candidates, unchanged
 
 
-def _row(candidate: Candidate[Any], schema_version: int, retain_payload: bool, now: int) -> ItemRow:
+def recreated_revision(
+    tombstone: Tombstone | None, candidate: Candidate[Any], schema_version: int
+) -> int:
+    """The revision of the ``created`` event of an identity that has no snapshot row.
+
+    Args:
+        tombstone: What the store kept of the identity when it left the snapshot, if any.
+        candidate: The item as it is now.
+        schema_version: The poller's current ``schema_version``.
+    """
+    if tombstone is None:
+        return 0
+    if tombstone.reason == "cleared":
+        same = (
+            tombstone.hash == candidate.hash
+            and tombstone.version == candidate.version
+            and tombstone.schema_version == schema_version
+        )
+        return tombstone.revision if same else tombstone.revision + 1
+    return tombstone.revision + 2
+
+
+def _row(
+    candidate: Candidate[Any], schema_version: int, retain_payload: bool, now: int, revision: int
+) -> ItemRow:
     payload = wkjson.dumps(wkjson.to_jsonable(candidate.item)) if retain_payload else None
     return ItemRow(
         identity=candidate.identity,
@@ -192,6 +227,7 @@ def _row(candidate: Candidate[Any], schema_version: int, retain_payload: bool, n
         schema_version=schema_version,
         payload=payload,
         seen_at=now,
+        revision=revision,
     )
 
 
@@ -204,12 +240,13 @@ def diff_candidates(
     retain_payload: bool,
     now: int,
     touch_unchanged: bool = False,
+    tombstones: Mapping[str, Tombstone] | None = None,
 ) -> DiffResult[T]:
     """Decide, for each candidate, the event to emit and the row to write.
 
     The rules are in the module docstring. Upserted rows carry the current
-    ``schema_version``, ``seen_at=now`` and, only when ``retain_payload``, the item as JSON
-    text.
+    ``schema_version``, ``seen_at=now``, the revision of their event (or the stored one
+    when there is none) and, only when ``retain_payload``, the item as JSON text.
 
     Args:
         candidates: From :func:`prepare_candidates`.
@@ -220,6 +257,7 @@ def diff_candidates(
         retain_payload: The poller keeps payloads (``retain="payload"``).
         now: The commit time, epoch milliseconds.
         touch_unchanged: Also rewrite unchanged rows, refreshing ``seen_at``.
+        tombstones: The tombstones of (at least) the candidates without a stored row.
 
     Raises:
         ConfigError: ``on_schema_change`` is neither ``"rebaseline"`` nor ``"emit"``.
@@ -234,34 +272,51 @@ def diff_candidates(
         identity = candidate.identity
         row = existing.get(identity)
         if row is None:
+            tombstone = tombstones.get(identity) if tombstones else None
+            revision = recreated_revision(tombstone, candidate, schema_version)
             result.changes.append(
-                Change("created", identity, candidate.item, None, candidate.version, candidate.hash)
+                Change(
+                    "created",
+                    identity,
+                    candidate.item,
+                    None,
+                    candidate.version,
+                    candidate.hash,
+                    revision,
+                )
             )
-            result.upserts.append(_row(candidate, schema_version, retain_payload, now))
+            result.upserts.append(_row(candidate, schema_version, retain_payload, now, revision))
             continue
+        kept = row.revision
         drifted = row.schema_version != schema_version
         if drifted and on_schema_change == "rebaseline":
             result.rebaselined.append(identity)
-            result.upserts.append(_row(candidate, schema_version, retain_payload, now))
+            result.upserts.append(_row(candidate, schema_version, retain_payload, now, kept))
             continue
         if row.hash != candidate.hash:
             previous = row.payload if retain_payload else None
             result.changes.append(
                 Change(
-                    "updated", identity, candidate.item, previous, candidate.version, candidate.hash
+                    "updated",
+                    identity,
+                    candidate.item,
+                    previous,
+                    candidate.version,
+                    candidate.hash,
+                    kept + 1,
                 )
             )
-            result.upserts.append(_row(candidate, schema_version, retain_payload, now))
+            result.upserts.append(_row(candidate, schema_version, retain_payload, now, kept + 1))
             continue
         if drifted:
             # Nothing to tell the handler, but the row must move to the current schema
             # version so the version fast path applies to it again.
             result.rebaselined.append(identity)
-            result.upserts.append(_row(candidate, schema_version, retain_payload, now))
+            result.upserts.append(_row(candidate, schema_version, retain_payload, now, kept))
             continue
         result.unchanged.append(identity)
         if touch_unchanged or row.version != candidate.version:
-            result.upserts.append(_row(candidate, schema_version, retain_payload, now))
+            result.upserts.append(_row(candidate, schema_version, retain_payload, now, kept))
     return result
 
 

@@ -7,6 +7,13 @@ An event id is the SHA-256 (hex) of::
 where, inside every part, ``\\`` is written ``\\\\`` and ``|`` is written ``\\|``, so no two
 different tuples of parts share a material. The same observation therefore has the same id
 in every process, after every restart and replay, and in the original watukuy.
+
+From an item's second event on, its *revision* (how many events of the identity came
+before, see :class:`~watukuy.core.rows.ItemRow`) is appended as a ninth part,
+``...|<type>|<revision>``, so an item that goes back to an earlier version, or is deleted
+and re-created, still gets ids it never had. Revision ``0`` adds nothing: the first event
+of an item has exactly the original id. (A poller with ``ids="compat"`` passes ``0`` for
+every event and reproduces the original watukuy's ids throughout.)
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ def event_id_material(
     version: str,
     schema_version: int,
     type: str,
+    revision: int = 0,
 ) -> str:
     """The exact text :func:`event_id` hashes; useful to debug or to reimplement ids.
 
@@ -50,15 +58,24 @@ def event_id_material(
             ``version``; for ``deleted`` events, the last stored one.
         schema_version: The poller's ``schema_version``.
         type: ``"created"``, ``"updated"`` or ``"deleted"``.
+        revision: The identity's revision at this event; ``0`` (the first event of an
+            item) adds no part, anything above is appended in decimal.
 
     Returns:
-        For example ``watukuy|v1|urn:watukuy:orders||o1|v1|1|created``.
+        For example ``watukuy|v1|urn:watukuy:orders||o1|v1|1|created``, and with revision
+        ``3`` ``watukuy|v1|urn:watukuy:orders||o1|v1|1|updated|3``.
     """
     parts = (source, partition, identity, version, format_number(schema_version), type)
     joined = "|".join(parts)
     if joined.count("|") == len(parts) - 1 and "\\" not in joined:
-        return _PREFIX + joined  # the usual case: no part holds a character to escape
-    return _PREFIX + "|".join(map(_escape, parts))
+        material = _PREFIX + joined  # the usual case: no part holds a character to escape
+    else:
+        material = _PREFIX + "|".join(map(_escape, parts))
+    if revision:
+        # A ninth part: unescaped separators make the parts count, so no material of an
+        # event with a revision equals one without.
+        return f"{material}|{int.__repr__(revision)}"
+    return material
 
 
 def _utf8(text: str) -> bytes:
@@ -78,6 +95,7 @@ def event_id(
     version: str,
     schema_version: int,
     type: str,
+    revision: int = 0,
 ) -> str:
     """The deterministic id of one observation: SHA-256 (hex) of its material.
 
@@ -88,13 +106,16 @@ def event_id(
         version: The version text, or the content hash when the poller has no version.
         schema_version: The poller's ``schema_version``.
         type: ``"created"``, ``"updated"`` or ``"deleted"``.
+        revision: The identity's revision at this event (``0``: the original id).
 
     Returns:
         64 lowercase hex characters. For source ``urn:watukuy:orders``, partition ``""``,
         identity ``o1``, version ``v1``, schema version 1 and type ``created``:
         ``5dc9ec28d4ec668a7add37c6a32e916f839cd6d98ee013de30acd06b32599862``.
     """
-    material = event_id_material(source, partition, identity, version, schema_version, type)
+    material = event_id_material(
+        source, partition, identity, version, schema_version, type, revision
+    )
     return hashlib.sha256(_utf8(material)).hexdigest()
 
 

@@ -36,6 +36,8 @@ from watukuy.core.rows import (
     PollerState,
     StatePatch,
     StoreCapabilities,
+    Tombstone,
+    TombstoneReason,
     Validator,
     empty_poller_state,
     patch_to_fields,
@@ -64,6 +66,7 @@ class MemoryKeySnapshot:
         parked: Parked rows ordered by ``(parked_at, id)``.
         validators: Validators by URL hash.
         log: Logged events in sequence order.
+        tombstones: Tombstones by identity, in identity order.
     """
 
     state: PollerState
@@ -74,6 +77,7 @@ class MemoryKeySnapshot:
     parked: list[ParkedRow]
     validators: dict[str, Validator]
     log: list[LoggedEvent]
+    tombstones: dict[str, Tombstone] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -87,6 +91,7 @@ class _Key:
     expires_at: int | None = None
     items: dict[str, ItemRow] = field(default_factory=dict)
     items_written: int = 0  # bumped by every upsert, so walks know when to re-sort
+    tombstones: dict[str, Tombstone] = field(default_factory=dict)
     outbox: dict[str, OutboxRow] = field(default_factory=dict)
     # (sequence, event_id) of the outbox, sorted; rebuilt after inserts, while deletes only
     # leave stale entries behind (skipped on read), so a drain pages without re-sorting.
@@ -184,6 +189,7 @@ class MemoryStore:
             parked=self._parked(record, None),
             validators=dict(record.validators),
             log=[record.log[s] for s in sorted(record.log)],
+            tombstones={i: record.tombstones[i] for i in sorted(record.tombstones)},
         )
 
     # --- leases --------------------------------------------------------------------------
@@ -308,10 +314,30 @@ class MemoryStore:
         return [] if index is None else index.due(until, limit)
 
     async def clear_items(self, key: PKey) -> None:
-        """Drop the key's snapshot rows only."""
+        """Drop the key's snapshot rows only, leaving a ``"cleared"`` tombstone for each."""
         record = self._keys.get(key)
         if record is not None:
+            for row in record.items.values():
+                record.tombstones[row.identity] = _tombstone(row, "cleared", row.seen_at)
             record.items.clear()
+
+    async def load_tombstones(self, key: PKey, identities: Sequence[str]) -> dict[str, Tombstone]:
+        """The tombstones of those identities that have one."""
+        record = self._keys.get(key)
+        if record is None or not record.tombstones:
+            return {}
+        tombstones = record.tombstones
+        return {i: tombstones[i] for i in identities if i in tombstones}
+
+    async def prune_tombstones(self, key: PKey, older_than: int) -> int:
+        """Delete tombstones removed before ``older_than``; returns how many."""
+        record = self._keys.get(key)
+        if record is None:
+            return 0
+        old = [i for i, t in record.tombstones.items() if t.removed_at < older_than]
+        for identity in old:
+            del record.tombstones[identity]
+        return len(old)
 
     # --- items ---------------------------------------------------------------------------
 
@@ -378,6 +404,7 @@ class MemoryStore:
         new_state = self._patched(record, batch.state_patch) if batch.state_patch else None
         upserts = _rows(batch.upserts, ItemRow)
         deletes = list(batch.deletes)
+        revived = list(batch.revived)
         events = batch.events if type(batch.events) in (list, tuple) else list(batch.events)
         # One pass over the events both finds error dictionaries to encode and fails early
         # on anything that is not an outbox row.
@@ -401,8 +428,13 @@ class MemoryStore:
             record.items_written += 1
         for item_row in upserts:
             items[item_row.identity] = item_row
+        tombstones = record.tombstones
+        for identity in revived:
+            tombstones.pop(identity, None)
         for identity in deletes:
-            items.pop(identity, None)
+            gone = items.pop(identity, None)
+            if gone is not None:
+                tombstones[identity] = _tombstone(gone, "deleted", now)
         outbox, outbox_errors = record.outbox, record.outbox_errors
         if events:
             record.outbox_order = None
@@ -626,6 +658,12 @@ class MemoryStore:
         for sequence in old:
             del record.log[sequence]
         return len(old)
+
+
+def _tombstone(row: ItemRow, reason: TombstoneReason, removed_at: int) -> Tombstone:
+    return Tombstone(
+        row.identity, row.version, row.hash, row.schema_version, row.revision, reason, removed_at
+    )
 
 
 def _rows(rows: Sequence[R], kind: type[R]) -> Sequence[R]:

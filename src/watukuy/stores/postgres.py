@@ -57,6 +57,7 @@ from watukuy.core.rows import (
     PollerState,
     StatePatch,
     StoreCapabilities,
+    Tombstone,
     Validator,
     empty_poller_state,
     patch_to_fields,
@@ -78,7 +79,16 @@ __all__ = ["PostgresStore"]
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 _MIGRATION_FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 _SQL_DIR = resources.files("watukuy.stores").joinpath("sql", "postgres")
-_TABLES = ("pollers", "items", "outbox", "parked", "validators", "log", "epoch_floors")
+_TABLES = (
+    "pollers",
+    "items",
+    "outbox",
+    "parked",
+    "validators",
+    "log",
+    "epoch_floors",
+    "tombstones",
+)
 # delete_key: the rows of a key in every table but pollers, one statement each, after the
 # key's row lock (a statement of its own sees every row a commit it waited for wrote).
 _CHILD_DELETES = (
@@ -87,6 +97,7 @@ _CHILD_DELETES = (
     "delete_parked_of",
     "delete_validators_of",
     "delete_log_of",
+    "delete_tombstones_of",
 )
 _MIN_BIGINT, _MAX_BIGINT = -(2**63), 2**63 - 1
 
@@ -444,7 +455,8 @@ class PostgresStore:
         await conn.execute(self._q["delete_poller"], k)
 
     async def clear_items(self, key: PKey) -> None:
-        """Drop the key's snapshot only (after the key's row lock, like ``delete_key``)."""
+        """Drop the key's snapshot only, leaving a ``"cleared"`` tombstone for each row
+        (after the key's row lock, like ``delete_key``)."""
         k = (key.poller, key.partition)
         async with self._connection("clear_items") as conn, _pipeline(conn), conn.transaction():
             await conn.execute(self._q["lock_key"], k)
@@ -460,6 +472,20 @@ class PostgresStore:
         ):
             await conn.execute(self._q["lock_key"], k)
             await conn.execute(self._q["delete_validators_of"], k)
+
+    async def load_tombstones(self, key: PKey, identities: Sequence[str]) -> dict[str, Tombstone]:
+        """The tombstones of those identities that have one."""
+        if not identities:
+            return {}
+        params = (key.poller, key.partition, list(identities))
+        rows = await self._fetch("load_tombstones", "load_tombstones", params)
+        return {row[0]: Tombstone(*row) for row in rows}
+
+    async def prune_tombstones(self, key: PKey, older_than: int) -> int:
+        """Delete tombstones removed before ``older_than``; returns how many."""
+        return await self._count(
+            "prune_tombstones", "prune_tombstones", (key.poller, key.partition, older_than)
+        )
 
     # --- items --------------------------------------------------------------------------
 
@@ -524,11 +550,15 @@ class PostgresStore:
                         [r.schema_version for r in items],
                         [r.payload for r in items],
                         [r.seen_at for r in items],
+                        [r.revision for r in items],
                     ),
                 )
             )
+        revived = list(dict.fromkeys(batch.revived))
+        if revived:
+            statements.append(("revive", (revived,)))
         if deleted:
-            statements.append(("delete_items", (deleted,)))
+            statements.append(("delete_items", (deleted, batch.now)))
         if events:
             statements.append(
                 (

@@ -39,7 +39,8 @@ Layout under ``<prefix>{<tag>}:``::
 
     meta        hash   lease_owner, lease_epoch, lease_expires_at
     state       hash   one JSON value per top-level PollerState field
-    items       hash   identity -> JSON [version, hash, schema_version, payload, seen_at]
+    items       hash   identity -> JSON [version, hash, schema_version, payload, seen_at,
+                                        revision] (rows written before revisions have 5)
     ids         zset   identity (score 0): code-point order for stream_identities
     outbox      zset   event id by sequence (pending rows)
     rows        hash   event id -> "<sequence>:<created_at>:<event>"
@@ -54,6 +55,8 @@ Layout under ``<prefix>{<tag>}:``::
     logrows     hash   sequence -> "<created_at>:<event>"
     logtime     zset   sequence by created_at (for prune_log)
     epoch       string the last epoch of a deleted key (kept by delete_key)
+    tombs       hash   identity -> "<reason>:<removed_at>:<the items row it was>"
+    tombtime    zset   identity by removed_at (for prune_tombstones)
 
 plus ``<prefix>keys`` (a set of JSON ``[poller, partition]``), ``<prefix>{<poller>}:due``
 (sorted set: partition by ``wake_at``, keys with a ``None`` wake time left out) and, for
@@ -66,7 +69,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Sequence
 from importlib import resources
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 from urllib.parse import quote
 
 from watukuy.budget.window import check_budget_args
@@ -85,6 +88,8 @@ from watukuy.core.rows import (
     PollerState,
     StatePatch,
     StoreCapabilities,
+    Tombstone,
+    TombstoneReason,
     Validator,
     empty_poller_state,
     patch_to_fields,
@@ -120,6 +125,8 @@ _STORE_SCRIPTS = (
     "load_pending",
     "read_log",
     "prune_log",
+    "clear_items",
+    "prune_tombstones",
 )
 _PRUNE_BATCH = 1000
 _MIN_WAKE, _MAX_WAKE = -(2**63), 2**63 - 1
@@ -169,6 +176,15 @@ def _wake_of(fields: dict[str, Any]) -> int | None:
     if wake_at is not None and not _MIN_WAKE <= wake_at <= _MAX_WAKE:
         raise OverflowError(f"wake_at {wake_at} does not fit in 64 bits")
     return wake_at
+
+
+def _item_fields(value: bytes | str) -> tuple[Any, ...]:
+    """``(version, hash, schema_version, payload, seen_at, revision)`` of an ``items`` value;
+    rows written before revisions have five fields, and revision ``0``."""
+    fields = json.loads(value)
+    if len(fields) == 5:
+        fields.append(0)
+    return tuple(fields)
 
 
 def _envelope_sequence(row: ParkedRow) -> int:
@@ -247,6 +263,8 @@ class _Keys(NamedTuple):
     log: str
     logrows: str
     logtime: str
+    tombs: str
+    tombtime: str
 
     @property
     def epoch(self) -> str:
@@ -518,10 +536,58 @@ class RedisStore:
                 await self._redis.srem(self._known, member)
 
     async def clear_items(self, key: PKey) -> None:
-        """Drop the key's snapshot only (``UNLINK``: freed off the main thread)."""
-        keys = self._keys(key)
-        with store_errors("clear_items"):
-            await self._redis.unlink(keys.items, keys.ids)
+        """Drop the key's snapshot only, leaving a ``"cleared"`` tombstone for each row.
+
+        Rows move in batches of 1,000, one script each, so a large snapshot never holds
+        the server for long; a commit between two batches is kept or moved whole.
+        """
+        k = self._keys(key)
+        keys = [k.items, k.ids, k.tombs, k.tombtime]
+        while True:
+            with store_errors("clear_items"):
+                batch = await self._redis.zrange(k.ids, 0, _PRUNE_BATCH - 1)
+            if not batch:
+                # Rows without an ids entry cannot exist; a leftover hash goes anyway.
+                with store_errors("clear_items"):
+                    await self._redis.unlink(k.items)
+                return
+            await self._eval("clear_items", "clear_items", keys, [_text(i) for i in batch])
+
+    async def load_tombstones(self, key: PKey, identities: Sequence[str]) -> dict[str, Tombstone]:
+        """The tombstones of those identities that have one."""
+        if not identities:
+            return {}
+        with store_errors("load_tombstones"):
+            values = await self._redis.hmget(self._keys(key).tombs, list(identities))
+        out: dict[str, Tombstone] = {}
+        for identity, value in zip(identities, values, strict=True):
+            if value is not None:
+                reason, removed_at, row = _text(value).split(":", 2)
+                version, hash_, schema_version, *_, revision = _item_fields(row)
+                out[identity] = Tombstone(
+                    identity,
+                    version,
+                    hash_,
+                    schema_version,
+                    revision,
+                    cast(TombstoneReason, reason),
+                    int(removed_at),
+                )
+        return out
+
+    async def prune_tombstones(self, key: PKey, older_than: int) -> int:
+        """Delete tombstones removed before ``older_than``; returns the count."""
+        k = self._keys(key)
+        keys, total = [k.tombs, k.tombtime], 0
+        while True:
+            removed = int(
+                await self._eval(
+                    "prune_tombstones", "prune_tombstones", keys, [older_than, _PRUNE_BATCH]
+                )
+            )
+            total += removed
+            if removed < _PRUNE_BATCH:
+                return total
 
     async def clear_validators(self, key: PKey) -> None:
         """Forget every validator of the key (unfenced)."""
@@ -539,8 +605,7 @@ class RedisStore:
         out: dict[str, ItemRow] = {}
         for identity, value in zip(identities, values, strict=True):
             if value is not None:
-                version, hash_, schema_version, payload, seen_at = json.loads(value)
-                out[identity] = ItemRow(identity, version, hash_, schema_version, payload, seen_at)
+                out[identity] = ItemRow(identity, *_item_fields(value))
         return out
 
     async def stream_identities(
@@ -580,7 +645,10 @@ class RedisStore:
         args: list[Any] = [batch.now, key.partition, len(state) // 2, *state, len(batch.upserts)]
         for row in batch.upserts:
             item = [row.version, row.hash, row.schema_version, row.payload, row.seen_at]
+            if row.revision:
+                item.append(row.revision)
             args += (row.identity, json.dumps(item))
+        args += (len(batch.revived), *batch.revived)
         args += (len(batch.deletes), *batch.deletes, len(batch.events))
         extras: list[Any] = []
         for event in batch.events:
@@ -617,6 +685,8 @@ class RedisStore:
             k.log,
             k.logrows,
             k.logtime,
+            k.tombs,
+            k.tombtime,
             *self._script_due(key),
         ]
         await self._fenced("commit_poll", "commit", key, lease, keys, args)

@@ -49,6 +49,7 @@ from watukuy.core.rows import (
     PollerState,
     StatePatch,
     StoreCapabilities,
+    Tombstone,
     Validator,
     empty_poller_state,
     patch_to_fields,
@@ -121,8 +122,9 @@ class _Sql:
     def __init__(self, prefix: str) -> None:
         p, i, o = f'"{prefix}pollers"', f'"{prefix}items"', f'"{prefix}outbox"'
         pk, v, lg = f'"{prefix}parked"', f'"{prefix}validators"', f'"{prefix}log"'
+        tb = f'"{prefix}tombstones"'
         self.migrations = f'"{prefix}migrations"'
-        self.tables = (p, i, o, pk, v, lg)
+        self.tables = (p, i, o, pk, v, lg, tb)
         self.lease = f"SELECT lease_owner, lease_epoch, lease_expires_at FROM {p} WHERE {_K}"
         self.fence = f"SELECT lease_owner, lease_epoch, state FROM {p} WHERE {_K}"
         self.insert_key = (
@@ -153,19 +155,36 @@ class _Sql:
             'ON CONFLICT (poller, "partition") DO UPDATE SET epoch = MAX(epoch, excluded.epoch)'
         )
         self.epoch_floor = f"SELECT epoch FROM {floors} WHERE {_K}"
-        self.clear_items = f"DELETE FROM {i} WHERE {_K}"
         self.clear_validators = f"DELETE FROM {v} WHERE {_K}"
+        # A row leaving the snapshot leaves its tombstone, in the same transaction.
+        entomb = (
+            f'INSERT OR REPLACE INTO {tb} (poller, "partition", identity, version, hash, '
+            "schema_version, revision, reason, removed_at) "
+            'SELECT poller, "partition", identity, version, hash, schema_version, revision, '
+        )
+        self.clear_items = [
+            f"{entomb}'cleared', seen_at FROM {i} WHERE {_K}",
+            f"DELETE FROM {i} WHERE {_K}",
+        ]
         self.upsert_item = (
             f'INSERT OR REPLACE INTO {i} (poller, "partition", identity, version, hash, '
-            "schema_version, payload, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            "schema_version, payload, seen_at, revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        self.entomb_item = f"{entomb}'deleted', ? FROM {i} WHERE {_K} AND identity = ?"
         self.delete_item = f"DELETE FROM {i} WHERE {_K} AND identity = ?"
+        self.revive = f"DELETE FROM {tb} WHERE {_K} AND identity = ?"
+        self.tombstones_in = (
+            "SELECT identity, version, hash, schema_version, revision, reason, removed_at "
+            f"FROM {tb} WHERE {_K} AND identity IN "
+        )
+        self.any_tombstone = f"SELECT 1 FROM {tb} WHERE {_K} LIMIT 1"
+        self.prune_tombstones = f"DELETE FROM {tb} WHERE {_K} AND removed_at < ?"
         self.items_in = (
-            "SELECT identity, version, hash, schema_version, payload, seen_at "
+            "SELECT identity, version, hash, schema_version, payload, seen_at, revision "
             f"FROM {i} WHERE {_K} AND identity IN "
         )
         self.items_between = (
-            "SELECT identity, version, hash, schema_version, payload, seen_at "
+            "SELECT identity, version, hash, schema_version, payload, seen_at, revision "
             f"FROM {i} WHERE {_K} AND identity BETWEEN ? AND ? LIMIT ?"
         )
         self.identities_first = f"SELECT identity FROM {i} WHERE {_K} ORDER BY identity LIMIT ?"
@@ -538,9 +557,46 @@ class SqliteStore:
         await self._call("delete_key", write)
 
     async def clear_items(self, key: PKey) -> None:
-        """Drop the key's snapshot rows only."""
+        """Drop the key's snapshot rows only, leaving a ``"cleared"`` tombstone for each."""
         params = (key.poller, key.partition)
-        await self._call("clear_items", lambda conn: conn.execute(self._sql.clear_items, params))
+
+        def write(conn: sqlite3.Connection) -> None:
+            with self._transaction(conn):
+                for sql in self._sql.clear_items:
+                    conn.execute(sql, params)
+
+        await self._call("clear_items", write)
+
+    async def load_tombstones(self, key: PKey, identities: Sequence[str]) -> dict[str, Tombstone]:
+        """The tombstones of those identities that have one."""
+        wanted = list(dict.fromkeys(identities))
+        if not wanted:
+            return {}
+
+        def read(conn: sqlite3.Connection) -> dict[str, Tombstone]:
+            k = (key.poller, key.partition)
+            # Most keys have no tombstone at all: one probe answers for the whole page.
+            if conn.execute(self._sql.any_tombstone, k).fetchone() is None:
+                return {}
+            out: dict[str, Tombstone] = {}
+            for start in range(0, len(wanted), _IN_CHUNK):
+                chunk = wanted[start : start + _IN_CHUNK]
+                sql = self._sql.tombstones_in + "(" + ",".join("?" * len(chunk)) + ")"
+                for r in conn.execute(sql, (*k, *chunk)):
+                    out[r[0]] = Tombstone(*r)
+            return out
+
+        return await self._call("load_tombstones", read)
+
+    async def prune_tombstones(self, key: PKey, older_than: int) -> int:
+        """Delete tombstones removed before ``older_than``; returns how many."""
+        params = (key.poller, key.partition, older_than)
+
+        def write(conn: sqlite3.Connection) -> int:
+            with self._transaction(conn):
+                return conn.execute(self._sql.prune_tombstones, params).rowcount
+
+        return await self._call("prune_tombstones", write)
 
     async def clear_validators(self, key: PKey) -> None:
         """Forget every validator of the key (unfenced)."""
@@ -621,10 +677,23 @@ class SqliteStore:
         p, q = key.poller, key.partition
         # Rows are built before the write lock is taken, so the lock is held only for SQL.
         items = [
-            (p, q, r.identity, r.version, r.hash, r.schema_version, r.payload, r.seen_at)
+            (
+                p,
+                q,
+                r.identity,
+                r.version,
+                r.hash,
+                r.schema_version,
+                r.payload,
+                r.seen_at,
+                r.revision,
+            )
             for r in batch.upserts
         ]
+        now = batch.now
         deletes = [(p, q, identity) for identity in batch.deletes]
+        entombed = [(now, p, q, identity) for identity in batch.deletes]
+        revived = [(p, q, identity) for identity in batch.revived]
         events = [
             (
                 p,
@@ -639,7 +708,6 @@ class SqliteStore:
             )
             for r in batch.events
         ]
-        now = batch.now
         log = [(p, q, r.sequence, r.event, now) for r in batch.events] if batch.log else None
         parked = [
             (
@@ -664,7 +732,10 @@ class SqliteStore:
                 self._patch(conn, key, state, batch.state_patch)
             if items:
                 conn.executemany(sql.upsert_item, items)
+            if revived:
+                conn.executemany(sql.revive, revived)
             if deletes:
+                conn.executemany(sql.entomb_item, entombed)
                 conn.executemany(sql.delete_item, deletes)
             if events:
                 conn.executemany(sql.upsert_event, events)

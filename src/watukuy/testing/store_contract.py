@@ -69,6 +69,7 @@ from watukuy.core.rows import (
     RateLimitInfo,
     ScheduleState,
     StatePatch,
+    Tombstone,
     Validator,
     empty_poller_state,
 )
@@ -314,6 +315,7 @@ async def _everything(store: StateStore, key: PKey) -> dict[str, Any]:
         "state": await store.load_state(key),
         "lease": await store.get_lease(key),
         "items": await store.load_versions(key, identities),
+        "tombstones": await store.load_tombstones(key, sorted({*identities, *_KNOWN_IDENTITIES})),
         "count_items": await store.count_items(key),
         "pending": await store.load_pending(key, 100_000),
         "count_pending": await store.count_pending(key),
@@ -842,6 +844,99 @@ class StoreContract:
         await store.commit_poll(KEY, lease, batch(upserts=[item_row("a")], deletes=["b"]))
         assert await store.count_items(KEY) == 1
         assert await store.count_items(KEY_B) == 0
+
+    # --- revisions and tombstones -----------------------------------------------------
+
+    async def test_revisions_round_trip(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        rows = [item_row("a", revision=3), item_row("b"), item_row("c", revision=2**40)]
+        await store.commit_poll(KEY, lease, batch(upserts=rows))
+        assert await store.load_versions(KEY, ["a", "b", "c"]) == {r.identity: r for r in rows}
+
+    async def test_a_deleted_row_leaves_a_tombstone_in_the_same_commit(
+        self, store: StateStore
+    ) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row("a", revision=2), item_row("b")])
+        )
+        assert await store.load_tombstones(KEY, ["a", "b"]) == {}
+        await store.commit_poll(KEY, lease, batch(deletes=["a", "never"], now=T0 + 5))
+        # The row is gone from every view of the snapshot...
+        assert await store.load_versions(KEY, ["a"]) == {}
+        assert await store.count_items(KEY) == 1
+        if store.capabilities.streaming:
+            assert await _collect(store, KEY, 10) == [["b"]]
+        # ...and its tombstone keeps what the row held; nothing for an unknown identity.
+        assert await store.load_tombstones(KEY, ["a", "b", "never"]) == {
+            "a": Tombstone("a", "v1", "hash-a", 1, 2, "deleted", T0 + 5)
+        }
+        assert await store.load_tombstones(KEY_B, ["a"]) == {}
+        assert await store.load_tombstones(KEY, []) == {}
+
+    async def test_revived_identities_lose_their_tombstone(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("a"), item_row("b")]))
+        await store.commit_poll(KEY, lease, batch(deletes=["a", "b"], now=T0 + 1))
+        # An upsert alone leaves the tombstone (the store does not guess); `revived` drops it.
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row("a", revision=2), item_row("b")], revived=["a"])
+        )
+        assert sorted(await store.load_versions(KEY, ["a", "b"])) == ["a", "b"]
+        assert sorted(await store.load_tombstones(KEY, ["a", "b"])) == ["b"]
+        # Deleted again: the newer row replaces the old tombstone.
+        await store.commit_poll(KEY, lease, batch(deletes=["a", "b"], now=T0 + 7))
+        tombstones = await store.load_tombstones(KEY, ["a", "b"])
+        assert tombstones["a"] == Tombstone("a", "v1", "hash-a", 1, 2, "deleted", T0 + 7)
+        assert tombstones["b"].removed_at == T0 + 7
+
+    async def test_clear_items_leaves_cleared_tombstones(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(
+            KEY,
+            lease,
+            batch(
+                upserts=[
+                    item_row("a", revision=1, seen_at=T0 + 3),
+                    item_row("b", version=None),
+                    item_row("c"),
+                ]
+            ),
+        )
+        await store.commit_poll(KEY, lease, batch(deletes=["c"], now=T0 + 4))
+        await store.commit_poll(KEY_B, await _acquire(store, KEY_B), batch(upserts=[item_row("a")]))
+        await store.clear_items(KEY)
+        assert await store.count_items(KEY) == 0
+        assert await store.load_tombstones(KEY, ["a", "b", "c"]) == {
+            "a": Tombstone("a", "v1", "hash-a", 1, 1, "cleared", T0 + 3),
+            "b": Tombstone("b", None, "hash-b", 1, 0, "cleared", T0),
+            "c": Tombstone("c", "v1", "hash-c", 1, 0, "deleted", T0 + 4),
+        }
+        assert await store.load_tombstones(KEY_B, ["a"]) == {}
+        assert await store.count_items(KEY_B) == 1
+
+    async def test_prune_tombstones_by_age(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row(n) for n in ("a", "b", "c", "d")])
+        )
+        for n, identity in enumerate(("a", "b", "c")):
+            await store.commit_poll(KEY, lease, batch(deletes=[identity], now=T0 + n))
+        lease_b = await _acquire(store, KEY_B)
+        await store.commit_poll(KEY_B, lease_b, batch(upserts=[item_row("a")]))
+        await store.commit_poll(KEY_B, lease_b, batch(deletes=["a"], now=T0))
+        assert await store.prune_tombstones(KEY, T0 + 2) == 2
+        assert sorted(await store.load_tombstones(KEY, ["a", "b", "c", "d"])) == ["c"]
+        assert await store.prune_tombstones(KEY, T0 + 2) == 0
+        assert await store.prune_tombstones(PKey("never-seen"), T0 + 9) == 0
+        assert sorted(await store.load_tombstones(KEY_B, ["a"])) == ["a"]
+
+    async def test_delete_key_removes_tombstones(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("a")]))
+        await store.commit_poll(KEY, lease, batch(deletes=["a"]))
+        await store.delete_key(KEY)
+        assert await store.load_tombstones(KEY, ["a"]) == {}
 
     # --- commit_poll -------------------------------------------------------------------
 

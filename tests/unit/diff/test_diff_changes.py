@@ -230,13 +230,13 @@ def test_created_updated_and_unchanged() -> None:
     result, _ = diff([kept, new, created], existing)
 
     assert result.changes == [
-        Change("updated", "changed", new, None, None, content_hash(new)),
+        Change("updated", "changed", new, None, None, content_hash(new), 1),
         Change("created", "new", created, None, None, content_hash(created)),
     ]
     assert result.unchanged == ["kept"]
     assert result.rebaselined == []
     assert result.upserts == [
-        ItemRow("changed", None, content_hash(new), 1, None, NOW),
+        ItemRow("changed", None, content_hash(new), 1, None, NOW, 1),
         ItemRow("new", None, content_hash(created), 1, None, NOW),
     ]
 
@@ -247,7 +247,7 @@ def test_retained_payloads_are_written_and_returned_as_previous() -> None:
     result, _ = diff([after, other], existing, retain_payload=True)
 
     assert result.changes == [
-        Change("updated", "a", after, '{"id":"a","name":"before"}', None, content_hash(after)),
+        Change("updated", "a", after, '{"id":"a","name":"before"}', None, content_hash(after), 1),
         Change("created", "b", other, None, None, content_hash(other)),
     ]
     assert [row.payload for row in result.upserts] == [
@@ -312,7 +312,7 @@ def test_drifted_rows_emit_updated_only_when_the_hash_changed() -> None:
         [changed, same], existing, schema_version=2, on_schema_change="emit", retain_payload=True
     )
     assert result.changes == [
-        Change("updated", "changed", changed, '{"old":true}', None, content_hash(changed))
+        Change("updated", "changed", changed, '{"old":true}', None, content_hash(changed), 1)
     ]
     assert result.rebaselined == ["same"]
     assert result.unchanged == []

@@ -22,6 +22,34 @@ def test_event_id_vector() -> None:
     assert event_id(*ORDERS) == "5dc9ec28d4ec668a7add37c6a32e916f839cd6d98ee013de30acd06b32599862"
 
 
+# The same material with the other two types (printf '%s' '<material>' | sha256sum): the
+# original watukuy's ids for an update and a delete to version v1, which ids="compat" gives.
+UPDATED_V1 = "c3c9840e97dfeab6779f02557662f81cc40aeb80cf21777814cd22a67824c775"
+DELETED_V1 = "1b3d0baaecf2f438942aef004455b23d2957986db507bb0f398aa52fd4ff29a7"
+
+
+def test_update_and_delete_vectors() -> None:
+    assert event_id(*ORDERS[:5], "updated") == UPDATED_V1
+    assert event_id(*ORDERS[:5], "deleted") == DELETED_V1
+
+
+def test_revision_zero_is_the_original_material() -> None:
+    assert event_id_material(*ORDERS, 0) == event_id_material(*ORDERS)
+    assert event_id(*ORDERS, 0) == event_id(*ORDERS)
+
+
+def test_a_revision_is_appended_as_a_ninth_part() -> None:
+    material = event_id_material(*ORDERS[:5], "updated", 3)
+    assert material == "watukuy|v1|urn:watukuy:orders||o1|v1|1|updated|3"
+    assert event_id(*ORDERS[:5], "updated", 1) == (
+        "735250a79e73fafe453c1bb354316065d7c8961809db0a1a2b2dd4ef49314f97"
+    )
+    ids = {event_id(*ORDERS[:5], "updated", revision) for revision in range(50)}
+    assert len(ids) == 50
+    # A type that looks like "<type>|<revision>" is escaped: it cannot pose as a revision.
+    assert event_id_material(*ORDERS[:5], "updated|3") != material
+
+
 def test_material_layout() -> None:
     assert event_id_material(*ORDERS) == "watukuy|v1|urn:watukuy:orders||o1|v1|1|created"
     assert event_id(*ORDERS) == hashlib.sha256(event_id_material(*ORDERS).encode()).hexdigest()
@@ -73,6 +101,20 @@ parts = st.text(alphabet=st.sampled_from(["a", "|", "\\", "v"]), max_size=5)
 def test_escaping_is_injective(left: tuple[Any, ...], right: tuple[Any, ...]) -> None:
     same_material = event_id_material(*left) == event_id_material(*right)
     assert same_material == (left == right)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.tuples(parts, parts, st.integers(0, 3)),
+    st.tuples(parts, parts, st.integers(0, 3)),
+)
+def test_materials_with_revisions_are_injective(
+    left: tuple[str, str, int], right: tuple[str, str, int]
+) -> None:
+    def material(identity: str, type_: str, revision: int) -> str:
+        return event_id_material("s", "", identity, "v", 1, type_, revision)
+
+    assert (material(*left) == material(*right)) == (left == right)
 
 
 def test_lone_surrogates_are_encoded_like_javascript_text_encoder() -> None:

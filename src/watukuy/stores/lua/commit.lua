@@ -1,10 +1,12 @@
 -- One page, all or nothing.
 -- KEYS: meta, state, items, ids, outbox, rows, attempts, errors, parked, retry, hold,
---       log, logrows, logtime[, due].
+--       log, logrows, logtime, tombs, tombtime[, due].
 -- ARGV: owner, epoch, now, partition, then the sections, each a count and its entries:
 --       (field, value)                      state patch
 --       (identity, row)                     item upserts
---       (identity)                          item deletes
+--       (identity)                          revived identities (their tombstones go)
+--       (identity)                          item deletes (each row leaves a tombstone,
+--                                           "deleted:<now>:<row>", aged by `now`)
 --       (id, seq, row)                      outbox rows, row = "<seq>:<created_at>:<event>"
 --       (id, attempts, error)               delivery data of the outbox rows that carry any
 --       (seq, entry)                        log entries, entry = "<now>:<event>"
@@ -22,7 +24,7 @@ local i = 5
 local n = tonumber(ARGV[i])
 if n > 0 then
   bulk('HSET', KEYS[2], slice(i + 1, 2 * n))
-  sync_due(KEYS[2], KEYS[15], ARGV[4])
+  sync_due(KEYS[2], KEYS[17], ARGV[4])
 end
 i = i + 1 + 2 * n
 
@@ -40,7 +42,22 @@ i = i + 1 + 2 * n
 
 n = tonumber(ARGV[i])
 if n > 0 then
+  local revived = slice(i + 1, n)
+  bulk('HDEL', KEYS[15], revived)
+  bulk('ZREM', KEYS[16], revived)
+end
+i = i + 1 + n
+
+n = tonumber(ARGV[i])
+if n > 0 then
   local gone = slice(i + 1, n)
+  for j = 1, n do
+    local row = redis.call('HGET', KEYS[3], gone[j])
+    if row then
+      redis.call('HSET', KEYS[15], gone[j], 'deleted:' .. now .. ':' .. row)
+      redis.call('ZADD', KEYS[16], now, gone[j])
+    end
+  end
   bulk('HDEL', KEYS[3], gone)
   bulk('ZREM', KEYS[4], gone)
 end

@@ -19,6 +19,7 @@ from watukuy.core.rows import (
     PollerState,
     StatePatch,
     StoreCapabilities,
+    Tombstone,
     Validator,
 )
 
@@ -124,6 +125,16 @@ class ForwardingStore:
         """Forwarded."""
         self._enter("load_versions")
         return await self._run(self.inner.load_versions(key, identities))
+
+    async def load_tombstones(self, key: PKey, identities: Sequence[str]) -> dict[str, Tombstone]:
+        """Forwarded."""
+        self._enter("load_tombstones")
+        return await self._run(self.inner.load_tombstones(key, identities))
+
+    async def prune_tombstones(self, key: PKey, older_than: int) -> int:
+        """Forwarded."""
+        self._enter("prune_tombstones")
+        return await self._run(self.inner.prune_tombstones(key, older_than))
 
     async def stream_identities(
         self, key: PKey, batch_size: int = 1000

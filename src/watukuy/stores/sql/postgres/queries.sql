@@ -1,6 +1,7 @@
 -- The statements PostgresStore runs, one per "-- name:" block.
 --
--- {pollers}, {items}, {outbox}, {parked}, {validators} and {log} become the store's
+-- {pollers}, {items}, {tombstones}, {outbox}, {parked}, {validators} and {log} become the
+-- store's
 -- quoted, schema-qualified table names; %s are psycopg parameters. Every statement on a key
 -- starts its WHERE clause with the key's (poller, partition).
 -- Page-sized writes pass one array per column and expand them with unnest(), so a page of
@@ -99,14 +100,45 @@ DELETE FROM {validators} WHERE poller = %s AND "partition" = %s
 -- name: delete_log_of
 DELETE FROM {log} WHERE poller = %s AND "partition" = %s
 
+-- name: delete_tombstones_of
+DELETE FROM {tombstones} WHERE poller = %s AND "partition" = %s
+
 -- name: delete_poller
 DELETE FROM {pollers} WHERE poller = %s AND "partition" = %s
 
 -- name: clear_items
-DELETE FROM {items} WHERE poller = %s AND "partition" = %s
+-- Every row leaves a 'cleared' tombstone, aged from its seen_at, in the same statement.
+WITH gone AS (
+    DELETE FROM {items} WHERE poller = %s AND "partition" = %s
+    RETURNING poller, "partition", identity, version, hash, schema_version, revision, seen_at
+)
+INSERT INTO {tombstones} AS t
+    (poller, "partition", identity, version, hash, schema_version, revision, reason,
+    removed_at)
+SELECT poller, "partition", identity, version, hash, schema_version, revision, 'cleared',
+    seen_at
+FROM gone
+ON CONFLICT (poller, "partition", identity) DO UPDATE SET
+    version = EXCLUDED.version,
+    hash = EXCLUDED.hash,
+    schema_version = EXCLUDED.schema_version,
+    revision = EXCLUDED.revision,
+    reason = EXCLUDED.reason,
+    removed_at = EXCLUDED.removed_at
 
 -- name: load_versions
-SELECT identity, version, hash, schema_version, payload::text, seen_at FROM {items}
+SELECT identity, version, hash, schema_version, payload::text, seen_at, revision FROM {items}
+WHERE poller = %s AND "partition" = %s AND identity = ANY(%b::text[])
+
+-- name: load_tombstones
+SELECT identity, version, hash, schema_version, revision, reason, removed_at FROM {tombstones}
+WHERE poller = %s AND "partition" = %s AND identity = ANY(%b::text[])
+
+-- name: prune_tombstones
+DELETE FROM {tombstones} WHERE poller = %s AND "partition" = %s AND removed_at < %s
+
+-- name: revive
+DELETE FROM {tombstones}
 WHERE poller = %s AND "partition" = %s AND identity = ANY(%b::text[])
 
 -- name: stream_first
@@ -122,19 +154,38 @@ SELECT count(*) FROM {items} WHERE poller = %s AND "partition" = %s
 
 -- name: upsert_items
 INSERT INTO {items}
-    (poller, "partition", identity, version, hash, schema_version, payload, seen_at)
-SELECT %s, %s, u.identity, u.version, u.hash, u.schema_version, u.payload::json, u.seen_at
-FROM unnest(%b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[], %b::bigint[])
-    AS u(identity, version, hash, schema_version, payload, seen_at)
+    (poller, "partition", identity, version, hash, schema_version, payload, seen_at, revision)
+SELECT %s, %s, u.identity, u.version, u.hash, u.schema_version, u.payload::json, u.seen_at,
+    u.revision
+FROM unnest(%b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[], %b::bigint[],
+    %b::bigint[])
+    AS u(identity, version, hash, schema_version, payload, seen_at, revision)
 ON CONFLICT (poller, "partition", identity) DO UPDATE SET
     version = EXCLUDED.version,
     hash = EXCLUDED.hash,
     schema_version = EXCLUDED.schema_version,
     payload = EXCLUDED.payload,
-    seen_at = EXCLUDED.seen_at
+    seen_at = EXCLUDED.seen_at,
+    revision = EXCLUDED.revision
 
 -- name: delete_items
-DELETE FROM {items} WHERE poller = %s AND "partition" = %s AND identity = ANY(%b::text[])
+-- Each deleted row leaves a 'deleted' tombstone stamped with the commit time.
+WITH gone AS (
+    DELETE FROM {items} WHERE poller = %s AND "partition" = %s AND identity = ANY(%b::text[])
+    RETURNING poller, "partition", identity, version, hash, schema_version, revision
+)
+INSERT INTO {tombstones} AS t
+    (poller, "partition", identity, version, hash, schema_version, revision, reason,
+    removed_at)
+SELECT poller, "partition", identity, version, hash, schema_version, revision, 'deleted', %s
+FROM gone
+ON CONFLICT (poller, "partition", identity) DO UPDATE SET
+    version = EXCLUDED.version,
+    hash = EXCLUDED.hash,
+    schema_version = EXCLUDED.schema_version,
+    revision = EXCLUDED.revision,
+    reason = EXCLUDED.reason,
+    removed_at = EXCLUDED.removed_at
 
 -- name: upsert_outbox
 -- An event id already pending is replaced: new sequence, fresh attempts (the final state
