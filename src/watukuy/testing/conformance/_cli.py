@@ -18,7 +18,14 @@ from typing import Any, Final
 from watukuy.core.ports import StateStore
 
 from . import DEFAULT_ROUNDS, run_conformance
-from ._config import CONFIGS, KNOWN_OPEN, OPEN_DEFECTS, ConformanceConfig, config_named
+from ._config import (
+    CONFIGS,
+    KNOWN_OPEN,
+    OPEN_DEFECTS,
+    ConformanceConfig,
+    config_named,
+    known_open,
+)
 from ._regressions import REGRESSIONS
 from ._report import ConformanceReport, assert_conformance, describe, replay_command
 
@@ -120,8 +127,9 @@ def _configs(args: argparse.Namespace) -> list[ConformanceConfig]:
 
 def _list() -> int:
     for config in CONFIGS:
-        defect = KNOWN_OPEN.get(config.name)
-        open_ = f"  (known open: {defect}, {OPEN_DEFECTS[defect]})" if defect else ""
+        entry = KNOWN_OPEN.get(config.name)
+        defect = entry.partition("@")[0] if entry else None
+        open_ = f"  (known open: {entry}, {OPEN_DEFECTS[defect]})" if defect else ""
         print(f"{config.name:<20} {config.strategy:<14}{open_}")
     return 0
 
@@ -158,7 +166,7 @@ async def _sweep(args: argparse.Namespace, configs: Sequence[ConformanceConfig])
     totals: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
     failures: dict[tuple[str, str], ConformanceReport] = {}
-    open_results: dict[str, int] = {}
+    open_results: dict[tuple[str, str], int] = {}
     for store_kind in stores:
         for config in configs:
             failed = 0
@@ -180,12 +188,12 @@ async def _sweep(args: argparse.Namespace, configs: Sequence[ConformanceConfig])
                     failed += 1
                     kinds[f"{config.name}: {report.kind}"] += 1
                     failures.setdefault((store_kind, config.name), report)
-            if config.name in KNOWN_OPEN:
-                open_results[config.name] = failed
+            if known_open(config.name, store_kind):
+                open_results[(config.name, store_kind)] = failed
     elapsed = time.perf_counter() - started
     unexpected = 0
     for (store_kind, name), report in failures.items():
-        if name in KNOWN_OPEN:
+        if known_open(name, store_kind):
             continue
         unexpected += 1
         if not args.no_shrink:
@@ -196,9 +204,9 @@ async def _sweep(args: argparse.Namespace, configs: Sequence[ConformanceConfig])
             print(f"  {violation}")
         print(f"  seed:   --config {name} --seed {report.seed} --rounds {args.rounds}")
         print(f"  replay: {replay_command(report)}")
-    for name, failed in sorted(open_results.items()):
+    for (name, store_kind), failed in sorted(open_results.items()):
         verdict = f"{failed} failing example(s)" if failed else "PASSES now: enable it"
-        print(f"known open {name} ({KNOWN_OPEN[name]}): {verdict}")
+        print(f"known open {name} on {store_kind} ({KNOWN_OPEN[name]}): {verdict}")
     print(
         f"\nconformance: {totals['examples']} examples on {', '.join(stores)}, "
         f"{totals['steps']:,} steps, {totals['requests']:,} requests, {totals['kills']:,} "
@@ -214,7 +222,7 @@ async def _sweep(args: argparse.Namespace, configs: Sequence[ConformanceConfig])
 async def _regressions(args: argparse.Namespace) -> int:
     status = 0
     for case in REGRESSIONS:
-        async with _fresh_store(args.store) as store:
+        async with _fresh_store(case.store if args.store == "memory" else args.store) as store:
             report = await run_conformance(case.config, plan=case.plan, store=store)
         if report.ok:
             verdict = "ok" if case.defect not in OPEN_DEFECTS else "ok (still listed as open)"

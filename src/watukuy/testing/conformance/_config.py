@@ -22,6 +22,7 @@ __all__ = [
     "Op",
     "Strategy",
     "config_named",
+    "known_open",
 ]
 
 Strategy = Literal["timestamp", "token", "page", "snapshot_diff", "custom"]
@@ -73,6 +74,7 @@ class ConformanceConfig:
             delete, and new ids land anywhere in the id order, so offset pages shift).
         shifts: Inserts and deletes may land between two requests of a cycle, shifting
             numbered pages under it; without, they wait for the end of the tick.
+        odd_ids: Every third id carries a NUL, ``|``, ``\\``, an accent and an emoji.
         concurrency: ``delivery.concurrency``.
     """
 
@@ -94,6 +96,7 @@ class ConformanceConfig:
     items: int = 8
     id_pool: int = 14
     shifts: bool = True
+    odd_ids: bool = False
     concurrency: int = 2
 
     @property
@@ -140,6 +143,7 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
     _c("ts-initial-now", "timestamp", initial_now=True, ops=("backfill",), items=12),
     _c("ts-value", "timestamp", change_key="value"),
     _c("ts-counter", "timestamp", change_key="counter", lag_ms=500),
+    _c("ts-odd-ids", "timestamp", odd_ids=True, reconcile=True, shifts=False),
     # --- token -------------------------------------------------------------------------
     _c("token", "token"),
     _c("token-cap", "token", page_cap=2),
@@ -147,6 +151,7 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
     _c("token-reconcile", "token", reconcile=True),
     _c("token-ops", "token", ops=_OPS_INCREMENTAL),
     _c("token-value", "token", change_key="value"),
+    _c("token-odd-ids", "token", odd_ids=True),
     # --- page --------------------------------------------------------------------------
     _c("page", "page"),
     _c("page-cap", "page", page_cap=2),
@@ -160,6 +165,7 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
     _c("snapshot-still-etag", "snapshot_diff", shifts=False, etags=True),
     _c("snapshot-still-counter", "snapshot_diff", shifts=False, change_key="counter"),
     _c("snapshot-still-ops", "snapshot_diff", shifts=False, ops=("reset_clear",)),
+    _c("snapshot-still-odd-ids", "snapshot_diff", shifts=False, odd_ids=True),
     _c("snapshot-cap", "snapshot_diff", page_cap=2, shifts=False),
     _c("snapshot-etag", "snapshot_diff", etags=True),
     _c("snapshot-empty", "snapshot_diff", faults=("500", "empty"), shifts=False),
@@ -182,6 +188,7 @@ OPEN_DEFECTS: Final[dict[str, str]] = {
     "14.2": "deletes after an incomplete listing",
     "14.3": "an empty answer deletes everything",
     "14.4": "the same id for a different observation",
+    "14.5": "a NUL character in an identity jams a Postgres key",
 }
 """Defects found and not fixed yet: label -> what breaks."""
 
@@ -202,9 +209,23 @@ KNOWN_OPEN: Final[dict[str, str]] = {
     "snapshot-value": "14.4",
     "snapshot-counter": "14.1",
     "custom-reconcile": "14.1",
+    "ts-odd-ids": "14.5@postgres",
+    "token-odd-ids": "14.5@postgres",
+    "snapshot-still-odd-ids": "14.5@postgres",
 }
 """Configuration name -> the open defect (a key of :data:`OPEN_DEFECTS`) it finds on
-today's code. The test tier leaves these to the long sweep until the fix lands."""
+today's code, with ``@store`` when it shows on one store only. The test tier leaves these
+to the long sweep until the fix lands."""
+
+
+def known_open(name: str, store: str) -> str | None:
+    """The open defect configuration ``name`` finds on ``store`` (``"memory"``,
+    ``"sqlite"``, ``"postgres"``, ``"redis"``), or ``None``."""
+    entry = KNOWN_OPEN.get(name)
+    if entry is None:
+        return None
+    defect, _, only = entry.partition("@")
+    return defect if not only or only == store else None
 
 
 def config_named(name: str) -> ConformanceConfig:

@@ -23,6 +23,7 @@ class Regression:
         config: The configuration's name.
         plan: The plan (text form) that failed before the fix.
         found: Which check failed, and how.
+        store: The store it needs (``"memory"`` unless the defect is a store's).
     """
 
     name: str
@@ -30,6 +31,7 @@ class Regression:
     config: str
     plan: str
     found: str
+    store: str = "memory"
 
 
 _SAME_STAMP: Final = " ".join(f"+k0{i}=0" for i in range(8))
@@ -119,6 +121,15 @@ REGRESSIONS: Final[tuple[Regression, ...]] = (
         "~k04=1 +k05=2 +k01=0 ~k12=2 t1327 t1710 ~k08=1",
         "[final]/[stall]: page 1 unchanged (304, answered Page(items=[]) as the docs say) "
         "ended the cycle; k08 on page 2 never read",
+    ),
+    Regression(
+        "nul-in-an-identity",
+        "14.5",
+        "snapshot-still-odd-ids",
+        "+k01=0 +k03=1 +k04=2 t1000",
+        "[final]: on PostgresStore the page with k03|\\<NUL>... failed every cycle; no item "
+        "of it was ever delivered",
+        store="postgres",
     ),
 )
 """Every case, fixed or not."""

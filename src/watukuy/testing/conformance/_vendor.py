@@ -317,7 +317,7 @@ class Vendor:
             return True
         if self.config.shifts or step.kind not in ("write", "delete"):
             return False
-        return step.kind == "delete" or self.api.get(step.identity) is None
+        return step.kind == "delete" or self.api.get(self.real_id(step.identity)) is None
 
     def apply_deferred(self) -> None:
         """Apply the changes held back until the end of a tick."""
@@ -343,7 +343,15 @@ class Vendor:
         self._stamp_uses[stamp] = self._stamp_uses.get(stamp, 0) + 1
         return stamp
 
+    def real_id(self, identity: str) -> str:
+        """The vendor's id for a plan's id: with ``odd_ids`` every third one carries a NUL,
+        the id-escaping characters ``|`` and ``\\``, an accent and an emoji."""
+        if self.config.odd_ids and identity[1:].isdigit() and int(identity[1:]) % 3 == 0:
+            return f"{identity}|\\\x00é🙂"
+        return identity
+
     def _write(self, identity: str, value: int, late_ms: int) -> None:
+        identity = self.real_id(identity)
         self.rev += 1
         self.writes += 1
         counter = self.counters.get(identity, 0) + 1
@@ -362,6 +370,7 @@ class Vendor:
         self._push(Version(identity, self.rev, stored, self.next_request, stamp))
 
     def _delete(self, identity: str) -> None:
+        identity = self.real_id(identity)
         if not self.api.remove(identity):
             return
         self.rev += 1
