@@ -53,6 +53,7 @@ from ._config import (
     Op,
     Strategy,
     config_named,
+    known_open,
 )
 from ._plan import Step, format_plan, generate_plan, parse_plan
 from ._report import ConformanceReport, assert_conformance, describe, replay_command
@@ -75,6 +76,7 @@ __all__ = [
     "describe",
     "format_plan",
     "generate_plan",
+    "known_open",
     "parse_plan",
     "replay_command",
     "run_conformance",
