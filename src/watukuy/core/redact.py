@@ -98,6 +98,8 @@ _TUPLE: Final = re.compile(
 _SCHEME: Final = re.compile(
     r"\b(?P<scheme>(?i:bearer|basic))[ \t]+(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)"
 )
+# Names already judged, per policy (header and parameter names repeat endlessly).
+_CACHE_SIZE: Final = 4096
 # Nested mappings are followed this deep (a request dict holding headers).
 _MAX_DEPTH: Final = 4
 
@@ -143,7 +145,17 @@ class Redaction:
         ConfigError: An argument is not a list of non-empty strings (or patterns).
     """
 
-    __slots__ = ("__weakref__", "_allow", "_names", "_parts", "_patterns", "_values")
+    __slots__ = (
+        "__weakref__",
+        "_allow",
+        "_cache",
+        "_hint",
+        "_names",
+        "_parts",
+        "_parts_re",
+        "_patterns",
+        "_values",
+    )
 
     def __init__(
         self,
@@ -176,6 +188,11 @@ class Redaction:
                     field="redact.patterns",
                 ) from None
         self._patterns = tuple(compiled)
+        self._parts_re = re.compile("|".join(map(re.escape, self._parts)))
+        # Text without any of these words holds no name=value secret: the common case
+        # (a URL with harmless parameters, most stacks) skips the pair scan entirely.
+        self._hint = tuple(sorted({*self._names, *self._parts, "key", "bearer", "basic"}))
+        self._cache: dict[str, bool] = {}
 
     @classmethod
     def coerce(cls, value: Redaction | Iterable[str] | None, field: str = "redact") -> Redaction:
@@ -197,14 +214,20 @@ class Redaction:
         """True when values under ``name`` (a header, parameter or key) must be masked."""
         if not isinstance(name, str):
             return False
+        known = self._cache.get(name)
+        if known is not None:
+            return known
         lowered = name.strip().lower()
         if not lowered or lowered in self._allow:
-            return False
-        if lowered in self._names:
-            return True
-        if any(part in lowered for part in self._parts):
-            return True
-        return lowered.endswith(_KEY_SUFFIXES) and lowered not in _OWN_NAMES
+            verdict = False
+        elif lowered in self._names or self._parts_re.search(lowered) is not None:
+            verdict = True
+        else:
+            verdict = lowered.endswith(_KEY_SUFFIXES) and lowered not in _OWN_NAMES
+        if len(self._cache) >= _CACHE_SIZE:
+            self._cache.clear()
+        self._cache[name] = verdict
+        return verdict
 
     # --- text -----------------------------------------------------------------------------
 
@@ -228,6 +251,9 @@ class Redaction:
             text = pattern.sub(REDACTED, text)
         if "://" in text:
             text = _URL.sub(self._url_match, text)
+        lowered = text.lower()
+        if not any(word in lowered for word in self._hint):
+            return text
         if "=" in text or ":" in text:
             text = self._pairs(text)
         if "," in text:
