@@ -292,6 +292,15 @@ async def test_no_secret_reaches_any_surface(
         "tick results", json.dumps([r.to_dict() for result in results for r in result.polled])
     )
     assert_clean("inspect()", json.dumps(report))
+    # Stored stacks name files relative to their import path, never where they live.
+    stacks = json.dumps(report) + repr(parked)
+    assert 'File \\"watukuy/' in stacks
+    for place in (
+        str(Path(wk.__file__).parent.parent),
+        str(Path(__file__).parent),
+        "site-packages",
+    ):
+        assert place not in stacks
     assert_clean("parked rows", repr(parked))
     assert_clean(
         "the other origin", repr([(str(r.url), dict(r.headers)) for r in vendor.elsewhere])
