@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
@@ -14,7 +14,7 @@ from watukuy.core.durations import Duration
 from watukuy.core.errors import ConfigError, HttpError
 from watukuy.core.events import Event
 from watukuy.core.ports import Clock
-from watukuy.http import parse_retry_after
+from watukuy.http import DEFAULT_REDACTION, REDACTED, parse_retry_after
 from watukuy.http._redirects import send_following
 
 from ._common import optional_seconds
@@ -92,10 +92,13 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     if not isinstance(headers, Mapping):
         raise ConfigError(f"expected a mapping of strings, got {headers!r}", field="headers")
     lowered: dict[str, str] = {}
-    for name, value in headers.items():
+    # Typed as objects: callers outside mypy pass anything, and the check below says so.
+    pairs: Iterable[tuple[object, object]] = headers.items()
+    for name, value in pairs:
         if not isinstance(name, str) or not isinstance(value, str):
+            shown = REDACTED if DEFAULT_REDACTION.is_sensitive(name) else repr(value)
             raise ConfigError(
-                f"expected string names and values, got {name!r}: {value!r}", field="headers"
+                f"expected string names and values, got {name!r}: {shown}", field="headers"
             )
         lowered[name.lower()] = value
     return lowered

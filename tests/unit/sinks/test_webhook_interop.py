@@ -110,3 +110,10 @@ def test_any_raw_secret_interoperates_through_its_whsec_form(secret: str | bytes
     )
     theirs = reference.sign(MSG_ID, when, BODY.decode())
     assert verify_webhook_signature(secret, MSG_ID, timestamp, BODY, theirs)
+
+
+def test_a_bad_header_value_is_not_echoed_when_its_name_is_sensitive() -> None:
+    with pytest.raises(ConfigError) as raised:
+        webhook_sink("https://r.example/h", WHSEC, headers={"x-tenant-token": b"s3cr3t"})  # type: ignore[dict-item]
+    assert "s3cr3t" not in str(raised.value)
+    assert "x-tenant-token" in str(raised.value)
