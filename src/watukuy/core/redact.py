@@ -108,17 +108,27 @@ def _unquote(text: str) -> str:
     return _PERCENT.sub(lambda m: chr(int(m.group(1), 16)), text) if "%" in text else text
 
 
-def _names(values: Iterable[str] | str, field: str) -> frozenset[str]:
+def _config_error(message: str, field: str) -> Exception:
+    from .errors import ConfigError  # errors.py imports this module
+
+    return ConfigError(message, field=field)
+
+
+def _strings(values: object, field: str) -> list[str]:
+    """A list of non-empty strings (one string counts as a list of one)."""
     if isinstance(values, str):
         values = [values]
-    out: set[str] = set()
-    for value in values:
+    if not isinstance(values, Iterable):
+        raise _config_error(f"expected a list of strings, got {values!r}", field)
+    out = list(values)
+    for value in out:
         if not isinstance(value, str) or not value.strip():
-            from .errors import ConfigError
+            raise _config_error(f"expected non-empty strings, got {value!r}", field)
+    return out
 
-            raise ConfigError(f"expected non-empty strings, got {value!r}", field=field)
-        out.add(value.strip().lower())
-    return frozenset(out)
+
+def _names(values: object, field: str) -> frozenset[str]:
+    return frozenset(value.strip().lower() for value in _strings(values, field))
 
 
 class Redaction:
@@ -169,11 +179,10 @@ class Redaction:
         self._names = SENSITIVE_NAMES | _names(names, "redact.names")
         self._parts = SENSITIVE_PARTS + tuple(sorted(_names(parts, "redact.parts")))
         self._allow = _names(allow, "redact.allow")
-        literal = [value for value in values if isinstance(value, str) and value]
-        if isinstance(values, str) or len(literal) != len(list(values)):
-            from .errors import ConfigError
-
-            raise ConfigError(f"expected non-empty strings, got {values!r}", field="redact.values")
+        if isinstance(values, str):
+            # One secret passed bare would be masked letter by letter: refuse it.
+            raise _config_error(f"expected a list of strings, got {values!r}", "redact.values")
+        literal = _strings(values, "redact.values")
         # Longest first, so a secret containing another is masked whole.
         self._values = tuple(sorted(set(literal), key=len, reverse=True))
         compiled: list[re.Pattern[str]] = []
@@ -181,11 +190,8 @@ class Redaction:
             try:
                 compiled.append(pattern if isinstance(pattern, re.Pattern) else re.compile(pattern))
             except (re.error, TypeError) as error:
-                from .errors import ConfigError
-
-                raise ConfigError(
-                    f"expected regular expressions, got {pattern!r} ({error})",
-                    field="redact.patterns",
+                raise _config_error(
+                    f"expected regular expressions, got {pattern!r} ({error})", "redact.patterns"
                 ) from None
         self._patterns = tuple(compiled)
         self._parts_re = re.compile("|".join(map(re.escape, self._parts)))
@@ -202,11 +208,8 @@ class Redaction:
         if isinstance(value, Redaction):
             return value
         if isinstance(value, str) or not isinstance(value, Iterable):
-            from .errors import ConfigError
-
-            raise ConfigError(
-                f"expected a Redaction or a list of header/parameter names, got {value!r}",
-                field=field,
+            raise _config_error(
+                f"expected a Redaction or a list of header/parameter names, got {value!r}", field
             )
         return cls(names=value)
 

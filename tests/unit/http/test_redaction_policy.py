@@ -104,6 +104,7 @@ def test_the_policy_is_extensible_and_allows_names_back() -> None:
     assert policy.headers({"X-Tenant": "acme", "X-Id": "1"}) == {"X-Tenant": "***", "X-Id": "1"}
     assert Redaction.coerce(["x-tenant"]).is_sensitive("X-TENANT")
     assert Redaction.coerce(None) is DEFAULT_REDACTION
+    assert Redaction(values=(v for v in [MARK])).text(MARK) == "***"  # a generator is fine
 
 
 @pytest.mark.parametrize(
@@ -113,6 +114,7 @@ def test_the_policy_is_extensible_and_allows_names_back() -> None:
         ({"values": "one-secret"}, "redact.values"),
         ({"values": [3]}, "redact.values"),
         ({"patterns": ["("]}, "redact.patterns"),
+        ({"names": 3}, "redact.names"),
     ],
 )
 def test_bad_policy_arguments_name_the_field(kwargs: dict[str, object], field: str) -> None:
