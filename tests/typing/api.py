@@ -38,6 +38,14 @@ orders = wk.define_poller(
 assert_type(orders, wk.PollerDefinition[Order])
 
 engine = wk.Engine(store=wk.MemoryStore(), pollers=[orders])
+guarded = wk.Engine(
+    store=wk.MemoryStore(),
+    pollers=[orders],
+    redact=wk.Redaction(names=["x-tenant"], allow=["key"], values=["s3cret"]),
+)
+assert_type(guarded.redaction, wk.Redaction)
+assert_type(guarded.redaction.url("https://u:p@h/?token=t"), str)
+also_guarded = wk.Engine(store=wk.MemoryStore(), pollers=[orders], redact=["x-tenant"])
 
 
 @engine.on(orders)
