@@ -8,9 +8,13 @@ told to, and then never to another origin.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -52,16 +56,17 @@ class Server:
 
     answer: Callable[[Seen], Answer] = lambda seen: (200, {}, b"{}")
     seen: list[Seen] = field(default_factory=list)
+    tls: ssl.SSLContext | None = None
     _server: asyncio.Server | None = None
 
     @property
     def origin(self) -> str:
         assert self._server is not None
         host, port = self._server.sockets[0].getsockname()[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
 
     async def stop(self) -> None:
         assert self._server is not None
@@ -204,6 +209,62 @@ async def test_a_client_that_does_not_follow_sees_the_redirect(
         res = await _http(HttpxFactory(client)).get(f"{a.origin}/x", raise_for_status=False)
     assert res.status == 302
     assert b.seen == []
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (made with the openssl command)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+async def test_https_to_http_is_refused_between_real_servers(
+    certificate: tuple[Path, Path],
+) -> None:
+    cert, key = certificate
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    secure, plain = Server(tls=tls), Server()
+    await secure.start()
+    await plain.start()
+    try:
+        assert secure.origin.startswith("https://")
+        secure.answer = _redirect(302, f"{plain.origin}/plain")
+        trust = ssl.create_default_context(cafile=str(cert))
+        async with httpx.AsyncClient(verify=trust, follow_redirects=True) as client:
+            with pytest.raises(HttpError, match="refused a redirect from https to http"):
+                await _http(HttpxFactory(client)).get(
+                    f"{secure.origin}/secure", params={"token": MARK}, headers=SENSITIVE
+                )
+    finally:
+        await secure.stop()
+        await plain.stop()
+    assert len(secure.seen) == 1  # the request went over TLS, the redirect was not followed
+    assert plain.seen == []
 
 
 async def test_https_to_http_is_refused() -> None:
