@@ -31,6 +31,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         f"{sum(r.total_kills for r in _REPORTS):,} kills, "
         f"{sum(r.restarts for r in _REPORTS):,} restarts, "
         f"{sum(r.delivered for r in _REPORTS):,} deliveries, "
+        f"{sum(r.obligations for r in _REPORTS):,} versions held to [seen], "
         f"{sum(1 for r in _REPORTS if not r.ok)} failing"
     )
     terminalreporter.write_sep("-", line)

@@ -7,6 +7,8 @@ import dataclasses
 import pytest
 
 from watukuy.testing.conformance import (
+    CONFIGS,
+    KNOWN_OPEN,
     ConformanceReport,
     assert_conformance,
     config_named,
@@ -146,3 +148,21 @@ async def test_the_oracle_sees_events_out_of_order_and_for_untouched_items() -> 
     untouched = next(d for d in run.deliveries if d.subject == "k04")
     extra = dataclasses.replace(untouched, id="e" * 64, type="updated", sequence=10_001)
     assert "[unchanged]" in _kinds(run, [*run.deliveries, extra])
+
+
+# --- the command line -----------------------------------------------------------------------
+
+
+def test_the_command_line_replays_a_plan_and_lists_configurations(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from watukuy.testing.conformance._cli import main
+
+    assert main(["--config", "snapshot-counter", "--plan", PLAN]) == 0
+    assert ": ok" in capsys.readouterr().out
+    assert main(["--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(config.name in listed for config in CONFIGS)
+    assert listed.count("known open") == len(KNOWN_OPEN)
+    assert main(["--config", "no-such-config", "--seed", "1"]) == 2
+    assert "no conformance configuration" in capsys.readouterr().err

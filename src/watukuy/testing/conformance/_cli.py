@@ -181,6 +181,7 @@ async def _sweep(args: argparse.Namespace, configs: Sequence[ConformanceConfig])
                 totals["kills"] += report.total_kills
                 totals["restarts"] += report.restarts
                 totals["delivered"] += report.delivered
+                totals["obligations"] += report.obligations
                 totals["duplicates"] += report.delivered - report.unique
                 if not args.quiet:
                     print(describe(report), flush=True)
@@ -211,7 +212,8 @@ async def _sweep(args: argparse.Namespace, configs: Sequence[ConformanceConfig])
         f"\nconformance: {totals['examples']} examples on {', '.join(stores)}, "
         f"{totals['steps']:,} steps, {totals['requests']:,} requests, {totals['kills']:,} "
         f"kills, {totals['restarts']:,} restarts, {totals['delivered']:,} deliveries "
-        f"({totals['duplicates']:,} duplicates), {sum(kinds.values())} failing example(s), "
+        f"({totals['duplicates']:,} duplicates), {totals['obligations']:,} versions held to "
+        f"[seen], {sum(kinds.values())} failing example(s), "
         f"{unexpected} unexpected; {elapsed:.1f}s"
     )
     for label, number in sorted(kinds.items()):

@@ -125,6 +125,7 @@ class _Checker:
         self.clears = clears
         self.backfills = backfills
         self.problems: list[str] = []
+        self.obliged: set[int] = set()
         self.by_subject: dict[str, list[Delivery]] = {}
         for delivery in deliveries:
             self.by_subject.setdefault(delivery.subject, []).append(delivery)
@@ -243,6 +244,7 @@ class _Checker:
                         continue
                     if not self._distinct(version):
                         continue
+                    self.obliged.add(version.rev)
                     if not self._emitted(version, after):
                         reported.add(version.rev)
                         again = " again after reset_cursor(clear_snapshot=True)" if after else ""
@@ -448,8 +450,13 @@ def check(
     commits: Mapping[str, int],
     clears: Sequence[ClearOp],
     backfills: Sequence[BackfillOp],
+    stats: dict[str, int] | None = None,
 ) -> list[str]:
-    """Every oracle check (see the module docstring); returns the violations."""
+    """Every oracle check (see the module docstring); returns the violations.
+
+    ``stats`` (when given) receives ``obligations``: how many versions the ``[seen]`` check
+    held the handler to.
+    """
     checker = _Checker(config, vendor, deliveries, commits, clears, backfills)
     checker.phantom()
     checker.ids()
@@ -459,6 +466,8 @@ def check(
     checker.order()
     checker.final_state()
     checker.consumer()
+    if stats is not None:
+        stats["obligations"] = len(checker.obliged)
     return checker.problems
 
 

@@ -28,6 +28,8 @@ class ConformanceReport:
         kills: Process deaths by where they happened (store kill points, ``request``).
         restarts: New engines started on the same store after a death.
         delivered: Handler calls; ``unique`` distinct ids among them.
+        obligations: Versions the ``[seen]`` check required the handler to hear (each
+            stayed visible through a whole cycle able to read it).
         violations: What the oracle found (empty: the run conforms).
         shrunk: A shorter plan that still fails the same way, when one was looked for.
         trace: The last lines of the run's timeline.
@@ -47,6 +49,7 @@ class ConformanceReport:
     kills: dict[str, int] = field(default_factory=dict)
     restarts: int = 0
     delivered: int = 0
+    obligations: int = 0
     unique: int = 0
     violations: list[str] = field(default_factory=list)
     shrunk: str | None = None
@@ -94,7 +97,8 @@ def describe(report: ConformanceReport) -> str:
         f"conformance {report.config}{seed} on {report.store}: {report.steps} steps, "
         f"{report.ticks} ticks, {report.requests} requests, {report.writes} writes, "
         f"{report.deletes} deletes, {kills} kills, {report.delivered} deliveries "
-        f"({report.delivered - report.unique} duplicates): {verdict}"
+        f"({report.delivered - report.unique} duplicates), {report.obligations} versions "
+        f"held to [seen]: {verdict}"
     )
 
 

@@ -108,6 +108,7 @@ class ConformanceRun:
         self.clears: list[ClearOp] = []
         self.backfills: list[BackfillOp] = []
         self.violations: list[str] = []
+        self.stats: dict[str, int] = {}
         self.lines: deque[str] = deque(maxlen=TRACE_KEEP)
 
     # --- trace ----------------------------------------------------------------------------
@@ -362,7 +363,13 @@ class ConformanceRun:
                 await self._between(step)
             await self._quiesce()
             problems = check(
-                self.config, self.vendor, self.deliveries, self.commits, self.clears, self.backfills
+                self.config,
+                self.vendor,
+                self.deliveries,
+                self.commits,
+                self.clears,
+                self.backfills,
+                self.stats,
             )
             self.violations[:0] = problems
         finally:
@@ -384,6 +391,7 @@ class ConformanceRun:
             kills=self._all_kills(),
             restarts=self.restarts,
             delivered=len(self.deliveries),
+            obligations=self.stats.get("obligations", 0),
             unique=len({d.id for d in self.deliveries}),
             violations=list(self.violations),
             trace=list(self.lines),
