@@ -187,7 +187,6 @@ OPEN_DEFECTS: Final[dict[str, str]] = {
     "14.1": "phantom deletes from page shift",
     "14.2": "deletes after an incomplete listing",
     "14.3": "an empty answer deletes everything",
-    "14.4": "the same id for a different observation",
     "14.5": "a NUL character in an identity jams a Postgres key",
 }
 """Defects found and not fixed yet: label -> what breaks."""
@@ -196,9 +195,7 @@ KNOWN_OPEN: Final[dict[str, str]] = {
     "ts-reconcile": "14.1",
     "ts-reconcile-cap": "13.4",
     "ts-ops-reconcile": "14.1",
-    "ts-value": "14.4",
     "token-reconcile": "14.1",
-    "token-value": "14.4",
     "page-reconcile": "14.1",
     "snapshot": "14.1",
     "snapshot-cap": "13.4",
@@ -206,7 +203,6 @@ KNOWN_OPEN: Final[dict[str, str]] = {
     "snapshot-empty": "14.3",
     "snapshot-bad": "14.2",
     "snapshot-ops": "14.1",
-    "snapshot-value": "14.4",
     "snapshot-counter": "14.1",
     "custom-reconcile": "14.1",
     "ts-odd-ids": "14.5@postgres",
