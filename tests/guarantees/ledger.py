@@ -472,8 +472,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "src/watukuy/core/redact.py",
         [
             (
-                "        if any(part in lowered for part in self._parts):\n            return True\n",
-                "",
+                "        elif lowered in self._names or self._parts_re.search(lowered) is not None:\n",
+                "        elif lowered in self._names:\n",
             )
         ],
         "tests/unit/http/test_redaction_policy.py",
