@@ -12,10 +12,11 @@ import email.utils
 import hashlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Literal
 from urllib.parse import unquote
 
 from watukuy.core import json as wkjson
+from watukuy.core.redact import DEFAULT_REDACTION, REDACTED
 
 from ._faults import JSON_TYPE, PROBLEM_TYPE, problem_body
 
@@ -36,16 +37,11 @@ __all__ = [
 NoAnswer = Literal["network", "timeout"]
 """A request that gets no HTTP answer: the connection drops, or nothing ever comes."""
 
-REDACTED: Final = "***"
-_SECRET_HEADERS: Final = frozenset(
-    {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"}
-)
-
 
 def redact(headers: Mapping[str, str]) -> dict[str, str]:
-    """Lower-cased headers with credentials replaced by ``***``."""
+    """Lower-cased headers with credentials (by the default redaction policy) as ``***``."""
     return {
-        name.lower(): REDACTED if name.lower() in _SECRET_HEADERS else value
+        name.lower(): REDACTED if DEFAULT_REDACTION.is_sensitive(name) else value
         for name, value in headers.items()
     }
 
