@@ -245,8 +245,8 @@ MUTANTS: tuple[Mutant, ...] = (
         LANE,
         [
             (
-                "identity, version, poller.schema_version, type_",
-                "identity, f'{version}@{now}', poller.schema_version, type_",
+                "            identity,\n            version,\n            poller.schema_version,\n            type_,\n",
+                "            identity,\n            f'{version}@{now}',\n            poller.schema_version,\n            type_,\n",
             )
         ],
         f"{GM}::test_g2_first_observations_have_the_spec_ids_whatever_the_clock_says",
