@@ -95,6 +95,8 @@ class Dispatcher:
         batch_size: Rows loaded per batch.
         logger: Logger scoped to the key.
         cancel: Set when the run is cancelled (handlers see ``ctx.cancelled``).
+        check_lease: Called before each delivery; raises ``LeaseLostError`` once the lease
+            is lost or may have expired by this process's clock.
         redaction: Cleans handler errors of secrets before they are stored.
     """
 
@@ -113,8 +115,10 @@ class Dispatcher:
         batch_size: int,
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
         cancel: asyncio.Event,
+        check_lease: Callable[[], None] = lambda: None,
         redaction: Redaction = DEFAULT_REDACTION,
     ) -> None:
+        self._check_lease = check_lease
         self._redaction = redaction
         self._store = store
         self._key = key
@@ -229,14 +233,24 @@ class Dispatcher:
                 await self._run_workers(worker, workers, queue)
         finally:
             # Acks are written in the background while the next events are delivered, in
-            # groups (see _queue_ack). A batch ends only when all of them landed.
+            # groups (see _queue_ack). A batch ends only when all of them landed, unless the
+            # lease is gone: they would be refused, or wait on a store that no longer
+            # answers.
             try:
-                await self._settle_acks()
+                if not self._lease_gone():
+                    await self._settle_acks()
             finally:
                 for ack in self._acking.values():
                     ack.cancel()
                 self._acking.clear()
                 self._abandon_acks()
+
+    def _lease_gone(self) -> bool:
+        try:
+            self._check_lease()
+        except LeaseLostError:
+            return True
+        return False
 
     @staticmethod
     async def _run_workers(
@@ -287,6 +301,7 @@ class Dispatcher:
         ctx = HandlerContext(
             partition=self._partition, attempt=attempt, logger=self._logger, _cancel=self._cancel
         )
+        self._check_lease()  # after any wait above: never deliver on a lease that may be gone
         try:
             await consumer.deliver(event, ctx)
         except DeliveryAbandoned:

@@ -152,6 +152,7 @@ class EngineCore(Operations):
             instance_id=self.instance_id,
             lease_ttl_ms=self._lease.ttl_ms,
             lease_renew_ms=self._lease.renew_every_ms,
+            lease_margin_ms=self._lease.safety_margin_ms,
             batch_size=dispatch_batch_size,
             http=http,
             budgets=self._budget_manager,

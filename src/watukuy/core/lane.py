@@ -224,6 +224,7 @@ class LaneCycle:
                     break
                 if self._cancel.is_set():
                     raise asyncio.CancelledError
+                self._keeper.check()  # never fetch once the lease may have expired
                 phase = "fetch"
                 observations.reset_page()
                 ctx: FetchContext[Any] = FetchContext(

@@ -22,12 +22,20 @@ class LeaseKeeper:
     discards its in-memory work). A renewal that fails because the store is unreachable is
     logged and retried on the next heartbeat: fencing keeps a stale holder from writing.
 
+    Fencing cannot stop a handler, though. So the keeper also watches the lease's expiry
+    by this process's clock: once ``expires_at - margin_ms`` passes without a successful
+    renewal (the store is down, or a renewal hangs), another instance may be about to take
+    the key, and the keeper gives the lease up the same way, with a WARNING, whether or
+    not a renewal is still in flight. ``expires_at`` counts from the moment before the
+    last successful renewal was sent, so it never runs late.
+
     Args:
         store: The state store.
         key: The key whose lease is kept.
         lease: The lease as acquired.
         ttl_ms: Lease time-to-live.
         renew_every_ms: Heartbeat period (``ttl / 3`` by default in the engine).
+        margin_ms: How long before its own view of the expiry the holder stops.
         clock: The engine's clock.
         logger: Logger scoped to the key.
         on_lost: Called once when the lease is found lost.
@@ -41,6 +49,7 @@ class LeaseKeeper:
         *,
         ttl_ms: int,
         renew_every_ms: int,
+        margin_ms: int = 0,
         clock: Clock,
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
         on_lost: Callable[[], None],
@@ -50,10 +59,12 @@ class LeaseKeeper:
         self._lease = lease
         self._ttl_ms = ttl_ms
         self._renew_every_ms = max(1, renew_every_ms)
+        self._margin_ms = max(0, margin_ms)
         self._clock = clock
         self._logger = logger
         self._on_lost = on_lost
         self._task: asyncio.Task[None] | None = None
+        self._watch: asyncio.Task[None] | None = None
         self.lost = False
 
     @property
@@ -65,16 +76,34 @@ class LeaseKeeper:
         """Begin the heartbeat."""
         if self._task is None:
             self._task = asyncio.create_task(self._heartbeat(), name=f"watukuy-lease-{self._key}")
+            self._watch = asyncio.create_task(self._deadline(), name=f"watukuy-expiry-{self._key}")
 
     async def stop(self) -> None:
         """End the heartbeat (idempotent)."""
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        for task in (self._task, self._watch):
+            if task is not None and not task.done():
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        self._task = self._watch = None
+
+    def may_have_expired(self) -> bool:
+        """True once the lease may have expired by this process's clock (less the margin)."""
+        return self._clock.now() >= self._lease.expires_at - self._margin_ms
+
+    def check(self) -> None:
+        """Called before each delivery and each fetch: gives the lease up when it may have
+        expired, without waiting for the watch to wake.
+
+        Raises:
+            LeaseLostError: The lease is lost, or may have expired by this process's clock.
+        """
+        if not self.lost and self.may_have_expired():
+            self._expired()
+        if self.lost:
+            raise LeaseLostError(self._key.poller, self._key.partition, self._lease.epoch)
 
     async def renew_now(self) -> None:
         """Renew at once (after a committed page).
@@ -86,6 +115,8 @@ class LeaseKeeper:
             raise LeaseLostError(self._key.poller, self._key.partition, self._lease.epoch)
         now = self._clock.now()
         if await self._store.renew_lease(self._key, self._lease, self._ttl_ms, now):
+            if self.lost:  # the deadline passed while the renewal was in flight
+                raise LeaseLostError(self._key.poller, self._key.partition, self._lease.epoch)
             self._lease = dataclasses.replace(self._lease, expires_at=now + self._ttl_ms)
             return
         self._mark_lost()
@@ -100,6 +131,23 @@ class LeaseKeeper:
                 return
             except StoreError as error:
                 self._logger.warning("lease renewal failed, will retry: %s", error)
+
+    async def _deadline(self) -> None:
+        while not self.lost:
+            wait = self._lease.expires_at - self._margin_ms - self._clock.now()
+            if wait <= 0:
+                self._expired()
+                return
+            await self._clock.sleep(wait)
+
+    def _expired(self) -> None:
+        self._logger.warning(
+            "lease at epoch %s may expire at %s by this process's clock and could not be "
+            "renewed; stopping delivery and fetching for this key",
+            self._lease.epoch,
+            self._lease.expires_at,
+        )
+        self._mark_lost()
 
     def _mark_lost(self) -> None:
         if not self.lost:

@@ -82,12 +82,19 @@ class LeaseOptions:
     Args:
         ttl: How long a lease lives without renewal. Keep it above the slowest page fetch.
         renew_every: Heartbeat period; default ``ttl / 3``.
+        safety_margin: When renewals fail, the holder stops delivering and fetching this
+            long before its lease expires by its own clock, since another instance may
+            take the key once it expires by that one's clock. Keep it above the clock
+            skew between hosts (see docs/stores.md); default ``ttl / 6``, at most
+            ``ttl - renew_every``.
     """
 
     ttl: Duration = "30s"
     renew_every: Duration | None = None
+    safety_margin: Duration | None = None
     ttl_ms: int = field(init=False, repr=False, compare=False)
     renew_every_ms: int = field(init=False, repr=False, compare=False)
+    safety_margin_ms: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         ttl_ms = parse_duration(self.ttl, "lease.ttl")
@@ -103,5 +110,16 @@ class LeaseOptions:
                 f"must be between 0 and lease.ttl, got {self.renew_every!r}",
                 field="lease.renew_every",
             )
+        margin_ms = (
+            min(ttl_ms // 6, ttl_ms - renew_ms)
+            if self.safety_margin is None
+            else parse_duration(self.safety_margin, "lease.safety_margin")
+        )
+        if not 0 <= margin_ms <= ttl_ms - renew_ms:
+            raise ConfigError(
+                f"must be between 0 and lease.ttl - lease.renew_every, got {self.safety_margin!r}",
+                field="lease.safety_margin",
+            )
         object.__setattr__(self, "ttl_ms", ttl_ms)
         object.__setattr__(self, "renew_every_ms", renew_ms)
+        object.__setattr__(self, "safety_margin_ms", margin_ms)

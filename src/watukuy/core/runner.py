@@ -122,6 +122,7 @@ class EngineDeps:
     budgets: BudgetGate | None
     reconcile_strategy: CursorStrategy[Any]
     budget_max_wait: Callable[[str], int | None] = field(default=lambda name: None)
+    lease_margin_ms: int = 0
     redaction: Redaction = DEFAULT_REDACTION
 
 
@@ -291,6 +292,7 @@ class KeyRunner:
             lease,
             ttl_ms=deps.lease_ttl_ms,
             renew_every_ms=deps.lease_renew_ms,
+            margin_ms=deps.lease_margin_ms,
             clock=deps.clock,
             logger=self._logger,
             on_lost=lost,
@@ -335,6 +337,7 @@ class KeyRunner:
             poller=poller,
             partition=self._partition,
             lease=lambda: keeper.lease,
+            check_lease=keeper.check,
             clock=deps.clock,
             random=deps.random,
             hooks=deps.hooks,
