@@ -4,6 +4,7 @@ Usage::
 
     python -m bench               # all of them
     python -m bench diff stores   # only bench_diff and bench_stores
+    python -m bench http --quick  # options (``--...``) go to the modules whose main() takes them
 
 A benchmark that crashes is reported and the others still run; the exit status is then 1.
 """
@@ -11,6 +12,7 @@ A benchmark that crashes is reported and the others still run; the exit status i
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import sys
 import traceback
@@ -30,7 +32,10 @@ def available() -> list[str]:
 def main(argv: list[str]) -> int:
     """Run the named benchmarks (all when none is named); return the exit status."""
     names = available()
-    wanted = [arg.removeprefix("bench_").removesuffix(".py") for arg in argv] or names
+    options = [arg for arg in argv if arg.startswith("-")]
+    wanted = [
+        arg.removeprefix("bench_").removesuffix(".py") for arg in argv if not arg.startswith("-")
+    ] or names
     unknown = [name for name in wanted if name not in names]
     if unknown:
         print(
@@ -42,7 +47,11 @@ def main(argv: list[str]) -> int:
     for name in wanted:
         print(f"== bench_{name} ==", flush=True)
         try:
-            importlib.import_module(f"bench.bench_{name}").main()
+            entry = importlib.import_module(f"bench.bench_{name}").main
+            if options and inspect.signature(entry).parameters:
+                entry(options)
+            else:
+                entry()
         except Exception:
             failed += 1
             traceback.print_exc()

@@ -1,0 +1,32 @@
+"""watukuy over real HTTP, next to the plainest script doing the same work.
+
+Everything runs in fresh processes, measured from the outside (wall from spawn to exit,
+CPU of every thread and peak RSS from ``os.wait4``); the vendor is a process of its own on
+127.0.0.1 (:mod:`bench.http.vendor`), so the client's cost is a real socket's.
+
+Scenarios (``python -m bench.http [scenario ...] [--quick]``, or ``python -m bench http``):
+
+* ``startup``: ``import watukuy`` (median of 5 runs of ``python -X importtime``) and
+  ``watukuy --help`` (median of 5 whole processes).
+* ``sync``: 100,000 orders of about 390 bytes (a nested object and one to four lines), 50
+  per timestamp, in keyset pages of 1,000. For each store (SQLite, and PostgreSQL when it
+  answers) and each round, on fresh databases: the floor (:mod:`bench.http.floor`) and the
+  engine (:mod:`bench.http.engine_child`: one ``tick()``, a no-op handler) run one after
+  the other on the initial sync, again after 1% of the orders changed, and once more with
+  nothing changed. Targets: the engine's initial sync at 0.7x the floor's items/s on
+  SQLite and 0.5x on PostgreSQL; the 1%-changed run within 1.5x and the nothing-changed
+  run within 1.25x of the floor's wall; 100 MB of peak RSS for the initial sync.
+* ``dispatch``: 100,000 pending events (an initial sync without a handler) delivered by
+  one ``tick()`` to a no-op handler on SQLite; target 30,000 events/s.
+* ``partitions``: 2,000 and 10,000 partitions of one poller against a vendor answering in
+  100 ms, ``Budget(150, "1s")``, ``Schedule(min="10s", max="30s")``, SQLite, 90 s, with an
+  explicit ``httpx.AsyncClient`` and with the engine's default one
+  (:mod:`bench.http.partitions_child`). Targets: every tenant polled and no gap between
+  two of its polls (nor from its last poll to the end) over ``schedule.max`` x 1.1,
+  event-loop lag p99 at most 100 ms, never more requests arriving at the vendor in any
+  second than the budget allows. 10,000 partitions need 333 polls/s to keep a 30 s
+  schedule, more than the budget's 150/s, so their gap figures are reported, not met.
+
+``--quick`` runs 20,000 orders, 20,000 events and 300 partitions on a 6 s schedule for
+20 s. The exit status is 1 when a target is missed.
+"""

@@ -1,0 +1,359 @@
+"""The scenarios of ``python -m bench.http`` and their figures against the targets."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._proc import Measured, VendorProcess, measure
+
+POSTGRES_URL = os.environ.get(
+    "WATUKUY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+FLOOR_SCHEMA = "bench_http_floor"
+ENGINE_SCHEMA = "bench_http_engine"
+PHASES = ("initial", "1% changed", "nothing changed")
+
+# Targets of the sync runs: (store, phase) -> what the engine must reach against the floor.
+THROUGHPUT_TARGET = {"sqlite": 0.7, "postgres": 0.5}  # share of the floor's items/s, initial
+WALL_TARGET = {"1% changed": 1.5, "nothing changed": 1.25}  # engine wall / floor wall, at most
+RSS_TARGET_MB = 100.0
+IMPORT_TARGET_MS = 100.0
+HELP_TARGET_MS = 300.0
+DISPATCH_TARGET = 30_000.0
+LAG_P99_TARGET = 0.1
+GAP_SLACK = 1.1
+
+
+@dataclass(frozen=True)
+class Options:
+    """Sizes of one run of the benchmark."""
+
+    items: int = 100_000
+    rounds: int = 1
+    dispatch_items: int = 100_000
+    partitions: tuple[int, ...] = (2_000, 10_000)
+    partitions_seconds: float = 90.0
+    schedule_min: str = "10s"
+    schedule_max: str = "30s"
+    latency_ms: float = 100.0
+    budget: int = 150
+    stores: tuple[str, ...] = ("sqlite", "postgres")
+
+
+QUICK = Options(
+    items=20_000,
+    dispatch_items=20_000,
+    partitions=(300,),
+    partitions_seconds=20.0,
+    schedule_min="2s",
+    schedule_max="6s",
+)
+
+_results: list[tuple[str, bool, str]] = []
+
+
+def _check(label: str, ok: bool, figure: str) -> None:
+    _results.append((label, ok, figure))
+    print(f"  {'met   ' if ok else 'MISSED'} {label}: {figure}", flush=True)
+
+
+def _row(who: str, m: Measured) -> str:
+    items = m.out.get("items", 0)
+    rate = f"{items / m.wall:>9,.0f}/s" if items else f"{'-':>11}"
+    return (
+        f"    {who:<8} wall {m.wall:6.2f} s  cpu {m.cpu:6.2f} s  rss {m.rss_mb:5.0f} MB  "
+        f"items {items:>7,} {rate}  events {m.out.get('events', 0):>7,}"
+    )
+
+
+def _postgres_reason() -> str | None:
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+            return None
+    except Exception as error:  # any failure means: skip, with the reason
+        return f"{type(error).__name__}: {error}"
+
+
+def _drop_schemas() -> None:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        for schema in (FLOOR_SCHEMA, ENGINE_SCHEMA):
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def sync(options: Options) -> None:
+    """Floor and engine, alternately, in fresh processes: initial, 1% changed, nothing."""
+    print(
+        f"== sync over HTTP: {options.items:,} orders, pages of 1,000, {options.rounds} round(s)",
+        flush=True,
+    )
+    stores = list(options.stores)
+    if "postgres" in stores:
+        reason = _postgres_reason()
+        if reason is not None:
+            print(f"  postgres SKIPPED: {reason}")
+            stores.remove("postgres")
+    with VendorProcess(options.items) as vendor, tempfile.TemporaryDirectory() as tmp:
+        for store in stores:
+            runs: dict[str, list[tuple[Measured, Measured]]] = {phase: [] for phase in PHASES}
+            for round_ in range(options.rounds):
+                vendor.post("/_reset")
+                if store == "sqlite":
+                    floor_db = ["--sqlite", str(Path(tmp) / f"floor-{round_}.db")]
+                    engine_db = ["--sqlite", str(Path(tmp) / f"engine-{round_}.db")]
+                else:
+                    _drop_schemas()
+                    floor_db = ["--postgres", POSTGRES_URL, "--schema", FLOOR_SCHEMA]
+                    engine_db = ["--postgres", POSTGRES_URL, "--schema", ENGINE_SCHEMA]
+                for phase in PHASES:
+                    if phase == "1% changed":
+                        vendor.post("/_change?share=0.01")
+                    floor = measure("bench.http.floor", "--url", vendor.url, *floor_db)
+                    engine = measure(
+                        "bench.http.engine_child", "sync", "--url", vendor.url, *engine_db
+                    )
+                    if engine.out.get("pending"):
+                        raise RuntimeError(f"the engine left events pending: {engine.out}")
+                    if engine.out["events"] != floor.out["events"]:
+                        raise RuntimeError(f"events differ: floor {floor.out}, engine {engine.out}")
+                    print(f"  {store}, round {round_ + 1}, {phase}:")
+                    print(_row("floor", floor))
+                    print(_row("watukuy", engine), flush=True)
+                    runs[phase].append((floor, engine))
+            _sync_targets(store, runs)
+
+
+def _sync_targets(store: str, runs: dict[str, list[tuple[Measured, Measured]]]) -> None:
+    print(f"  {store} targets (median over rounds):")
+    initial = runs["initial"]
+    share = statistics.median(
+        (e.out["items"] / e.wall) / (f.out["items"] / f.wall) for f, e in initial
+    )
+    cpu_share = statistics.median(f.cpu / e.cpu for f, e in initial)
+    _check(
+        f"{store} initial sync >= {THROUGHPUT_TARGET[store]}x the floor's items/s",
+        share >= THROUGHPUT_TARGET[store],
+        f"{share:.2f}x (by CPU: floor cpu / engine cpu = {cpu_share:.2f}x)",
+    )
+    for phase, limit in WALL_TARGET.items():
+        ratio = statistics.median(e.wall / f.wall for f, e in runs[phase])
+        cpu = statistics.median(e.cpu / f.cpu for f, e in runs[phase])
+        _check(
+            f"{store} {phase} wall <= {limit}x the floor's",
+            ratio <= limit,
+            f"{ratio:.2f}x (cpu {cpu:.2f}x)",
+        )
+    rss = max(e.rss_mb for _, e in initial)
+    floor_rss = max(f.rss_mb for f, _ in initial)
+    _check(
+        f"{store} initial sync peak RSS <= {RSS_TARGET_MB:.0f} MB",
+        rss <= RSS_TARGET_MB,
+        f"{rss:.0f} MB (floor {floor_rss:.0f} MB)",
+    )
+
+
+def _import_ms() -> float:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import watukuy"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for line in reversed(done.stderr.splitlines()):
+        parts = [part.strip() for part in line.split("|")]
+        if len(parts) == 3 and parts[2] == "watukuy":
+            return int(parts[1]) / 1000
+    raise RuntimeError(f"no 'watukuy' line in -X importtime output:\n{done.stderr[-2000:]}")
+
+
+def startup(options: Options) -> None:
+    """``import watukuy`` (median of 5, ``-X importtime``) and ``watukuy --help`` (median of 5)."""
+    print("== start-up", flush=True)
+    imports = [_import_ms() for _ in range(5)]
+    cli = str(Path(sys.executable).with_name("watukuy"))
+    helps = []
+    for _ in range(5):
+        started = time.perf_counter()
+        subprocess.run([cli, "--help"], capture_output=True, check=True)
+        helps.append((time.perf_counter() - started) * 1000)
+    bare = []
+    for _ in range(5):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        bare.append((time.perf_counter() - started) * 1000)
+    print(f"  import watukuy runs (ms): {', '.join(f'{v:.0f}' for v in imports)}")
+    print(f"  watukuy --help runs (ms): {', '.join(f'{v:.0f}' for v in helps)}")
+    print(f"  (python -c pass, for scale: median {statistics.median(bare):.0f} ms)")
+    _check(
+        f"import watukuy < {IMPORT_TARGET_MS:.0f} ms (median of 5, -X importtime)",
+        statistics.median(imports) < IMPORT_TARGET_MS,
+        f"{statistics.median(imports):.0f} ms",
+    )
+    _check(
+        f"watukuy --help < {HELP_TARGET_MS:.0f} ms (median of 5, whole process)",
+        statistics.median(helps) < HELP_TARGET_MS,
+        f"{statistics.median(helps):.0f} ms",
+    )
+
+
+def dispatch(options: Options) -> None:
+    """Deliver ``dispatch_items`` pending events to a no-op handler on SQLite."""
+    print(f"== dispatch: {options.dispatch_items:,} pending events, SQLite", flush=True)
+    with VendorProcess(options.dispatch_items) as vendor, tempfile.TemporaryDirectory() as tmp:
+        db = ["--sqlite", str(Path(tmp) / "dispatch.db")]
+        filled = measure(
+            "bench.http.engine_child", "sync", "--no-handler", "--url", vendor.url, *db
+        )
+        if filled.out["pending"] != options.dispatch_items:
+            raise RuntimeError(f"expected {options.dispatch_items:,} pending: {filled.out}")
+        run = measure("bench.http.engine_child", "dispatch", "--url", vendor.url, *db)
+    delivered, seconds = run.out["delivered"], run.out["tick_s"]
+    if run.out["pending"] or delivered != options.dispatch_items:
+        raise RuntimeError(f"dispatch did not deliver everything: {run.out}")
+    print(_row("watukuy", run))
+    _check(
+        f"dispatch >= {DISPATCH_TARGET:,.0f} events/s (the tick, in process)",
+        delivered / seconds >= DISPATCH_TARGET,
+        f"{delivered / seconds:,.0f}/s ({delivered:,} in {seconds:.2f} s; "
+        f"whole process {run.wall:.2f} s)",
+    )
+
+
+def _seconds(text: str) -> float:
+    from watukuy import parse_duration
+
+    return parse_duration(text, "schedule") / 1000
+
+
+def partitions(options: Options) -> None:
+    """Thousands of partitions, a slow vendor, a budget: lag, poll gaps, the budget held."""
+    limit = _seconds(options.schedule_max) * GAP_SLACK
+    for count in options.partitions:
+        for client in ("explicit", "default"):
+            print(
+                f"== partitions: {count:,}, vendor {options.latency_ms:.0f} ms, "
+                f"Budget({options.budget}, '1s'), Schedule(min={options.schedule_min}, "
+                f"max={options.schedule_max}), {options.partitions_seconds:.0f} s, "
+                f"{client} client",
+                flush=True,
+            )
+            with (
+                VendorProcess(1, options.latency_ms) as vendor,
+                tempfile.TemporaryDirectory() as tmp,
+            ):
+                run = measure(
+                    "bench.http.partitions_child",
+                    "--url",
+                    vendor.url,
+                    "--sqlite",
+                    str(Path(tmp) / "partitions.db"),
+                    "--partitions",
+                    str(count),
+                    "--seconds",
+                    str(options.partitions_seconds),
+                    "--budget",
+                    str(options.budget),
+                    "--schedule-min",
+                    options.schedule_min,
+                    "--schedule-max",
+                    options.schedule_max,
+                    "--client",
+                    client,
+                )
+                stats = vendor.get("/_stats")
+            _partition_figures(count, client, run, stats, options, limit)
+
+
+def _partition_figures(
+    count: int, client: str, run: Measured, stats: dict[str, Any], options: Options, limit: float
+) -> None:
+    out = run.out
+    started, stopped = out["started"], out["stopped"]
+    arrivals: dict[str, list[float]] = stats["arrivals"]
+    gaps: list[float] = []
+    late = 0
+    worst = 0.0
+    first: list[float] = []
+    for times in arrivals.values():
+        times = [t for t in times if t <= stopped]
+        if not times:
+            continue
+        first.append(times[0] - started)
+        between = [b - a for a, b in itertools.pairwise(times)]
+        gaps.extend(between)
+        # The time since the last poll counts too: a tenant left alone to the end is late.
+        waits = [*between, stopped - times[-1]]
+        worst = max(worst, *waits)
+        late += sum(1 for wait in waits if wait > limit)
+    never = count - sum(1 for times in arrivals.values() if any(t <= stopped for t in times))
+    every = sorted(t for times in arrivals.values() for t in times)
+    window = 0
+    lo = 0
+    for hi, t in enumerate(every):
+        while t - every[lo] >= 1.0:
+            lo += 1
+        window = max(window, hi - lo + 1)
+    gaps.sort()
+
+    def pick(share: float) -> float:
+        return gaps[min(len(gaps) - 1, int(share * len(gaps)))] if gaps else 0.0
+
+    print(
+        f"    polls {out['polls']:,}, requests {len(every):,}, errors {out['errors'] or 'none'}; "
+        f"wall {run.wall:.0f} s, cpu {run.cpu:.1f} s, rss {run.rss_mb:.0f} MB"
+    )
+    print(
+        f"    loop lag p50 {out['lag_p50'] * 1000:.0f} ms, p99 {out['lag_p99'] * 1000:.0f} ms, "
+        f"max {out['lag_max'] * 1000:.0f} ms"
+    )
+    print(
+        f"    first poll of a tenant after start: median {statistics.median(first or [0]):.1f} s, "
+        f"max {max(first or [0]):.1f} s; gap between two polls: median {pick(0.5):.1f} s, "
+        f"p99 {pick(0.99):.1f} s, max {pick(1.0):.1f} s; longest wait, the end included "
+        f"{worst:.1f} s (limit {limit:.1f} s)"
+    )
+    tag = f"{count:,} partitions, {client} client"
+    _check(f"{tag}: every tenant polled", never == 0, f"{never} never polled")
+    _check(
+        f"{tag}: no gap over schedule.max x {GAP_SLACK}",
+        late == 0 and never == 0,
+        f"{late} waits over {limit:.1f} s (longest {worst:.1f} s)",
+    )
+    _check(
+        f"{tag}: loop lag p99 <= {LAG_P99_TARGET * 1000:.0f} ms",
+        out["lag_p99"] <= LAG_P99_TARGET,
+        f"{out['lag_p99'] * 1000:.0f} ms",
+    )
+    _check(
+        f"{tag}: budget never exceeded at the vendor",
+        window <= options.budget,
+        f"most requests arriving in any 1 s: {window} (budget {options.budget})",
+    )
+
+
+SCENARIOS = {"sync": sync, "startup": startup, "dispatch": dispatch, "partitions": partitions}
+
+
+def run(names: list[str], options: Options) -> int:
+    """Run the named scenarios; print every target; 1 when one is missed."""
+    _results.clear()
+    for name in names:
+        started = time.perf_counter()
+        SCENARIOS[name](options)
+        print(f"== {name}: {time.perf_counter() - started:.0f} s\n", flush=True)
+    print("== summary")
+    for label, ok, figure in _results:
+        print(f"  {'met   ' if ok else 'MISSED'} {label}: {figure}")
+    return 0 if all(ok for _, ok, _ in _results) else 1
