@@ -1,7 +1,7 @@
 """G2, G3 and G10 checked against something the engine did not compute itself.
 
-- G2: ids of first observations against the SPEC §3 formula, worked out here with hashlib
-  over the items the API served, in two worlds whose clocks are hours apart.
+- G2: ids of first observations (and of a revision) against the SPEC §3 formula, worked
+  out with hashlib over the items the API served, in two worlds whose clocks differ.
 - G3: a retry waiting out its backoff while later events of its key are committed, with
   ``concurrency=32``.
 - G10: the largest batch the dispatcher and the lane ask the store for, and receive, as a
@@ -35,9 +35,14 @@ def orders(**options: Any) -> wk.PollerDefinition[Any]:
     )
 
 
-def spec_id(identity: str, version: str, type_: str, *, partition: str = "") -> str:
-    """SPEC §3, written out: no watukuy code is involved."""
+def spec_id(
+    identity: str, version: str, type_: str, *, partition: str = "", revision: int = 0
+) -> str:
+    """SPEC §3, written out: no watukuy code is involved. From an item's second event on,
+    its revision is a ninth part (docs/guarantees.md, G2)."""
     parts = ["urn:watukuy:orders", partition, identity, version, "1", type_]
+    if revision:
+        parts.append(str(revision))
     escaped = [part.replace("\\", "\\\\").replace("|", "\\|") for part in parts]
     return hashlib.sha256(("watukuy|v1|" + "|".join(escaped)).encode()).hexdigest()
 
@@ -78,8 +83,7 @@ async def test_g2_first_observations_have_the_spec_ids_whatever_the_clock_says()
     # The revision: both worlds observed the same thing, so they agree on its id, and it is
     # none of the first observations' ids.
     revisions = [[e.id for e in events if e.type == "updated"] for events in (early, late)]
-    assert len(revisions[0]) == 1
-    assert revisions[0] == revisions[1]
+    assert revisions[0] == revisions[1] == [spec_id("item-004", "2", "updated", revision=1)]
     assert revisions[0][0] not in early_expected[:13]
     assert {event.time for event in early} != {event.time for event in late}
 
