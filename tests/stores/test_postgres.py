@@ -213,6 +213,115 @@ async def test_two_prefixes_share_a_schema(postgres_url: str, pg_schema: str) ->
         await second.close()
 
 
+# --- yesterday's schema: revisions and tombstones (4), escaped keys (5) ------------------
+
+
+async def _schema_at(url: str, schema: str, last: int) -> None:
+    """A schema as the store left it with migrations up to ``last`` applied."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+        await conn.execute(
+            f'CREATE TABLE "{schema}".migrations (version integer PRIMARY KEY, name text NOT NULL,'
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for version, name, text in _migration_files():
+            if version <= last:
+                ddl = text.replace("{{schema}}", schema).replace("{{prefix}}", "")
+                await conn.execute(ddl.encode())
+                await conn.execute(
+                    f'INSERT INTO "{schema}".migrations VALUES (%s, %s)', (version, name)
+                )
+
+
+async def test_a_version_2_snapshot_gains_revisions_and_tombstones(
+    postgres_url: str, pg_schema: str
+) -> None:
+    await _schema_at(postgres_url, pg_schema, 2)
+    await _query(
+        postgres_url,
+        f'INSERT INTO "{pg_schema}".pollers (poller, "partition", state, lease_owner, lease_epoch,'
+        " lease_expires_at) VALUES ('orders', '', %s, 'node-a', 3, %s)",
+        wkjson.dumps(state_to_fields(empty_poller_state(T0))),
+        T0 + TTL,
+    )
+    await _query(
+        postgres_url,
+        f'INSERT INTO "{pg_schema}".items (poller, "partition", identity, version, hash,'
+        " schema_version, payload, seen_at) VALUES ('orders', '', 'a', 'v1', 'h1', 1, NULL, 5)",
+    )
+    store = PostgresStore(postgres_url, schema=pg_schema, table_prefix="")
+    try:
+        await store.migrate()
+        rows = await store.load_versions(KEY, ["a"])
+        assert (rows["a"].version, rows["a"].hash, rows["a"].revision) == ("v1", "h1", 0)
+        await store.commit_poll(KEY, Lease("node-a", 3, T0 + TTL), batch(deletes=["a"]))
+        tombstones = await store.load_tombstones(KEY, ["a"])
+        assert (tombstones["a"].reason, tombstones["a"].revision) == ("deleted", 0)
+    finally:
+        await store.close()
+
+
+async def test_a_version_4_schema_escapes_the_keys_it_already_holds(
+    postgres_url: str, pg_schema: str
+) -> None:
+    # Before version 5 a U+0001 was stored as it is; two identities that become each
+    # other's old form on the way must both survive the rewrite.
+    await _schema_at(postgres_url, pg_schema, 4)
+    partition, identities = "t\x01", ["a\x01", "a\x01\x02", "plain"]
+    await _query(
+        postgres_url,
+        f'INSERT INTO "{pg_schema}".pollers (poller, "partition", state, lease_owner, lease_epoch,'
+        " lease_expires_at) VALUES ('orders', %s, %s, 'node-a', 3, %s)",
+        partition,
+        wkjson.dumps(state_to_fields(empty_poller_state(T0))),
+        T0 + TTL,
+    )
+    for n, identity in enumerate(identities):
+        await _query(
+            postgres_url,
+            f'INSERT INTO "{pg_schema}".items (poller, "partition", identity, version, hash,'
+            " schema_version, payload, seen_at, revision) VALUES ('orders', %s, %s, %s, %s, 1,"
+            " NULL, 5, %s)",
+            partition,
+            identity,
+            f"v\x01{n}",
+            f"h{n}",
+            n,
+        )
+    await _query(
+        postgres_url,
+        f'INSERT INTO "{pg_schema}".parked (poller, "partition", id, kind, item, error,'
+        " attempts, parked_at, hold_key) VALUES ('orders', %s, 'p1', 'invalid', 'null', '{}',"
+        " 0, 5, %s)",
+        partition,
+        "k\x01",
+    )
+    store = PostgresStore(postgres_url, schema=pg_schema, table_prefix="")
+    try:
+        await store.migrate()
+        key = PKey("orders", partition)
+        assert await store.list_keys() == [key]
+        rows = await store.load_versions(key, identities)
+        assert {i: (r.version, r.revision) for i, r in rows.items()} == {
+            i: (f"v\x01{n}", n) for n, i in enumerate(identities)
+        }
+        assert [i for chunk in await _chunks(store, key) for i in chunk] == sorted(identities)
+        assert await store.held_keys(key) == {"k\x01"}
+        lease = await store.get_lease(key)
+        assert lease is not None
+        # And today's writes of a NUL next to them read back as written.
+        await store.commit_poll(key, lease, batch(upserts=[item_row("a\x00", hash="h9")]))
+        assert sorted(await store.load_versions(key, [*identities, "a\x00"])) == sorted(
+            [*identities, "a\x00"]
+        )
+    finally:
+        await store.close()
+
+
+async def _chunks(store: PostgresStore, key: PKey) -> list[list[str]]:
+    return [chunk async for chunk in store.stream_identities(key, 2)]
+
+
 # --- the due index (migration 2) ---------------------------------------------------------
 
 

@@ -189,7 +189,8 @@ def _checked(poller: PollerDefinition[Any], listed: list[Any]) -> list[Partition
     """The partitions of a listing, each key checked.
 
     Raises:
-        ConfigError: A key that is not a non-empty string, or a key listed twice.
+        ConfigError: A key that is not a non-empty string of Unicode characters (any
+            character, NUL included; not a lone surrogate), or a key listed twice.
     """
     partitions: list[Partition] = []
     seen: set[str] = set()
@@ -201,6 +202,12 @@ def _checked(poller: PollerDefinition[Any], listed: list[Any]) -> list[Partition
                 f"{partition.key!r}",
                 field="partitions",
             )
+        if not partition.key.isascii() and not _encodable(partition.key):
+            raise ConfigError(
+                f"poller {poller.name!r}: partition key {partition.key!r} holds a lone "
+                "surrogate, which has no UTF-8 form (no store can keep it)",
+                field="partitions",
+            )
         if partition.key in seen:
             raise ConfigError(
                 f"poller {poller.name!r}: duplicate partition key {partition.key!r}",
@@ -209,3 +216,11 @@ def _checked(poller: PollerDefinition[Any], listed: list[Any]) -> list[Partition
         seen.add(partition.key)
         partitions.append(partition)
     return partitions
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -131,13 +131,15 @@ def version_text(value: Any) -> str | None:
     Raises:
         TypeError: The value has no JSON form, or its JSON form is not a string, number
             or boolean.
+        ValueError: A string with a lone surrogate: it cannot be stored.
     """
     if value is None:
         return None
     if type(value) is int and -_EXACT_INT < value < _EXACT_INT:
         return int.__repr__(value)  # the common case: JavaScript writes these digit for digit
     if isinstance(value, str):
-        return str.__str__(value)  # the text itself, also for str enums and subclasses
+        # The text itself, also for str enums and subclasses.
+        return _unicode(str.__str__(value), "the version")
     if value is True:
         return "true"
     if value is False:
@@ -156,14 +158,32 @@ def version_text(value: Any) -> str | None:
     return version_text(plain)
 
 
+def _unicode(text: str, what: str) -> str:
+    """``text`` when it is a string of Unicode characters; a lone surrogate (which has no
+    UTF-8 form, so no store and no JSON document can hold it) is refused."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            bad = error.object[error.start : error.end]
+            raise ValueError(
+                f"{what} holds the lone surrogate {bad!r}, which has no UTF-8 form"
+            ) from None
+    return text
+
+
 def identity_text(value: Any) -> str:
     """The identity string a snapshot row is keyed on: a ``str`` as is, an ``int`` in decimal.
 
+    Any string of Unicode characters works, ``"\\x00"`` included, on every store.
+
     Raises:
         TypeError: Any other type, including ``bool``, ``float`` and ``None``.
+        ValueError: A string with a lone surrogate (``"\\ud800"``): it cannot be stored.
     """
     if isinstance(value, str):
-        return str.__str__(value)  # the text itself, also for str enums and subclasses
+        # The text itself, also for str enums and subclasses.
+        return _unicode(str.__str__(value), "the identity")
     if isinstance(value, int) and not isinstance(value, bool):
         return int.__repr__(value)
     raise TypeError(

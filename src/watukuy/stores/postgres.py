@@ -28,9 +28,11 @@ How it keeps the contract:
   ``<prefix>migrations``, so several processes may run it at once; the first call on a
   store migrates lazily.
 
-PostgreSQL ``text`` cannot hold the NUL character itself, so poller names, partitions,
-identities and other key columns must not contain ``"\\x00"`` (JSON documents may contain
-the escaped form freely).
+PostgreSQL ``text`` cannot hold the NUL character itself. Partitions, identities, versions
+and held ordering keys may be any string all the same: the store writes them through a
+reversible, order-keeping escape (``U+0001`` becomes ``U+0001 U+0002``, ``U+0000`` becomes
+``U+0001 U+0001``; every other string is stored as it is, see migration ``0005``), so they
+behave exactly as in the other stores. JSON documents hold the escaped form ``\\u0000``.
 """
 
 from __future__ import annotations
@@ -164,7 +166,7 @@ def _parked_columns(parked: Iterable[ParkedRow]) -> tuple[list[Any], ...]:
         [json.dumps(r.error) for r in rows],
         [r.attempts for r in rows],
         [r.parked_at for r in rows],
-        [r.hold_key for r in rows],
+        [None if r.hold_key is None else _enc(r.hold_key) for r in rows],
         [r.sequence for r in rows],
     )
 
@@ -337,7 +339,7 @@ class PostgresStore:
         Yields the connection and the key's state fields, for patching.
         """
         async with self._connection(what) as conn, _pipeline(conn), conn.transaction():
-            cur = await conn.execute(self._q["lock"], (key.poller, key.partition))
+            cur = await conn.execute(self._q["lock"], _k(key))
             row = await cur.fetchone()
             if row is None or row[0] != lease.owner or row[1] != lease.epoch:
                 raise LeaseLostError(key.poller, key.partition, lease.epoch)
@@ -352,7 +354,7 @@ class PostgresStore:
     ) -> None:
         if patch:
             fields.update(patch)
-            params = (json.dumps(fields), fields.get("wake_at"), key.poller, key.partition)
+            params = (json.dumps(fields), fields.get("wake_at"), *_k(key))
             await conn.execute(self._q["write_state"], params)
 
     @staticmethod
@@ -366,7 +368,7 @@ class PostgresStore:
     async def acquire_lease(self, key: PKey, owner: str, ttl_ms: int, now: int) -> Lease | None:
         """Take the key's lease when it is free or expired (creating the key if needed)."""
         state, wake_at = _initial_state(now)
-        k = (key.poller, key.partition)
+        k = _k(key)
         params = (*k, state, wake_at, owner, now + ttl_ms, now)
         async with self._connection("acquire_lease") as conn, conn.transaction():
             cur = await conn.execute(self._q["acquire"], params)
@@ -380,17 +382,17 @@ class PostgresStore:
 
     async def renew_lease(self, key: PKey, lease: Lease, ttl_ms: int, now: int) -> bool:
         """Extend the lease to ``now + ttl_ms`` while owner and epoch still match."""
-        params = (now + ttl_ms, key.poller, key.partition, lease.owner, lease.epoch)
+        params = (now + ttl_ms, *_k(key), lease.owner, lease.epoch)
         return await self._count("renew_lease", "renew", params) == 1
 
     async def release_lease(self, key: PKey, lease: Lease) -> None:
         """Clear the owner when the lease is still ours; the epoch is kept."""
-        params = (key.poller, key.partition, lease.owner, lease.epoch)
+        params = (*_k(key), lease.owner, lease.epoch)
         await self._count("release_lease", "release", params)
 
     async def get_lease(self, key: PKey) -> Lease | None:
         """The stored lease (expired or not), or ``None`` when nobody holds it."""
-        rows = await self._fetch("get_lease", "get_lease", (key.poller, key.partition))
+        rows = await self._fetch("get_lease", "get_lease", _k(key))
         if not rows or rows[0][0] is None:
             return None
         owner, epoch, expires_at = rows[0]
@@ -400,7 +402,7 @@ class PostgresStore:
 
     async def load_state(self, key: PKey) -> PollerState | None:
         """The key's state, or ``None`` for a key never seen."""
-        rows = await self._fetch("load_state", "load_state", (key.poller, key.partition))
+        rows = await self._fetch("load_state", "load_state", _k(key))
         return state_from_fields(json.loads(rows[0][0])) if rows else None
 
     async def save_state(self, key: PKey, lease: Lease, patch: StatePatch) -> None:
@@ -413,7 +415,7 @@ class PostgresStore:
         """Administrative partial update; creates the key first when needed."""
         fields = self._encoded_patch(patch)
         initial = _initial_state(now)
-        k = (key.poller, key.partition)
+        k = _k(key)
         async with self._connection("save_state_unfenced") as conn, conn.transaction():
             await conn.execute(self._q["create"], (*k, *initial))
             cur = await conn.execute(self._q["lock"], k)
@@ -427,7 +429,7 @@ class PostgresStore:
             rows = await self._fetch("list_keys", "list_keys", ())
         else:
             rows = await self._fetch("list_keys", "list_keys_of", (poller,))
-        return [PKey(name, partition) for name, partition in rows]
+        return [PKey(name, _dec(partition)) for name, partition in rows]
 
     async def due_keys(
         self, poller: str, until: int, limit: int | None = None
@@ -437,13 +439,13 @@ class PostgresStore:
         if limit is not None and limit <= 0:
             return []
         rows = await self._fetch("due_keys", "due_keys", (poller, until, limit))
-        return [(partition, wake_at) for partition, wake_at in rows]
+        return [(_dec(partition), wake_at) for partition, wake_at in rows]
 
     async def delete_key(self, key: PKey) -> None:
         """Remove every row of the key in every table, in one transaction that first takes
         the key's row lock, so a commit in flight lands entirely before the delete and
         leaves nothing behind. The key's last epoch is kept (see ``0003_epoch_floors``)."""
-        k = (key.poller, key.partition)
+        k = _k(key)
         async with self._connection("delete_key") as conn, _pipeline(conn), conn.transaction():
             await (await conn.execute(self._q["lock_key"], k)).fetchall()
             await self._delete_rows(conn, k)
@@ -457,14 +459,14 @@ class PostgresStore:
     async def clear_items(self, key: PKey) -> None:
         """Drop the key's snapshot only, leaving a ``"cleared"`` tombstone for each row
         (after the key's row lock, like ``delete_key``)."""
-        k = (key.poller, key.partition)
+        k = _k(key)
         async with self._connection("clear_items") as conn, _pipeline(conn), conn.transaction():
             await conn.execute(self._q["lock_key"], k)
             await conn.execute(self._q["clear_items"], k)
 
     async def clear_validators(self, key: PKey) -> None:
         """Forget every validator of the key (unfenced, after the key's row lock)."""
-        k = (key.poller, key.partition)
+        k = _k(key)
         async with (
             self._connection("clear_validators") as conn,
             _pipeline(conn),
@@ -477,15 +479,15 @@ class PostgresStore:
         """The tombstones of those identities that have one."""
         if not identities:
             return {}
-        params = (key.poller, key.partition, list(identities))
+        params = (*_k(key), _encoded(identities))
         rows = await self._fetch("load_tombstones", "load_tombstones", params)
-        return {row[0]: Tombstone(*row) for row in rows}
+        return {
+            _dec(row[0]): Tombstone(_dec(row[0]), _dec_or_none(row[1]), *row[2:]) for row in rows
+        }
 
     async def prune_tombstones(self, key: PKey, older_than: int) -> int:
         """Delete tombstones removed before ``older_than``; returns how many."""
-        return await self._count(
-            "prune_tombstones", "prune_tombstones", (key.poller, key.partition, older_than)
-        )
+        return await self._count("prune_tombstones", "prune_tombstones", (*_k(key), older_than))
 
     # --- items --------------------------------------------------------------------------
 
@@ -493,9 +495,9 @@ class PostgresStore:
         """The stored rows of those identities that exist."""
         if not identities:
             return {}
-        params = (key.poller, key.partition, list(identities))
+        params = (*_k(key), _encoded(identities))
         rows = await self._fetch("load_versions", "load_versions", params)
-        return {row[0]: ItemRow(*row) for row in rows}
+        return {_dec(row[0]): ItemRow(_dec(row[0]), _dec_or_none(row[1]), *row[2:]) for row in rows}
 
     async def stream_identities(
         self, key: PKey, batch_size: int = 1000
@@ -504,23 +506,23 @@ class PostgresStore:
         time; a connection is held only while a batch is read."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"must be at least 1, got {batch_size!r}", field="batch_size")
-        k, after = (key.poller, key.partition), None
+        k, after = _k(key), None
         while True:
             if after is None:
                 rows = await self._fetch("stream_identities", "stream_first", (*k, batch_size))
             else:
                 params = (*k, after, batch_size)
                 rows = await self._fetch("stream_identities", "stream_next", params)
-            batch = [row[0] for row in rows]
-            if batch:
-                yield batch
-            if len(batch) < batch_size:
+            stored = [row[0] for row in rows]
+            if stored:
+                yield [_dec(identity) for identity in stored]
+            if len(stored) < batch_size:
                 return
-            after = batch[-1]
+            after = stored[-1]
 
     async def count_items(self, key: PKey) -> int:
         """Size of the key's snapshot."""
-        return await self._count("count_items", "count_items", (key.poller, key.partition))
+        return await self._count("count_items", "count_items", _k(key))
 
     # --- commit and outbox --------------------------------------------------------------
 
@@ -544,8 +546,8 @@ class PostgresStore:
                 (
                     "upsert_items",
                     (
-                        [r.identity for r in items],
-                        [r.version for r in items],
+                        [_enc(r.identity) for r in items],
+                        [None if r.version is None else _enc(r.version) for r in items],
                         [r.hash for r in items],
                         [r.schema_version for r in items],
                         [r.payload for r in items],
@@ -556,9 +558,9 @@ class PostgresStore:
             )
         revived = list(dict.fromkeys(batch.revived))
         if revived:
-            statements.append(("revive", (revived,)))
+            statements.append(("revive", (_encoded(revived),)))
         if deleted:
-            statements.append(("delete_items", (deleted, batch.now)))
+            statements.append(("delete_items", (_encoded(deleted), batch.now)))
         if events:
             statements.append(
                 (
@@ -581,7 +583,7 @@ class PostgresStore:
             statements.append(("upsert_parked", parked))
         async with self._fenced("commit_poll", key, lease) as (conn, stored):
             for name, params in statements:
-                await conn.execute(self._q[name], (key.poller, key.partition, *params))
+                await conn.execute(self._q[name], (*_k(key), *params))
             await self._write_state(conn, key, stored, fields)
 
     async def load_pending(
@@ -643,7 +645,9 @@ class PostgresStore:
         bound = None if limit is None else max(limit, 0)
         rows = await self._fetch("list_parked", "list_parked", (*_k(key), kind, kind, bound))
         return [
-            ParkedRow(id_, kind_, event, item, json.loads(error), attempts, at, hold, seq)
+            ParkedRow(
+                id_, kind_, event, item, json.loads(error), attempts, at, _dec_or_none(hold), seq
+            )
             for id_, kind_, event, item, error, attempts, at, hold, seq in rows
         ]
 
@@ -686,7 +690,7 @@ class PostgresStore:
 
     async def held_keys(self, key: PKey) -> set[str]:
         """Ordering keys held back by parked rows."""
-        return {row[0] for row in await self._fetch("held_keys", "held_keys", _k(key))}
+        return {_dec(row[0]) for row in await self._fetch("held_keys", "held_keys", _k(key))}
 
     # --- validators ---------------------------------------------------------------------
 
@@ -733,4 +737,33 @@ class PostgresStore:
 
 
 def _k(key: PKey) -> tuple[str, str]:
-    return (key.poller, key.partition)
+    """A key as its two column values (the partition encoded, see :func:`_enc`)."""
+    return (key.poller, _enc(key.partition))
+
+
+_NUL, _ESC = "\x00", "\x01"
+
+
+def _enc(text: str) -> str:
+    """``text`` as a ``text`` column can hold it: ``U+0001`` is written ``U+0001 U+0002``
+    and ``U+0000`` (which PostgreSQL refuses) ``U+0001 U+0001``. Every other string is
+    itself. The code is prefix-free and keeps code-point order, so ``ORDER BY`` and keyset
+    pagination over encoded values follow the order of the strings themselves."""
+    if _NUL in text or _ESC in text:
+        return text.replace(_ESC, "\x01\x02").replace(_NUL, "\x01\x01")
+    return text
+
+
+def _dec(text: str) -> str:
+    """The inverse of :func:`_enc`."""
+    if _ESC in text:
+        return text.replace("\x01\x01", _NUL).replace("\x01\x02", _ESC)
+    return text
+
+
+def _dec_or_none(text: str | None) -> str | None:
+    return None if text is None else _dec(text)
+
+
+def _encoded(texts: Iterable[str]) -> list[str]:
+    return [_enc(text) for text in texts]

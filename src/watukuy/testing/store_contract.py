@@ -16,7 +16,7 @@ that yields a fresh, empty, migrated store and closes it afterwards::
             await s.close()
 
 What your pytest configuration needs: `pytest-asyncio <https://pypi.org/project/pytest-asyncio/>`_
-installed, and ``asyncio_mode = "auto"`` under ``[tool.pytest.ini_options]`` (watukuy's own
+and `hypothesis <https://pypi.org/project/hypothesis/>`_ installed, and ``asyncio_mode = "auto"`` under ``[tool.pytest.ini_options]`` (watukuy's own
 configuration). In strict mode the tests still run (the class carries the ``asyncio`` mark),
 but your fixture must then be declared with ``@pytest_asyncio.fixture``.
 
@@ -45,10 +45,13 @@ errors) or let the injected exception through; never ``LeaseLostError``.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, TypeVar, cast, overload
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from watukuy.core import json as wkjson
 from watukuy.core.errors import LeaseLostError, SerializedError, StoreError, WatukuyError
@@ -106,6 +109,22 @@ TRICKY_JSON = (
     '"emoji":"\U0001f600\U0001d11e","escaped":"\\ud83d\\ude00","nul":"\\u0000",'
     '"f":1.0000000000000002,"a":[],"o":{}}'
 )
+
+# Any string of Unicode characters (a lone surrogate is not one: it has no UTF-8 form, and
+# the engine refuses it before a store sees it), with the characters that need care in some
+# store (NUL, the escape PostgresStore uses, separators of key layouts) drawn often.
+_AWKWARD = "\x00\x01\x02|:{}%\\/\u00e9\u043a\U0001f600\U0010ffff"
+_ANY_TEXT = st.text(st.one_of(st.sampled_from(_AWKWARD), st.characters(codec="utf-8")), max_size=10)
+_UNICODE = settings(
+    max_examples=25,
+    deadline=None,
+    # The store fixture outlives an example (keys are per example instead), and each store's
+    # subclass runs the same method: neither shares anything between examples.
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.differing_executors],
+)
+# Each hypothesis example writes under keys of its own: the store fixture is shared by the
+# examples of one test.
+_EXAMPLES = itertools.count()
 
 _URL = "u-1"
 _FAR = 2**62  # a due_keys bound later than any wake time the suite writes
@@ -1676,6 +1695,75 @@ class StoreContract:
         await store.delete_key(keys[1])
         assert await store.list_keys() == sorted(keys[:1] + keys[2:])
         assert await store.count_items(keys[0]) == len(identities)
+
+    @_UNICODE
+    @given(identities=st.lists(_ANY_TEXT, min_size=1, max_size=8, unique=True))
+    async def test_any_unicode_identity_round_trips(
+        self, store: StateStore, identities: list[str]
+    ) -> None:
+        key = PKey("unicode-identities", f"example-{next(_EXAMPLES)}")
+        lease = await _acquire(store, key)
+        # Hashes are hex digests, whatever the identity: only identity and version vary.
+        rows = [item_row(i, version=i, hash=f"h{n}", revision=n) for n, i in enumerate(identities)]
+        parked = [parked_poison(f"p{n}", n, hold_key=i) for n, i in enumerate(identities)]
+        await store.commit_poll(key, lease, batch(upserts=rows, parked=parked))
+        assert await store.load_versions(key, identities) == {r.identity: r for r in rows}
+        assert await store.count_items(key) == len(identities)
+        if store.capabilities.streaming:
+            streamed = [i for chunk in await _collect(store, key, 3) for i in chunk]
+            assert streamed == sorted(identities)
+        assert await store.held_keys(key) == set(identities)
+        assert {row.hold_key for row in await store.list_parked(key)} == set(identities)
+        # Deleted, they leave tombstones under the same strings; revived, they lose them.
+        gone, kept = identities[::2], identities[1::2]
+        await store.commit_poll(key, lease, batch(deletes=gone))
+        assert sorted(await store.load_versions(key, identities)) == sorted(kept)
+        tombstones = await store.load_tombstones(key, identities)
+        assert {i: (t.identity, t.version) for i, t in tombstones.items()} == {
+            i: (i, i) for i in gone
+        }
+        await store.commit_poll(key, lease, batch(upserts=rows[::2], revived=gone))
+        assert await store.load_tombstones(key, identities) == {}
+        await store.delete_key(key)
+
+    @_UNICODE
+    @given(partitions=st.lists(_ANY_TEXT, min_size=1, max_size=5, unique=True))
+    async def test_any_unicode_partition_key_round_trips(
+        self, store: StateStore, partitions: list[str]
+    ) -> None:
+        poller = f"unicode-partitions-{next(_EXAMPLES)}"
+        keys = [PKey(poller, partition) for partition in partitions]
+        for n, key in enumerate(keys):
+            lease = await _acquire(store, key)
+            await store.commit_poll(
+                key,
+                lease,
+                batch(
+                    state_patch={"sequence": n, "wake_at": T0 + n},
+                    upserts=[item_row(key.partition, hash=f"h{n}")],
+                    events=[outbox_row(f"e{n}", n + 1)],
+                    parked=[parked_invalid(f"bad-{n}")],
+                ),
+            )
+            await store.set_validator(key, lease, _URL, Validator(None, None, T0))
+        assert await store.list_keys(poller) == sorted(keys)
+        assert await store.due_keys(poller, _FAR) == [(p, T0 + n) for n, p in enumerate(partitions)]
+        for n, key in enumerate(keys):
+            state = await store.load_state(key)
+            assert state is not None
+            assert state.sequence == n
+            assert sorted(await store.load_versions(key, [key.partition])) == [key.partition]
+            assert _ids(await store.load_pending(key, 10)) == [f"e{n}"]
+            assert await store.count_parked(key) == 1
+            assert await store.get_validator(key, _URL) == Validator(None, None, T0)
+            lease_now = await store.get_lease(key)
+            assert lease_now is not None
+            await store.release_lease(key, lease_now)
+        await store.delete_key(keys[0])
+        assert await store.list_keys(poller) == sorted(keys[1:])
+        for key in keys[1:]:
+            await store.delete_key(key)
+        assert await store.list_keys(poller) == []
 
     async def test_payload_text_round_trips_byte_for_byte(self, store: StateStore) -> None:
         lease = await _acquire(store)

@@ -201,3 +201,17 @@ def test_identity_text(value: Any, expected: str) -> None:
 def test_identity_text_rejects_other_types(value: Any) -> None:
     with pytest.raises(TypeError, match=r"identity\(\) must return a str or an int, got"):
         identity_text(value)
+
+
+def test_any_unicode_text_is_an_identity_or_a_version() -> None:
+    for text in ("a\x00b", "\x00", "\x01", "\U0010ffff", "\u00e9|\\"):
+        assert identity_text(text) == text
+        assert version_text(text) == text
+
+
+@pytest.mark.parametrize("text", ["\ud800", "a\udfffb", "\U0001f600\udc00"])
+def test_a_lone_surrogate_is_neither_an_identity_nor_a_version(text: str) -> None:
+    with pytest.raises(ValueError, match="lone surrogate"):
+        identity_text(text)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        version_text(text)
