@@ -3,7 +3,11 @@ right after a script returns, or the command that follows a script never arrives
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,9 +15,10 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from watukuy.core.errors import ConfigError, StoreError
-from watukuy.core.rows import PKey
+from watukuy.core.rows import LoggedEvent, PKey
+from watukuy.stores import redis as redis_module
 from watukuy.stores.redis import RedisBudgetStore, RedisStore
-from watukuy.testing.store_contract import KEY, T0, TTL
+from watukuy.testing.store_contract import KEY, T0, TTL, batch, event_json, outbox_row
 
 pytestmark = pytest.mark.redis
 
@@ -143,3 +148,116 @@ def test_a_prefix_with_a_brace_is_a_config_error(redis_client: Any, prefix: str)
         RedisStore(redis_client, prefix=prefix)
     with pytest.raises(ConfigError, match="prefix: must not contain"):
         RedisBudgetStore(redis_client, prefix=prefix)
+
+
+# --- read_log: bounded work whatever the size of the log ----------------------------------
+
+
+async def _fill_log(store: RedisStore, times: list[int]) -> list[LoggedEvent]:
+    """One logged event per time, sequences 1, 2, ... in commit order."""
+    lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+    assert lease is not None
+    written: list[LoggedEvent] = []
+    for sequence, at in enumerate(times, start=1):
+        event = event_json(f"e{sequence}", sequence)
+        page = batch(now=at, events=[outbox_row(f"e{sequence}", sequence)], log=True)
+        await store.commit_poll(KEY, lease, page)
+        written.append(LoggedEvent(sequence, page.events[0].event, at))
+        assert page.events[0].event == event
+    return written
+
+
+def _expected(
+    log: list[LoggedEvent], after: int | None, low: int | None, high: int | None, limit: int
+) -> list[LoggedEvent]:
+    return [
+        e
+        for e in log
+        if (after is None or e.sequence > after)
+        and (low is None or e.created_at >= low)
+        and (high is None or e.created_at <= high)
+    ][:limit]
+
+
+@pytest.mark.parametrize(("window_max", "scan_max"), [(10_000, 5_000), (3, 4), (0, 1)])
+async def test_read_log_pages_exactly_on_every_path(
+    redis_store: RedisStore, monkeypatch: pytest.MonkeyPatch, window_max: int, scan_max: int
+) -> None:
+    # Times that go back and forth (a clock stepped back between commits): the window path
+    # must sort by sequence, and the sequence walk must filter every entry.
+    monkeypatch.setattr(redis_module, "_WINDOW_MAX", window_max)
+    monkeypatch.setattr(redis_module, "_SCAN_MAX", scan_max)
+    times = [T0 + (n * 7919) % 23 for n in range(40)]
+    log = await _fill_log(redis_store, times)
+    for low, high in [(None, None), (T0 + 5, None), (None, T0 + 9), (T0 + 4, T0 + 12)]:
+        for limit in (1, 3, 1000):
+            for after in (None, 0, 7, 39, 40):
+                got = await redis_store.read_log(
+                    KEY, after_sequence=after, from_time=low, to_time=high, limit=limit
+                )
+                assert got == _expected(log, after, low, high, limit), (low, high, limit, after)
+            # Paging by after_sequence visits the whole window once, in order.
+            pages: list[LoggedEvent] = []
+            after = None
+            while page := await redis_store.read_log(
+                KEY, after_sequence=after, from_time=low, to_time=high, limit=limit
+            ):
+                pages += page
+                after = page[-1].sequence
+            assert pages == _expected(log, None, low, high, 10_000)
+
+
+@pytest.fixture
+def private_redis_url(tmp_path: Path) -> Iterator[str]:
+    """A redis-server of this test's own (its command counters are this test's alone)."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("redis-server is not installed")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                    break
+            except OSError:
+                subprocess.run(["sleep", "0.05"], check=False)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def _calls(client: Any, command: str) -> int:
+    stats = await client.info("commandstats")
+    entry = stats.get(f"cmdstat_{command}")
+    return int(entry["calls"]) if entry else 0
+
+
+async def test_a_time_window_read_costs_the_window_not_the_log(private_redis_url: str) -> None:
+    client = aioredis.Redis.from_url(private_redis_url)
+    try:
+        store = RedisStore(client, prefix="wk:")
+        await store.migrate()
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        # 20,000 entries, one per millisecond, written 1,000 per commit.
+        for first in range(1, 20_001, 1_000):
+            events = [outbox_row(f"e{n}", n) for n in range(first, first + 1_000)]
+            await store.commit_poll(KEY, lease, batch(now=T0 + first, events=events, log=True))
+        await client.config_resetstat()
+        window = await store.read_log(KEY, from_time=T0 + 19_001, to_time=T0 + 19_001)
+        assert [e.sequence for e in window] == list(range(19_001, 20_001))
+        # One range lookup on the time index and one read of the rows, not a walk of the
+        # 19,000 entries before the window.
+        assert await _calls(client, "zrangebyscore") == 1
+        assert await _calls(client, "hmget") == 1
+        assert await _calls(client, "evalsha") == 1
+    finally:
+        await client.aclose()

@@ -129,6 +129,10 @@ _STORE_SCRIPTS = (
     "prune_tombstones",
 )
 _PRUNE_BATCH = 1000
+# read_log: a time window of at most _WINDOW_MAX entries is read from the time index in one
+# call; a larger one is walked in sequence order, at most _SCAN_MAX entries per call.
+_WINDOW_MAX = 10_000
+_SCAN_MAX = 5_000
 _MIN_WAKE, _MAX_WAKE = -(2**63), 2**63 - 1
 
 
@@ -826,18 +830,20 @@ class RedisStore:
         if limit <= 0:
             return []
         k = self._keys(key)
-        args = [
-            "-inf" if after_sequence is None else f"({after_sequence}",
-            "" if from_time is None else from_time,
-            "" if to_time is None else to_time,
-            limit,
-        ]
-        flat = await self._eval("read_log", "read_log", [k.log, k.logrows], args)
+        keys = [k.log, k.logrows, k.logtime]
+        bounds = ["" if from_time is None else from_time, "" if to_time is None else to_time]
+        after: Any = "" if after_sequence is None else after_sequence
         out: list[LoggedEvent] = []
-        for at in range(0, len(flat), 2):
-            created_at, event = _text(flat[at + 1]).split(":", 1)
-            out.append(LoggedEvent(int(flat[at]), event, int(created_at)))
-        return out
+        while True:
+            args = [after, *bounds, limit - len(out), _WINDOW_MAX, _SCAN_MAX]
+            more, *flat = await self._eval("read_log", "read_log", keys, args)
+            for at in range(0, len(flat), 2):
+                created_at, event = _text(flat[at + 1]).split(":", 1)
+                out.append(LoggedEvent(int(flat[at]), event, int(created_at)))
+            # A long walk stops after _SCAN_MAX entries; the next call continues after them.
+            if not more or len(out) >= limit:
+                return out
+            after = _text(more)
 
     async def prune_log(self, key: PKey, older_than: int) -> int:
         """Delete log entries created before ``older_than``; returns the count."""
