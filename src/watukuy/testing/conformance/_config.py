@@ -187,7 +187,6 @@ OPEN_DEFECTS: Final[dict[str, str]] = {
     "14.1": "phantom deletes from page shift",
     "14.2": "deletes after an incomplete listing",
     "14.3": "an empty answer deletes everything",
-    "14.5": "a NUL character in an identity jams a Postgres key",
 }
 """Defects found and not fixed yet: label -> what breaks."""
 
@@ -205,9 +204,6 @@ KNOWN_OPEN: Final[dict[str, str]] = {
     "snapshot-ops": "14.1",
     "snapshot-counter": "14.1",
     "custom-reconcile": "14.1",
-    "ts-odd-ids": "14.5@postgres",
-    "token-odd-ids": "14.5@postgres",
-    "snapshot-still-odd-ids": "14.5@postgres",
 }
 """Configuration name -> the open defect (a key of :data:`OPEN_DEFECTS`) it finds on
 today's code, with ``@store`` when it shows on one store only. The test tier leaves these
