@@ -20,13 +20,15 @@ from typing import Any, TypeVar, overload
 from watukuy.budget import InMemoryBudgetStore
 from watukuy.budget.manager import BudgetManager
 from watukuy.cursor import PageCursor, make_strategy
+from watukuy.scheduler import backoff_ceiling
 
 from .consumers import Consumer, Handler, HandlerConsumer, Subscription
 from .context import HandlerContext
+from .deadline import finish_by
 from .durations import Duration, parse_duration
-from .errors import ConfigError, WatukuyError, serialize_error
+from .errors import ConfigError, StoreError, WatukuyError, serialize_error
 from .events import Event
-from .hooks import HookBus, as_hook_list
+from .hooks import ErrorDetails, HookBus, as_hook_list
 from .http_port import HttpFactory
 from .operations import Operations, ParkedOperations, PartitionOperations
 from .options import Budget
@@ -51,7 +53,9 @@ DEFAULT_TICK_CONCURRENCY = 4
 _RETRY_LEASED_MIN_MS = 1_000
 _RETRY_LEASED_FLOOR_MS = 100
 _MAX_SPREAD_MS = 500
-_STORE_ERROR_RETRY_MS = 5_000
+_STORE_ERROR_MIN_MS = 1_000
+TICK_GRACE_MS = 2_000
+"""How long ``tick(max_duration=...)`` may overrun its deadline while runs still wait."""
 
 
 class EngineCore(Operations):
@@ -192,6 +196,9 @@ class EngineCore(Operations):
         self._heap: list[tuple[int, int, PKey]] = []
         self._wake_at: dict[PKey, int] = {}
         self._forced: set[PKey] = set()
+        # Keys whose last run failed before its state could be saved (the store failing):
+        # (failures in a row, no new run before this time).
+        self._store_backoff: dict[PKey, tuple[int, int]] = {}
         self._rerun: set[PKey] = set()  # keys asked for while they ran
         self._seq = itertools.count()
         self._next_resync = 0
@@ -332,8 +339,10 @@ class EngineCore(Operations):
         fetch or handler failures; they are in ``TickResult.polled[i].error``.
 
         Args:
-            max_duration: Cooperative deadline for the whole pass, checked before each key
-                and between pages (a running page is never interrupted).
+            max_duration: Deadline for the whole pass, checked before each key and between
+                pages (a running page is not interrupted). Whatever the store or the API
+                does, the pass returns at most ``TICK_GRACE_MS`` (2 s) after it: runs still
+                waiting then are cancelled and ``timed_out`` is set.
             only: Restrict the pass to these poller names.
         """
         if self._status in (EngineStatus.STOPPING, EngineStatus.STOPPED):
@@ -343,26 +352,58 @@ class EngineCore(Operations):
         deadline = (
             None if max_duration is None else started + parse_duration(max_duration, "max_duration")
         )
+        results: list[TickPollResult] = []
+        counts = {"leased": 0, "not_due": 0}
+        flags = {"timed_out": False}
+        work = asyncio.ensure_future(
+            self._tick_pass(names, started, deadline, results, counts, flags)
+        )
+        if deadline is None:
+            await work
+        elif not await finish_by(self.clock, work, deadline + TICK_GRACE_MS):
+            # The store (or the API) stopped answering and the store's own time limits did
+            # not cover it: the pass returns anyway; what was still running is cancelled.
+            flags["timed_out"] = True
+            self._log.warning(
+                "tick(): still waiting %d ms after max_duration (on the store or the API); "
+                "the pass returns and its unfinished runs are cancelled",
+                self.clock.now() - deadline,
+            )
+        return TickResult(
+            polled=list(results),
+            skipped_leased=counts["leased"],
+            skipped_not_due=counts["not_due"],
+            duration_ms=self.clock.now() - started,
+            timed_out=flags["timed_out"],
+        )
+
+    async def _tick_pass(
+        self,
+        names: list[str],
+        started: int,
+        deadline: int | None,
+        results: list[TickPollResult],
+        counts: dict[str, int],
+        flags: dict[str, bool],
+    ) -> None:
         await self._ensure_migrated()
         keys: list[tuple[PollerDefinition[Any], Partition]] = []
-        quiet = 0
         for name in names:
             partitions = await self._partitions_of(name)
             chosen = await self._tick_keys(name, partitions, started)
             keys.extend((self._pollers[name], partition) for partition in chosen)
-            quiet += len(partitions) - len(chosen)
-        results: list[TickPollResult] = []
-        counts = {"leased": 0, "not_due": quiet}
-        timed_out = False
+            counts["not_due"] += len(partitions) - len(chosen)
         queue = iter(keys)
 
         async def worker() -> None:
-            nonlocal timed_out
             for poller, partition in queue:
                 if deadline is not None and self.clock.now() >= deadline:
-                    timed_out = True
+                    flags["timed_out"] = True
                     return
                 key = PKey(poller.name, partition.key)
+                if self._store_backoff.get(key, (0, 0))[1] > self.clock.now():
+                    counts["not_due"] += 1  # the store failed this key's last run: backing off
+                    continue
                 forced = key in self._forced
                 self._forced.discard(key)
                 outcome = await self._run_key(poller, partition, force=forced, deadline=deadline)
@@ -382,13 +423,6 @@ class EngineCore(Operations):
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-        return TickResult(
-            polled=results,
-            skipped_leased=counts["leased"],
-            skipped_not_due=counts["not_due"],
-            duration_ms=self.clock.now() - started,
-            timed_out=timed_out,
-        )
 
     async def _tick_keys(self, name: str, partitions: list[Partition], now: int) -> list[Partition]:
         """The partitions a tick visits.
@@ -404,8 +438,19 @@ class EngineCore(Operations):
         if name not in self._tick_swept:
             self._tick_swept.add(name)
             return partitions
-        wanted = [partition for partition, _ in await self.store.due_keys(name, now)]
-        wanted += sorted(fresh | {key.partition for key in self._forced if key.poller == name})
+        try:
+            due = await self.store.due_keys(name, now)
+        except StoreError as error:
+            # Without the due index every key is visited: each run then meets the store on
+            # its own, reports its error and backs off (instead of the whole pass failing).
+            self._log.warning("tick(): the due index of %s could not be read: %s", name, error)
+            return partitions
+        wanted = [partition for partition, _ in due]
+        # Forced keys, and keys whose last run the store failed (it may not list them).
+        again = {
+            key.partition for key in (*self._forced, *self._store_backoff) if key.poller == name
+        }
+        wanted += sorted(fresh | again)
         return self._book.pick(name, wanted)
 
     def _select(self, only: Sequence[str] | str | None) -> list[str]:
@@ -436,12 +481,31 @@ class EngineCore(Operations):
             result = await runner.run()
         except Exception as error:
             # A store failure before the lane could run (load_state, acquire_lease, the final
-            # save), or a bug: report it like a failed cycle; the next pass retries.
+            # save), or a bug: report it like a failed cycle; the key backs off in memory
+            # (the store that would keep its schedule is the one failing).
+            failures = self._store_backoff.get(runner.key, (0, 0))[0] + 1
+            ceiling = backoff_ceiling(failures, poller.schedule.backoff)
+            jittered = ceiling // 2 + round(self.random.random() * ceiling / 2)
+            wait = max(_STORE_ERROR_MIN_MS, jittered)
+            self._store_backoff[runner.key] = (failures, self.clock.now() + wait)
             self._log.warning(
-                "run of %s failed: %s",
+                "run of %s failed: %s (failure %d in a row; next try in %d ms)",
                 runner.key,
                 error,
+                failures,
+                wait,
                 exc_info=not isinstance(error, WatukuyError),
+            )
+            await self._hooks.emit(
+                "on_error",
+                ErrorDetails(
+                    poller=poller.name,
+                    partition=partition.key,
+                    lane="live",
+                    instance_id=self.instance_id,
+                    error=serialize_error(error, redaction=self.redaction),
+                    phase="commit",
+                ),
             )
             return KeyRunResult(
                 "ran",
@@ -458,6 +522,7 @@ class EngineCore(Operations):
                     )
                 ],
             )
+        self._store_backoff.pop(runner.key, None)
         waiting = consumer is None and any(r.events for r in result.results)
         if waiting and poller.name not in self._warned_no_consumer:
             self._warned_no_consumer.add(poller.name)
@@ -533,6 +598,11 @@ class EngineCore(Operations):
         if at is None:
             self._wake_at.pop(key, None)
             return
+        failed = self._store_backoff.get(key)
+        if failed is not None:
+            # The store failed this key's last run: whatever its stored state says, the next
+            # run waits out the backoff (a trigger, too: the store is what is failing).
+            at = max(at, failed[1])
         current = self._wake_at.get(key)
         if current is not None and current <= at and key not in self._running:
             return
@@ -690,7 +760,8 @@ class EngineCore(Operations):
             elif result.outcome == "lease-lost":
                 at = now + self._lease.ttl_ms // 2
             elif result.state is None:
-                at = now + _STORE_ERROR_RETRY_MS
+                failed = self._store_backoff.get(key)
+                at = failed[1] if failed is not None else now + _STORE_ERROR_MIN_MS
             else:
                 at = wake_time(
                     poller, result.state, has_consumer=poller.name in self._consumers, now=now

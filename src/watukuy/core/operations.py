@@ -8,6 +8,7 @@ poller is called without it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 from collections.abc import Sequence
@@ -16,7 +17,9 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from watukuy.scheduler import trigger as trigger_schedule
 
 from . import json as wkjson
-from .errors import ConfigError, ReplayUnavailableError, WatukuyError
+from .deadline import finish_by
+from .durations import Duration, parse_duration
+from .errors import ConfigError, ReplayUnavailableError, StoreError, WatukuyError
 from .events import event_from_json, event_to_json
 from .poller import Partition, PollerDefinition
 from .results import ReplayResult
@@ -361,9 +364,25 @@ class Operations:
 
     # --- reporting ------------------------------------------------------------------------
 
-    async def inspect(self) -> InspectReport:
+    async def inspect(self, timeout: Duration | None = "10s") -> InspectReport:
         """A JSON-ready snapshot of every active key's persisted state (see the docs for
-        the fields worth alerting on)."""
+        the fields worth alerting on).
+
+        Args:
+            timeout: The answer comes within this long or not at all (``None``: no limit).
+
+        Raises:
+            StoreError: The store failed, or did not answer within ``timeout``.
+        """
+        if timeout is None:
+            return await self._inspect()
+        limit = parse_duration(timeout, "timeout")
+        work = asyncio.ensure_future(self._inspect())
+        if not await finish_by(self.clock, work, self.clock.now() + limit):
+            raise StoreError(f"inspect(): the store did not answer within {limit} ms")
+        return work.result()
+
+    async def _inspect(self) -> InspectReport:
         await self._ensure_migrated()
         now = self.clock.now()
         report: list[PollerInspect] = []

@@ -8,15 +8,17 @@ operators. The checks are small functions of one key's inspect entry (see
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from watukuy.core.deadline import finish_by
 from watukuy.core.durations import Duration, format_duration, parse_duration
 from watukuy.core.engine import EngineCore
-from watukuy.core.errors import ConfigError
+from watukuy.core.errors import ConfigError, StoreError
 from watukuy.core.operations import InspectReport, PollerInspect
 from watukuy.core.redact import RedactingLogger
 from watukuy.core.results import EngineStatus
@@ -195,6 +197,8 @@ class HealthCheck:
         allow_open_circuit: Do not count an open circuit (the engine probes it itself).
         require_running: Also require the engine's daemon to be running (for apps that
             start it, e.g. with ``watukuy_lifespan(engine, mode="daemon")``).
+        timeout: A check answers within this long: a store that does not answer in time
+            makes the verdict unhealthy (``inspect_failed``) instead of hanging the probe.
 
     Raises:
         ConfigError: An option is invalid.
@@ -210,8 +214,10 @@ class HealthCheck:
         max_outbox: int | None = None,
         allow_open_circuit: bool = False,
         require_running: bool = False,
+        timeout: Duration = "5s",
     ) -> None:
         self._engine = engine
+        self._timeout_ms = parse_duration(timeout, "timeout")
         self._max_lag_ms = None if max_lag is None else parse_duration(max_lag, "max_lag")
         self._max_parked = _optional_count(max_parked, "max_parked")
         self._max_outbox = _optional_count(max_outbox, "max_outbox")
@@ -231,8 +237,7 @@ class HealthCheck:
     async def check(self) -> HealthResult:
         """Inspect the engine and judge it; a failing ``inspect()`` is itself unhealthy."""
         try:
-            report = await self._engine.inspect()
-            poison = await self._poison_counts(report)
+            report, poison = await self._bounded_inspect()
         except Exception as error:
             self._log.warning("health check: inspect() failed: %s", error)
             message = self._engine.redaction.text(str(error))
@@ -248,6 +253,19 @@ class HealthCheck:
                 instance_id=self._engine.instance_id,
             )
         return self.judge(report, poison=poison)
+
+    async def _bounded_inspect(
+        self,
+    ) -> tuple[InspectReport, dict[tuple[str, str], int] | None]:
+        async def both() -> tuple[InspectReport, dict[tuple[str, str], int] | None]:
+            report = await self._engine.inspect(timeout=None)
+            return report, await self._poison_counts(report)
+
+        clock = self._engine.clock
+        work = asyncio.ensure_future(both())
+        if not await finish_by(clock, work, clock.now() + self._timeout_ms):
+            raise StoreError(f"the store did not answer within {self._timeout_ms} ms")
+        return work.result()
 
     async def _poison_counts(self, report: InspectReport) -> dict[tuple[str, str], int] | None:
         """With ``ignore_invalid``, the poison events of each key that has parked rows."""

@@ -254,6 +254,25 @@ class OtelHooks:
             poll.span.set_status(self._status(self._error_code, poll.error))
         poll.span.end(end_time=_ns(at_ms))
 
+    def _error_span(self, details: ErrorDetails, message: str) -> None:
+        now = _ns(self._clock.now())
+        error = details.error
+        span = self._tracer.start_span(
+            "watukuy.run",
+            start_time=now,
+            attributes={**self._span_attributes(details), "watukuy.phase": details.phase},
+        )
+        event: dict[str, AttributeValue] = {
+            "exception.type": error.get("name", "Error"),
+            "exception.message": message,
+            "watukuy.phase": details.phase,
+        }
+        if "code" in error:
+            event["watukuy.error.code"] = error["code"]
+        span.add_event("exception", event, timestamp=now)
+        span.set_status(self._status(self._error_code, message or error.get("name", "error")))
+        span.end(end_time=now)
+
     def _finished_span(
         self, name: str, details: HookContext, duration_ms: int, attributes: dict[str, Any]
     ) -> None:
@@ -388,10 +407,13 @@ class OtelHooks:
         if details.phase == "dispatch":
             return
         poll = self._polls.get((details.poller, details.partition, details.lane))
-        if poll is None:
-            return
         error = details.error
         message = error.get("message", "")
+        if poll is None:
+            # A failure outside any cycle (the store failed before one could start): a
+            # span of its own, so a store outage shows in traces and not only in counts.
+            self._error_span(details, message)
+            return
         if poll.error is None:
             poll.error = message or error.get("name", "error")
         event: dict[str, AttributeValue] = {

@@ -46,7 +46,8 @@ from importlib import resources
 from typing import Any
 
 from watukuy.core import json
-from watukuy.core.errors import ConfigError, LeaseLostError, SerializedError
+from watukuy.core.durations import Duration
+from watukuy.core.errors import ConfigError, LeaseLostError, SerializedError, StoreError
 from watukuy.core.rows import (
     CommitBatch,
     ItemRow,
@@ -67,10 +68,20 @@ from watukuy.core.rows import (
     state_to_fields,
 )
 from watukuy.stores._errors import store_errors
+from watukuy.stores._pg_timeouts import (
+    Guard,
+    PgTimeouts,
+    bounded,
+    connect_seconds,
+    diagnose,
+    expired_error,
+    split_dsn,
+)
 
 try:
     import psycopg
-    from psycopg_pool import AsyncConnectionPool
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as _error:  # pragma: no cover - exercised only without the extra
     _MISSING: ImportError | None = _error
 else:
@@ -180,6 +191,14 @@ class PostgresStore:
             and open yourself (never closed by the store).
         schema: Schema holding the tables; created by :meth:`migrate` when missing.
         table_prefix: Prefix of every table name.
+        connect_timeout: Longest wait to open a connection or get one from the pool.
+        statement_timeout: Server-side limit on one statement (owned pool only).
+        lock_timeout: Server-side limit on waiting for a lock (owned pool only).
+        timeout: The client's own limit on one store call, whatever the server does
+            (default: ``connect_timeout + statement_timeout``); past it the call fails with
+            ``StoreError``. All four may also be given as parameters of a URL DSN
+            (``postgresql://db/app?statement_timeout=5s&timeout=8s``; a bare number is
+            seconds), which win over the arguments.
 
     Raises:
         ImportError: psycopg is not installed (``pip install 'watukuy[postgres]'``).
@@ -196,6 +215,11 @@ class PostgresStore:
         dsn_or_pool: str | AsyncConnectionPool[Any],
         schema: str = "public",
         table_prefix: str = "watukuy_",
+        *,
+        connect_timeout: Duration = "5s",
+        statement_timeout: Duration = "10s",
+        lock_timeout: Duration = "5s",
+        timeout: Duration | None = None,
     ) -> None:
         if _MISSING is not None:
             raise ImportError(
@@ -207,11 +231,36 @@ class PostgresStore:
         if not isinstance(table_prefix, str) or not _IDENTIFIER.fullmatch(table_prefix or "_"):
             raise ConfigError(f"{rule}; got {table_prefix!r}", field="table_prefix")
         self._pool: AsyncConnectionPool[Any]
+        limits: dict[str, Any] = {
+            "connect_timeout": connect_timeout,
+            "statement_timeout": statement_timeout,
+            "lock_timeout": lock_timeout,
+            "timeout": timeout,
+        }
         if isinstance(dsn_or_pool, str) and dsn_or_pool.strip():
-            self._pool = AsyncConnectionPool(dsn_or_pool, open=False, kwargs={"autocommit": True})
+            dsn, in_url = split_dsn(dsn_or_pool)
+            self._timeouts = PgTimeouts.of(**{**limits, **in_url})
+            try:
+                given = conninfo_to_dict(dsn).get("options")
+            except psycopg.ProgrammingError as error:
+                raise ConfigError(f"not a PostgreSQL DSN: {error}", field="dsn_or_pool") from None
+            self._pool = AsyncConnectionPool(
+                dsn,
+                open=False,
+                timeout=self._timeouts.connect_ms / 1_000,
+                kwargs={
+                    "autocommit": True,
+                    "connect_timeout": connect_seconds(self._timeouts),
+                    "options": self._timeouts.server_options(None if given is None else str(given)),
+                },
+            )
+            self._conninfo = dsn
             self._owns_pool = True
         elif isinstance(dsn_or_pool, AsyncConnectionPool):
+            self._timeouts = PgTimeouts.of(**limits)
             self._pool = dsn_or_pool
+            conninfo = dsn_or_pool.conninfo
+            self._conninfo = conninfo if isinstance(conninfo, str) else ""
             self._owns_pool = False
         else:
             raise ConfigError(
@@ -241,10 +290,18 @@ class PostgresStore:
 
     async def migrate(self) -> None:
         """Create the schema and apply the DDL versions not applied yet. Idempotent."""
-        with store_errors("migrate"):
-            await self._open()
-            async with self._pool.connection() as conn:
-                await self._apply_migrations(conn)
+        async with bounded("migrate", self._timeouts) as guard:
+            try:
+                with store_errors("migrate"):
+                    await self._open()
+                    async with self._pool.connection() as conn:
+                        guard.conn = conn
+                        await self._apply_migrations(conn)
+            except StoreError as error:
+                better = await self._explained("migrate", guard, error)
+                if better is None:
+                    raise
+                raise better from error.__cause__ or error
         self._migrated = True
 
     async def close(self) -> None:
@@ -295,26 +352,48 @@ class PostgresStore:
 
     @asynccontextmanager
     async def _connection(self, what: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A pooled connection of a ready store; driver errors become ``StoreError``."""
-        with store_errors(what):
-            if not self._migrated:
-                await self._open()
-                async with self._ready_lock:
+        """A pooled connection of a ready store; driver errors become ``StoreError``, and
+        the whole call is bounded by the store's ``timeout`` (see ``_pg_timeouts``)."""
+        async with bounded(what, self._timeouts) as guard:
+            try:
+                with store_errors(what):
                     if not self._migrated:
-                        async with self._pool.connection() as conn:
-                            await self._apply_migrations(conn)
-                        self._migrated = True
-            async with self._pool.connection() as conn:
-                try:
-                    yield conn
-                except BaseException as error:
-                    if not isinstance(error, Exception):
-                        # Cancelled (or the process is going down) half way through a call:
-                        # the connection may sit inside a transaction or a pipeline, and the
-                        # pool must never lend it again. Closing is synchronous, so it works
-                        # even while the task is being cancelled; the pool replaces it.
-                        conn.pgconn.finish()
+                        await self._open()
+                        async with self._ready_lock:
+                            if not self._migrated:
+                                async with self._pool.connection() as conn:
+                                    guard.conn = conn
+                                    await self._apply_migrations(conn)
+                                guard.conn = None
+                                self._migrated = True
+                    async with self._pool.connection() as conn:
+                        guard.conn = conn
+                        try:
+                            yield conn
+                        except BaseException as error:
+                            if not isinstance(error, Exception):
+                                # Cancelled (or the process is going down) half way through
+                                # a call: the connection may sit inside a transaction or a
+                                # pipeline, and the pool must never lend it again. Closing
+                                # is synchronous, so it works even while the task is being
+                                # cancelled; the pool replaces it.
+                                conn.pgconn.finish()
+                            raise
+            except StoreError as error:
+                better = await self._explained(what, guard, error)
+                if better is None:
                     raise
+                raise better from error.__cause__ or error
+
+    async def _explained(self, what: str, guard: Guard, error: StoreError) -> StoreError | None:
+        """A clearer ``StoreError`` for a call that timed out or got no connection."""
+        if guard.expired:
+            return expired_error(what, self._timeouts, error)
+        if isinstance(error.__cause__, PoolTimeout):
+            reason = await diagnose(self._conninfo, self._timeouts)
+            if reason is not None:
+                return StoreError(f"{what}: {reason}")
+        return None
 
     async def _fetch(self, what: str, query: str, params: Sequence[Any]) -> list[Any]:
         async with self._connection(what) as conn:

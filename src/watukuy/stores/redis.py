@@ -133,6 +133,8 @@ _PRUNE_BATCH = 1000
 # call; a larger one is walked in sequence order, at most _SCAN_MAX entries per call.
 _WINDOW_MAX = 10_000
 _SCAN_MAX = 5_000
+# Sane bounds for a client the store builds itself (seconds; the URL's own values win).
+_DEFAULT_TIMEOUTS: dict[str, float] = {"socket_timeout": 10.0, "socket_connect_timeout": 5.0}
 _MIN_WAKE, _MAX_WAKE = -(2**63), 2**63 - 1
 
 
@@ -320,12 +322,20 @@ class RedisStore:
     def from_url(cls, url: str, prefix: str = "watukuy:", **options: Any) -> RedisStore:
         """A store with its own client for ``url`` (connected lazily, closed by ``close()``).
 
+        Every call is bounded in time: connecting by ``socket_connect_timeout`` (default
+        5 s) and waiting for an answer by ``socket_timeout`` (default 10 s); past them the
+        call fails with ``StoreError``. Both may be passed here or in the URL
+        (``redis://host/0?socket_timeout=2&socket_connect_timeout=1``, seconds), which wins.
+        A client you build yourself for ``RedisStore(client)`` should set them too: without
+        ``socket_timeout`` a server that stops answering is waited for forever.
+
         Args:
             url: A ``redis://`` or ``rediss://`` URL.
             prefix: Prefix of every key the store writes.
             **options: Passed to ``redis.asyncio.from_url``.
         """
         _require_redis("RedisStore")
+        options = {**_DEFAULT_TIMEOUTS, **options}
         store = cls(aioredis.from_url(url, **options), prefix)
         store._owns_client = True
         return store

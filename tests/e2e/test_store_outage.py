@@ -1,0 +1,335 @@
+"""A store that stops answering never hangs the engine, and loses nothing.
+
+Each test starts a server of its own (``initdb`` + ``postgres`` on a free port in a temp
+directory, or ``redis-server``), never the shared ones, polls a scripted API through it,
+then freezes the whole server with ``SIGSTOP``: ``tick(max_duration="5s")`` still returns
+within 10 s, with a ``StoreError`` for the key, on ``on_error`` and in a WARNING; the key
+backs off (the next pass does not run it); and after ``SIGCONT`` everything the API listed
+is delivered. The servers' own error texts reach the caller: "Connection refused",
+``database "x" does not exist``, "password authentication failed".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import watukuy as wk
+from watukuy.core.rows import PKey
+
+pytestmark = [pytest.mark.slow]
+
+PASSWORD = "s3cret-outage"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], seconds: float = 30) -> None:
+    give_up = time.monotonic() + seconds
+    while time.monotonic() < give_up:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port} after {seconds} s")
+
+
+class Server:
+    """A private server process (its own process group, so one signal freezes all of it)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], port: int) -> None:
+        self.process = process
+        self.port = port
+
+    def _family(self) -> list[int]:
+        """The server and its children (PostgreSQL backends start sessions of their own,
+        so a signal to the process group would miss them)."""
+        pids = [self.process.pid]
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == self.process.pid:
+                pids.append(int(entry.name))
+        return pids
+
+    def freeze(self) -> None:
+        os.kill(self.process.pid, signal.SIGSTOP)  # first: it forks no new backend now
+        for pid in self._family():
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in reversed(self._family()):
+            os.kill(pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        try:
+            self.thaw()
+            os.kill(self.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def _postgres_user() -> dict[str, Any]:
+    """``postgres`` refuses to run as root: as root, run it as the ``postgres`` user."""
+    if os.geteuid() != 0:
+        return {}
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.skip("running as root and there is no 'postgres' user to run a server as")
+    return {"user": "postgres", "group": pwd.getpwnam("postgres").pw_gid}
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[Server]:
+    initdb, postgres = shutil.which("initdb"), shutil.which("postgres")
+    if initdb is None or postgres is None:
+        pytest.skip("initdb/postgres are not installed")
+    run_as = _postgres_user()
+    # Not under tmp_path: as root, its parents are closed to the postgres user.
+    home = Path(tempfile.mkdtemp(prefix="watukuy-pg-"))
+    (home / "pw").write_text(PASSWORD)
+    if run_as:
+        shutil.chown(home, user="postgres")
+        shutil.chown(home / "pw", user="postgres")
+    data = home / "data"
+    subprocess.run(
+        [initdb, "-D", str(data), "-U", "postgres", "--auth=scram-sha-256",
+         f"--pwfile={home / 'pw'}", "-E", "UTF8", "--no-sync"],
+        check=True, capture_output=True, **run_as,
+    )  # fmt: skip
+    port = free_port()
+    process = subprocess.Popen(
+        [postgres, "-D", str(data), "-p", str(port), "-c", "listen_addresses=127.0.0.1",
+         "-c", f"unix_socket_directories={home}", "-c", "fsync=off"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **run_as,
+    )  # fmt: skip
+    server = Server(process, port)
+    try:
+        wait_for_port(port, process)
+        time.sleep(0.5)  # accepting TCP is not yet accepting logins
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[Server]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed")
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    server = Server(process, port)
+    try:
+        wait_for_port(port, process)
+        yield server
+    finally:
+        server.stop()
+
+
+class Vendor:
+    """An API listing ``items`` in ``updated_at`` order (MockTransport: no network)."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+
+    def add(self, n: int) -> None:
+        self.items.append({"id": f"item-{n:03d}", "updated_at": f"2025-12-31T00:00:{n:02d}.000Z"})
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        since = request.url.params.get("since")
+        rows = [i for i in self.items if since is None or i["updated_at"] > since]
+        return httpx.Response(200, json={"data": rows, "has_more": False})
+
+
+async def fetch(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
+    response = await ctx.http.get("https://vendor.test/items", params={"since": ctx.cursor.value})
+    body = response.json()
+    return wk.Page(items=body["data"], has_more=body["has_more"])
+
+
+class Errors:
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    def on_error(self, details: Any) -> None:
+        self.seen.append(dict(details.error))
+
+
+def engine_on(store: wk.StateStore, vendor: Vendor, hooks: Errors, **options: Any) -> wk.Engine:
+    poller = wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.TimestampCursor(field="updated_at"),
+        fetch=fetch,
+        schedule=wk.Schedule(min="1s", max="1s", adaptive=False, jitter=0),
+    )
+    return wk.Engine(
+        store=store,
+        pollers=[poller],
+        hooks=hooks,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(vendor.handle)),
+        **options,
+    )
+
+
+async def survive_a_freeze(
+    server: Server, store: wk.StateStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    vendor, hooks = Vendor(), Errors()
+    for n in (1, 2, 3):
+        vendor.add(n)
+    engine = engine_on(store, vendor, hooks)
+    delivered: list[str] = []
+    engine.on("orders", lambda event, ctx: delivered.append(event.subject))
+    first = await engine.tick(max_duration="5s")
+    assert first.errors == []
+    assert delivered == ["item-001", "item-002", "item-003"]
+    for n in (4, 5, 6):
+        vendor.add(n)
+    await asyncio.sleep(1.1)  # the key is due again (an e2e test: real time)
+
+    server.freeze()
+    try:
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="watukuy"):
+            frozen = await engine.tick(max_duration="5s")
+        took = time.monotonic() - started
+        assert took < 10, f"tick(max_duration='5s') took {took:.1f} s"
+        errors = [cycle.error for cycle in frozen.polled if cycle.error is not None]
+        assert errors, frozen
+        assert errors[0]["name"] == "StoreError"
+        assert hooks.seen
+        assert hooks.seen[-1]["name"] == "StoreError"
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert any("run of orders failed" in w and "next try in" in w for w in warnings), warnings
+        # The key backs off in memory (the store cannot keep its schedule): the next pass
+        # runs it only once its wait is over, and its next wait is longer.
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="watukuy"):
+            await engine.tick(max_duration="5s")
+        assert time.monotonic() - started < 10
+        failures = [
+            r.getMessage() for r in caplog.records if "run of orders failed" in r.getMessage()
+        ]
+        assert "failure 1 in a row" in failures[0], failures
+        assert "failure 2 in a row" in failures[-1], failures
+    finally:
+        server.thaw()
+
+    await asyncio.sleep(2.5)  # the backoff of a first failure (1 s, up to 2 s) runs out
+    after = await engine.tick(max_duration="5s")
+    assert after.errors == [], after
+    assert sorted(set(delivered)) == [f"item-{n:03d}" for n in range(1, 7)]
+    state = await store.load_state(PKey("orders"))
+    assert state is not None
+    assert await store.count_pending(PKey("orders")) == 0
+    print(f"frozen tick returned in {took:.1f} s: {errors[0]['message']}")
+
+
+async def test_a_frozen_postgres(
+    private_postgres: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    from watukuy.stores.postgres import PostgresStore
+
+    url = (
+        f"postgresql://postgres:{PASSWORD}@127.0.0.1:{private_postgres.port}/postgres"
+        "?connect_timeout=1&statement_timeout=2s&timeout=3s"
+    )
+    store = PostgresStore(url, schema="outage")
+    try:
+        await store.migrate()
+        await survive_a_freeze(private_postgres, store, caplog)
+    finally:
+        await store.close()
+
+
+async def test_a_frozen_redis(private_redis: Server, caplog: pytest.LogCaptureFixture) -> None:
+    from watukuy.stores.redis import RedisStore
+
+    url = f"redis://127.0.0.1:{private_redis.port}/0?socket_timeout=2&socket_connect_timeout=1"
+    store = RedisStore.from_url(url)
+    try:
+        await store.migrate()
+        await survive_a_freeze(private_redis, store, caplog)
+    finally:
+        await store.close()
+
+
+async def test_postgres_errors_name_their_cause(
+    private_postgres: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    from watukuy.stores.postgres import PostgresStore
+
+    port = private_postgres.port
+    closed = free_port()
+    cases = {
+        f"postgresql://postgres:{PASSWORD}@127.0.0.1:{closed}/postgres": "Connection refused",
+        f"postgresql://postgres:{PASSWORD}@127.0.0.1:{port}/nowhere": (
+            'database "nowhere" does not exist'
+        ),
+        f"postgresql://postgres:wrong@127.0.0.1:{port}/postgres": (
+            'password authentication failed for user "postgres"'
+        ),
+    }
+    for url, cause in cases.items():
+        hooks = Errors()
+        store = PostgresStore(url + "?connect_timeout=1", schema="outage")
+        # Without auto_migrate the first store call is the key's own: its failure is a
+        # failed run, reported like one.
+        engine = engine_on(store, Vendor(), hooks, auto_migrate=False)
+        caplog.clear()
+        try:
+            started = time.monotonic()
+            with caplog.at_level(logging.WARNING, logger="watukuy"):
+                result = await engine.tick(max_duration="5s")
+            assert time.monotonic() - started < 10
+            [cycle] = result.polled
+            assert cycle.error is not None
+            message = cycle.error["message"]
+            assert cycle.error["name"] == "StoreError"
+            assert cause in message, message
+            assert "couldn't get a connection" not in message
+            assert PASSWORD not in message
+            assert [error["message"] for error in hooks.seen] == [message]
+            warnings = [r.getMessage() for r in caplog.records if r.name == "watukuy"]
+            assert any(cause in w for w in warnings), warnings
+        finally:
+            await store.close()

@@ -1,0 +1,172 @@
+"""A store that fails or stops answering, on a virtual clock: bounded passes, backoff, hooks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import httpx
+import pytest
+
+import watukuy as wk
+from watukuy.core.rows import PKey, PollerState
+from watukuy.integrations import HealthCheck
+from watukuy.testing import SeededRandom, VirtualClock
+
+
+class Outage(wk.MemoryStore):
+    """A MemoryStore that can fail every state read, or never answer one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mode: str | None = None
+        self.reads = 0
+
+    async def load_state(self, key: PKey) -> PollerState | None:
+        self.reads += 1
+        if self.mode == "fail":
+            raise wk.StoreError("load_state: connection refused")
+        if self.mode == "hang":
+            await asyncio.Event().wait()
+        return await super().load_state(key)
+
+
+def vendor(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json={"data": [{"id": "a", "v": 1}], "has_more": False})
+
+
+async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+    response = await ctx.http.get("https://vendor.test/items")
+    return wk.Page(items=response.json()["data"])
+
+
+class Errors:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def on_error(self, details: Any) -> None:
+        self.seen.append((details.error["name"], details.error["message"]))
+
+
+def engine_on(store: wk.StateStore, clock: VirtualClock, hooks: Any = None) -> wk.Engine:
+    poller = wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.SnapshotDiff(),
+        fetch=fetch,
+        schedule=wk.Schedule(min="1s", max="1s", adaptive=False, jitter=0),
+    )
+    return wk.Engine(
+        store=store,
+        pollers=[poller],
+        clock=clock,
+        random=SeededRandom(1),
+        hooks=hooks,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(vendor)),
+    )
+
+
+async def test_tick_returns_by_its_deadline_when_the_store_never_answers() -> None:
+    clock, store = VirtualClock(), Outage()
+    engine = engine_on(store, clock)
+    await engine.tick()
+    await clock.advance("1s")
+    store.mode = "hang"
+    started = clock.now()
+    tick = asyncio.ensure_future(engine.tick(max_duration="5s"))
+    await clock.advance("6999ms")
+    assert not tick.done()
+    await clock.advance("1ms")  # the deadline plus the 2 s grace
+    assert tick.done()
+    result = await tick
+    assert result.timed_out
+    assert clock.now() - started == 7_000
+
+
+async def test_a_failing_store_reaches_on_error_and_a_warning_and_the_key_backs_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock, store, hooks = VirtualClock(), Outage(), Errors()
+    engine = engine_on(store, clock, hooks)
+    with caplog.at_level(logging.WARNING, logger="watukuy"):
+        async with engine:
+            await clock.advance("1s")
+            store.mode = "fail"
+            await clock.advance("60s")
+            store.mode = None
+    failures = [r.getMessage() for r in caplog.records if "run of orders failed" in r.getMessage()]
+    # 1 s, 2 s, 4 s, ... (half jittered) up to backoff.max: a handful in a minute, not 60.
+    assert 3 <= len(failures) <= 8, failures
+    assert "connection refused" in failures[0]
+    assert "failure 1 in a row" in failures[0]
+    assert f"failure {len(failures)} in a row" in failures[-1]
+    assert hooks.seen
+    assert set(hooks.seen) == {("StoreError", "load_state: connection refused")}
+
+
+async def test_the_backoff_ends_with_the_outage() -> None:
+    clock, store = VirtualClock(), Outage()
+    engine = engine_on(store, clock)
+    delivered: list[str] = []
+    engine.on("orders", lambda event, ctx: delivered.append(event.subject))
+    store.mode = "fail"
+    failed = await engine.tick()
+    assert failed.polled[0].error is not None
+    assert failed.polled[0].error["name"] == "StoreError"
+    reads = store.reads
+    skipped = await engine.tick()  # within the backoff: not run
+    assert (skipped.polled, skipped.skipped_not_due, store.reads) == ([], 1, reads)
+    store.mode = None
+    await clock.advance("2s")
+    recovered = await engine.tick()
+    assert recovered.errors == []
+    assert delivered == ["a"]
+
+
+async def test_inspect_answers_or_fails_within_its_timeout() -> None:
+    clock, store = VirtualClock(), Outage()
+    engine = engine_on(store, clock)
+    await engine.tick()
+    store.mode = "hang"
+    inspect = asyncio.ensure_future(engine.inspect(timeout="3s"))
+    await clock.advance("3s")
+    with pytest.raises(wk.StoreError, match="did not answer within 3000 ms"):
+        await inspect
+
+
+async def test_the_health_check_has_its_own_timeout() -> None:
+    clock, store = VirtualClock(), Outage()
+    engine = engine_on(store, clock)
+    await engine.tick()
+    store.mode = "hang"
+    check = asyncio.ensure_future(HealthCheck(engine, timeout="2s").check())
+    await clock.advance("2s")
+    result = await check
+    assert [finding.code for finding in result.findings] == ["inspect_failed"]
+    assert "did not answer within 2000 ms" in result.findings[0].detail
+
+
+async def test_a_store_outage_shows_in_traces() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import StatusCode
+
+    from watukuy.otel import OtelHooks
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    clock, store = VirtualClock(), Outage()
+    hooks = OtelHooks(tracer=provider.get_tracer("test"), clock=clock)
+    engine = engine_on(store, clock, hooks)
+    store.mode = "fail"
+    await engine.tick()
+    provider.shutdown()
+    [span] = [span for span in exporter.get_finished_spans() if span.name == "watukuy.run"]
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "load_state: connection refused"
+    [event] = span.events
+    assert event.attributes is not None
+    assert event.attributes["exception.type"] == "StoreError"
