@@ -85,7 +85,8 @@ class ClearOp:
 
 @dataclass(slots=True)
 class BackfillOp:
-    """A ``backfill()`` and, once it completed, the request it completed at."""
+    """A ``backfill()`` and, once it completed, the request it completed at (``-1``: a
+    later backfill replaced it first)."""
 
     request: int
     sequence: int
@@ -259,8 +260,8 @@ class _Checker:
 
     def backfill(self) -> None:
         for op in self.backfills:
-            if op.done_at is None:
-                continue
+            if op.done_at is None or op.done_at < 0:
+                continue  # never completed, or replaced by a later backfill
             for versions in self.vendor.history.values():
                 for version in versions:
                     if version.deleted or not version.visible_through(op.request, op.done_at):
