@@ -5,6 +5,8 @@ case whose defect is still open runs in the long sweep (``--regressions``) inste
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from watukuy.testing.conformance import OPEN_DEFECTS, assert_conformance, run_conformance
@@ -22,6 +24,14 @@ def _id(case: Regression) -> str:
 @pytest.mark.parametrize("case", [c for c in FIXED if c.store == "memory"], ids=_id)
 async def test_fixed_defect_stays_fixed(case: Regression) -> None:
     report = await run_conformance(case.config, plan=case.plan)
+    record(report)
+    assert_conformance(report)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("case", [c for c in FIXED if c.store == "postgres"], ids=_id)
+async def test_fixed_postgres_defect_stays_fixed(case: Regression, postgres_store: Any) -> None:
+    report = await run_conformance(case.config, plan=case.plan, store=postgres_store)
     record(report)
     assert_conformance(report)
 
