@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._proc import Measured, VendorProcess, measure
+from ._proc import Measured, VendorProcess, child_env, compile_package, measure
 
 POSTGRES_URL = os.environ.get(
     "WATUKUY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -170,6 +170,7 @@ def _import_ms() -> float:
         capture_output=True,
         text=True,
         check=True,
+        env=child_env(),
     )
     for line in reversed(done.stderr.splitlines()):
         parts = [part.strip() for part in line.split("|")]
@@ -186,12 +187,12 @@ def startup(options: Options) -> None:
     helps = []
     for _ in range(5):
         started = time.perf_counter()
-        subprocess.run([cli, "--help"], capture_output=True, check=True)
+        subprocess.run([cli, "--help"], capture_output=True, check=True, env=child_env())
         helps.append((time.perf_counter() - started) * 1000)
     bare = []
     for _ in range(5):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        subprocess.run([sys.executable, "-c", "pass"], check=True, env=child_env())
         bare.append((time.perf_counter() - started) * 1000)
     print(f"  import watukuy runs (ms): {', '.join(f'{v:.0f}' for v in imports)}")
     print(f"  watukuy --help runs (ms): {', '.join(f'{v:.0f}' for v in helps)}")
@@ -349,6 +350,7 @@ SCENARIOS = {"sync": sync, "startup": startup, "dispatch": dispatch, "partitions
 def run(names: list[str], options: Options) -> int:
     """Run the named scenarios; print every target; 1 when one is missed."""
     _results.clear()
+    compile_package()
     for name in names:
         started = time.perf_counter()
         SCENARIOS[name](options)

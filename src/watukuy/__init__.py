@@ -22,7 +22,6 @@ handler a correct stream of ``created`` / ``updated`` / ``deleted`` events::
 
 from __future__ import annotations
 
-from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
 from ._system import SystemClock, SystemRandom
@@ -78,10 +77,7 @@ if TYPE_CHECKING:
     from .stores.postgres import PostgresStore
     from .stores.redis import RedisBudgetStore, RedisStore
 
-try:
-    __version__ = _metadata.version("watukuy")
-except _metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+    __version__: str
 
 _LAZY = {
     "PostgresStore": ("watukuy.stores.postgres", "PostgresStore"),
@@ -90,7 +86,22 @@ _LAZY = {
 }
 
 
+def _version() -> str:
+    # importlib.metadata costs tens of milliseconds to import; only a caller of
+    # ``watukuy.__version__`` pays for it.
+    from importlib import metadata
+
+    try:
+        return metadata.version("watukuy")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        version = _version()
+        globals()["__version__"] = version
+        return version
     # The Postgres and Redis stores need optional drivers; import them on first use only.
     if name in _LAZY:
         import importlib

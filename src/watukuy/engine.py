@@ -14,9 +14,7 @@ import secrets
 import signal
 import socket
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ._system import SystemClock, SystemRandom
 from .core.durations import Duration
@@ -27,7 +25,9 @@ from .core.poller import PollerDefinition
 from .core.ports import BudgetStore, Clock, Random, StateStore
 from .core.redact import Redaction
 from .core.results import LeaseOptions
-from .http import HttpxFactory
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["Engine"]
 
@@ -115,6 +115,10 @@ class Engine(EngineCore):
         if lease is not None and not isinstance(lease, LeaseOptions):
             raise ConfigError(f"expected LeaseOptions or a dict, got {lease!r}", field="lease")
         redaction = Redaction.coerce(redact)
+        # httpx (and with it ``ctx.http``) is imported by the first engine, not by ``import
+        # watukuy``: a process that only inspects a store or prints --help never needs it.
+        from .http import HttpxFactory
+
         super().__init__(
             store=store,
             pollers=pollers,

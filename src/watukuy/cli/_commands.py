@@ -6,12 +6,9 @@ from __future__ import annotations
 import asyncio
 import importlib
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from importlib import metadata
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console, RenderableType
-from rich.text import Text
 
 from watukuy.core import json as wkjson
 from watukuy.core.durations import parse_duration
@@ -19,9 +16,13 @@ from watukuy.core.rows import ParkedKind, ParkedRow
 
 from ._errors import CliError
 from ._operators import EngineOperator
-from ._progress import drive_backfill, run_live, tick_with_progress
-from ._render import inspect_view, key_name, parked_table, tick_view
 from ._target import Target, open_target
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+# rich (tables, live views, progress bars) is imported by the commands that print, never by
+# ``watukuy --help``, ``--version`` or ``--json``: it costs more to import than click.
 
 __all__ = ["cli"]
 
@@ -29,12 +30,22 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Subcommands that live in other packages, imported only when asked for so that the CLI
-# stays fast to start (the demo pulls in the simulated vendor). The architecture contract
-# puts watukuy.cli above watukuy.demo, so this dependency is declared, not hidden.
-_LAZY_COMMANDS = {"demo": ("watukuy.demo.command", "demo")}
+# stays fast to start (the demo pulls in the simulated vendor, httpx and rich). The
+# architecture contract puts watukuy.cli above watukuy.demo, so this dependency is
+# declared, not hidden. The one-line help is written here so that ``--help`` lists the
+# command without importing it.
+_LAZY_COMMANDS = {
+    "demo": (
+        "watukuy.demo.command",
+        "demo",
+        "Poll a simulated vendor API into ./watukuy-demo.db and show the events.",
+    )
+}
 
 
 def _version() -> str:
+    from importlib import metadata
+
     try:
         return metadata.version("watukuy")
     except metadata.PackageNotFoundError:  # pragma: no cover - a source tree without metadata
@@ -49,11 +60,29 @@ class _Group(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in _LAZY_COMMANDS:
-            module_name, attribute = _LAZY_COMMANDS[cmd_name]
+            module_name, attribute, _ = _LAZY_COMMANDS[cmd_name]
             command = getattr(importlib.import_module(module_name), attribute)
             assert isinstance(command, click.Command)
             return command
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            if name in _LAZY_COMMANDS:
+                # A stand-in carrying the help line, so the real command is not imported.
+                rows.append((name, click.Command(name, help=_LAZY_COMMANDS[name][2])))
+                continue
+            command = super().get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command))
+        if not rows:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+        with formatter.section("Commands"):
+            formatter.write_dl(
+                [(name, command.get_short_help_str(limit)) for name, command in rows]
+            )
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -116,6 +145,8 @@ def _key_options(fn: F) -> F:
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     # Names and messages are printed as they are: no markup, no emoji codes, no colouring
     # of numbers that merely look interesting.
     return Console(highlight=False, soft_wrap=False, markup=False, emoji=False)
@@ -126,6 +157,12 @@ def _emit(as_json: bool, data: Any, human: RenderableType | str) -> None:
         click.echo(wkjson.dumps(wkjson.to_jsonable(data)))
     else:
         _console().print(human)
+
+
+def _key_name(poller: str, partition: str) -> str:
+    from ._render import key_name
+
+    return key_name(poller, partition)
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -170,7 +207,7 @@ def _time_arg(value: str) -> str | int:
 
 def _done(action: str, poller: str, partition: str, **extra: Any) -> tuple[dict[str, Any], str]:
     data = {"ok": True, "action": action, "poller": poller, "partition": partition, **extra}
-    return data, f"{action}: {key_name(poller, partition)}"
+    return data, f"{action}: {_key_name(poller, partition)}"
 
 
 # --- reporting -------------------------------------------------------------------------------
@@ -185,6 +222,8 @@ def inspect(app: str | None, store_url: str | None, as_json: bool) -> None:
         return await target.operator.inspect()
 
     report = _run(_on_target("inspect", app, store_url, work))
+    from ._render import inspect_view
+
     _emit(as_json, report, inspect_view(report))
 
 
@@ -223,11 +262,15 @@ def tick(
             if name not in engine.pollers:
                 known = ", ".join(sorted(engine.pollers))
                 raise CliError(f"--only: unknown poller {name!r} (the application has: {known})")
+        from ._progress import tick_with_progress
+
         return await tick_with_progress(
             engine, names, max_duration, console=console, show=not as_json and console.is_terminal
         )
 
     result = _run(_on_target("tick", app, store_url, work, need_engine=True))
+    from ._render import tick_view
+
     _emit(as_json, result, tick_view(result))
     # A throttled cycle is the API asking for time, not a failure: it does not fail the run.
     if any(row.get("error") and not row.get("throttled") for row in result["polled"]):
@@ -261,6 +304,8 @@ def run(
 
     async def work(target: Target) -> dict[str, Any]:
         assert target.engine is not None
+        from ._progress import run_live
+
         return await run_live(
             target.engine,
             console=console,
@@ -273,6 +318,8 @@ def run(
     if as_json:
         emit(report)  # the final state, after the drain
     else:
+        from ._render import inspect_view
+
         console.print(inspect_view(report))
         console.print("stopped")
 
@@ -354,22 +401,26 @@ def backfill(
         )
         if not wait:
             return {"ok": True, "action": "backfill started", **_named(key)}
+        from ._progress import drive_backfill
+
         outcome = await drive_backfill(
             engine, key, console=console, show=not as_json and console.is_terminal
         )
         return {"ok": outcome.error is None, "action": "backfill", **outcome.to_dict()}
 
     data = _run(_on_target("backfill", app, store_url, work, need_engine=True))
+    from rich.text import Text
+
     if "cycles" in data:
         error = data.get("error")
         human = Text(
-            f"backfill {key_name(data['poller'], data['partition'])}: {data['cycles']} "
+            f"backfill {_key_name(data['poller'], data['partition'])}: {data['cycles']} "
             f"cycles, {data['items']} items, {data['events']} events"
             + (", done" if data.get("done") else "")
             + (f"; failed: {error.get('message')}" if error else "")
         )
     else:
-        human = Text(f"backfill started: {key_name(data['poller'], data['partition'])}")
+        human = Text(f"backfill started: {_key_name(data['poller'], data['partition'])}")
     _emit(as_json, data, human)
     if data.get("error"):
         raise click.exceptions.Exit(1)
@@ -410,7 +461,7 @@ def replay(
     _emit(
         as_json,
         data,
-        f"replay: {data['replayed']} events of {key_name(data['poller'], data['partition'])} "
+        f"replay: {data['replayed']} events of {_key_name(data['poller'], data['partition'])} "
         "queued for delivery",
     )
 
@@ -502,6 +553,8 @@ def parked_ls(
         return [_parked_json(row) for row in rows]
 
     rows = _run(_on_target("parked ls", app, store_url, work))
+    from ._render import parked_table
+
     _emit(as_json, rows, parked_table(rows))
 
 
@@ -569,7 +622,7 @@ def _parked_change(action: str) -> click.Command:
         _emit(
             as_json,
             data,
-            f"{data['count']} parked row(s) of {key_name(poller, partition or '')} {verb}",
+            f"{data['count']} parked row(s) of {_key_name(poller, partition or '')} {verb}",
         )
 
     helps = {

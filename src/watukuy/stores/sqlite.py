@@ -31,7 +31,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from importlib import resources
 from typing import Any, Final, TypeVar, cast
 
 from watukuy.core import json as wkjson
@@ -84,6 +83,10 @@ def sqlite_migrations(table_prefix: str = "watukuy_") -> list[tuple[int, str]]:
         ``(version, sql_script)`` pairs.
     """
     _check_prefix(table_prefix)
+    # importlib.resources (and the tempfile it pulls in) is imported when a store
+    # migrates, not by ``import watukuy``.
+    from importlib import resources
+
     folder = resources.files("watukuy.stores").joinpath("sql", "sqlite")
     out: list[tuple[int, str]] = []
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):

@@ -1,0 +1,55 @@
+"""What a fresh process imports: ``import watukuy`` and ``watukuy --help`` stay lean.
+
+No timings here (``python -m bench http startup`` measures them); these tests pin the
+modules that made start-up slow, so that a new top-level import of one shows up as a
+failure rather than as a slower benchmark months later.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("httpx", "httpx._main", "rich", "click", "importlib.metadata", "importlib.resources")
+
+
+def _loaded_after(code: str) -> set[str]:
+    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_import_watukuy_loads_no_http_client_cli_or_metadata() -> None:
+    loaded = _loaded_after("import watukuy")
+    assert "watukuy.engine" in loaded
+    assert sorted(loaded & set(HEAVY)) == []
+
+
+def test_the_help_of_the_command_loads_click_but_not_rich_or_httpx() -> None:
+    code = (
+        "import contextlib, io\n"
+        "from watukuy.cli import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    cli.main(['--help'], prog_name='watukuy', standalone_mode=False)"
+    )
+    loaded = _loaded_after(code)
+    assert "click" in loaded
+    assert sorted(loaded & {"rich", "httpx", "importlib.metadata"}) == []
+
+
+def test_an_engine_imports_httpx_without_its_command_line_client() -> None:
+    code = (
+        "import watukuy as wk\n"
+        "poller = wk.define_poller(name='p', identity=lambda o: o, cursor=wk.SnapshotDiff(),"
+        " fetch=lambda ctx: [])\n"
+        "wk.Engine(store=wk.MemoryStore(), pollers=[poller])\n"
+        "import httpx\n"
+        "assert 'rich' not in sys.modules and 'click' not in sys.modules\n"
+        "import httpx._main\n"
+        "assert httpx._main.main is not None"
+    )
+    loaded = _loaded_after(code)
+    assert {"httpx", "httpx._main"} <= loaded
