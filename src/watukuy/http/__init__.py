@@ -16,10 +16,16 @@ every request exactly once and:
   :func:`redact_url`, :func:`redact_headers`, :class:`RedactingFilter`).
 """
 
+# ruff: noqa: E402  (httpx is imported first, by import_httpx, then the modules using it)
+
 from __future__ import annotations
 
+from ._import import import_httpx
+
+import_httpx()  # before any module of this package runs its own ``import httpx``
+
 from ._client import HttpClient
-from ._factory import DEFAULT_TIMEOUT, HttpxFactory, default_user_agent
+from ._factory import DEFAULT_LIMITS, DEFAULT_TIMEOUT, HttpxFactory, default_user_agent
 from ._problem import parse_problem_details
 from ._ratelimit import parse_rate_limit, parse_retry_after
 from ._redact import (
@@ -37,6 +43,7 @@ from ._url import QueryParams, QueryScalar, QueryValue, build_url, url_hash
 
 __all__ = [
     "DEFAULT_REDACTION",
+    "DEFAULT_LIMITS",
     "DEFAULT_TIMEOUT",
     "MAX_ERROR_BODY",
     "REDACTED",

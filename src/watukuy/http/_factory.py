@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from importlib import metadata
 from typing import Final
 
 import httpx
@@ -20,10 +19,21 @@ __all__ = ["DEFAULT_TIMEOUT", "HttpxFactory", "default_user_agent"]
 DEFAULT_TIMEOUT: Final = httpx.Timeout(30.0)
 """Timeout of the client :class:`HttpxFactory` creates itself (per connect, read, write)."""
 
+DEFAULT_LIMITS: Final = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+"""Pool of the client :class:`HttpxFactory` creates itself.
+
+httpx keeps at most 20 idle connections by default: with more keys than that polling at
+once, every answer beyond the twentieth closes its connection and the next request opens
+a new one (a TCP handshake, and the pool's bookkeeping, per request). Keeping as many idle
+connections as the pool may open reuses them all.
+"""
+
 
 @functools.cache
 def default_user_agent() -> str:
     """``watukuy/<version>``, the version read from the installed package metadata."""
+    from importlib import metadata  # slow to import; read once, on the first engine
+
     try:
         version = metadata.version("watukuy")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
@@ -37,7 +47,8 @@ class HttpxFactory:
     Pass your own client to control connection pooling, proxies, TLS, authentication or
     the transport (an ``httpx.MockTransport`` in tests); the factory then never closes it.
     Without one, a client is created on the first request (timeout 30 s, redirects
-    followed) and closed by :meth:`aclose`.
+    followed, up to 100 connections all kept alive between requests) and closed by
+    :meth:`aclose`.
 
     Redirects (when the client's ``follow_redirects`` is on) are followed by watukuy, not
     httpx: a hop to another origin (scheme, host or port) drops every sensitive header,
@@ -84,7 +95,9 @@ class HttpxFactory:
     def client(self) -> httpx.AsyncClient:
         """The shared client, created on first use when none was injected."""
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=DEFAULT_TIMEOUT, follow_redirects=True)
+            self._client = httpx.AsyncClient(
+                timeout=DEFAULT_TIMEOUT, limits=DEFAULT_LIMITS, follow_redirects=True
+            )
         return self._client
 
     def bind(self, scope: HttpScope) -> HttpClient:
