@@ -32,6 +32,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy --strict tests/typing
+	$(BIN)/pyright
 
 arch: $(STAMP)
 	$(BIN)/lint-imports

@@ -54,13 +54,14 @@ from .core.options import (
     Schedule,
 )
 from .core.page import Page
-from .core.poller import Partition, PollerDefinition, define_poller
+from .core.poller import JsonObject, Partition, PollerDefinition, define_poller
 from .core.redact import Redaction
 from .core.results import EngineStatus, LeaseOptions, ReplayResult, TickPollResult, TickResult
 from .core.rows import Lane, RateLimitInfo
 from .cursor import (
     AdvanceContext,
     CursorConfig,
+    CursorOf,
     CustomCursor,
     PageCursor,
     PagePosition,
@@ -121,6 +122,7 @@ __all__ = [
     "Circuit",
     "ConfigError",
     "CursorConfig",
+    "CursorOf",
     "CustomCursor",
     "Delivery",
     "Duration",
@@ -135,6 +137,7 @@ __all__ = [
     "HandlerError",
     "HttpError",
     "InspectReport",
+    "JsonObject",
     "Lane",
     "LeaseLostError",
     "LeaseOptions",

@@ -11,6 +11,8 @@ from typing import Any, assert_type
 from pydantic import BaseModel
 
 import watukuy as wk
+from watukuy.core.errors import SerializedError
+from watukuy.http import HttpResponse
 
 
 class Order(BaseModel):
@@ -64,7 +66,7 @@ def on_order_sync(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
 async def operate() -> None:
     result = await engine.tick(max_duration="50s")
     assert_type(result, wk.TickResult)
-    assert_type(result.polled[0].error, "wk.core.errors.SerializedError | None")
+    assert_type(result.polled[0].error, SerializedError | None)
     report = await engine.inspect()
     assert_type(report["pollers"][0]["lag_ms"], int | None)
     replayed = await engine.replay("orders", from_="2026-01-01T00:00:00Z")
@@ -74,3 +76,36 @@ async def operate() -> None:
     parked = await engine.parked.list("orders", kind="poison")
     assert_type(parked[0].attempts, int)
     await engine.stop(drain=True, timeout="30s")
+
+
+async def fetch_plain(ctx: wk.FetchContext[wk.TokenPosition]) -> wk.Page[Any]:
+    response: HttpResponse = await ctx.http.get(
+        "https://erp.example.com/customers", raise_for_status=False
+    )
+    response.raise_for_status()
+    assert_type(response.status_code, int)
+    assert_type(response.text, str)
+    return wk.Page(items=response.json()["data"], cursor=None)
+
+
+# Without a schema, items are JSON objects.
+customers = wk.define_poller(
+    name="customers",
+    identity=lambda customer: customer["id"],
+    version=lambda customer: customer["version"],
+    cursor=wk.TokenCursor(),
+    fetch=fetch_plain,
+)
+assert_type(customers, wk.PollerDefinition[dict[str, Any]])
+assert_type(customers, wk.PollerDefinition[wk.JsonObject])
+
+
+@engine.on(customers)
+async def on_customer(event: wk.Event[wk.JsonObject], ctx: wk.HandlerContext) -> None:
+    if event.data is not None:
+        assert_type(event.data["name"], Any)
+
+
+async def in_context() -> None:
+    async with wk.Engine(store=wk.MemoryStore(), pollers=[customers]) as running:
+        assert_type(running, wk.Engine)

@@ -15,7 +15,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import Any, Self, TypeVar, overload
 
 from watukuy.budget import InMemoryBudgetStore
 from watukuy.budget.manager import BudgetManager
@@ -582,7 +582,7 @@ class EngineCore(Operations):
             await self._http.aclose()
         self._status = EngineStatus.STOPPED
 
-    async def __aenter__(self) -> EngineCore:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 

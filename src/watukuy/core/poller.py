@@ -13,9 +13,20 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, Literal, Protocol, TypeVar, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Generic,
+    Literal,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    cast,
+    overload,
+)
 
-from watukuy.cursor import CursorConfig, CursorStrategy, SnapshotDiff, make_strategy
+from watukuy.cursor import CursorConfig, CursorOf, CursorStrategy, SnapshotDiff, make_strategy
 from watukuy.validate import SchemaAdapter, schema_adapter
 
 from .durations import Duration, parse_duration
@@ -23,8 +34,12 @@ from .errors import ConfigError
 from .options import Circuit, Delivery, EventIds, EventLog, IdMode, Reconcile, Schedule
 from .records import fast_init
 
+if TYPE_CHECKING:
+    from .context import FetchContext
+
 __all__ = [
     "FetchFn",
+    "JsonObject",
     "OnInvalid",
     "OnSchemaChange",
     "Partition",
@@ -36,14 +51,21 @@ __all__ = [
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
+P = TypeVar("P")
 
 Retain = Literal["hash", "payload"]
 OnInvalid = Literal["quarantine", "skip", "fail"]
 OnSchemaChange = Literal["rebaseline", "emit"]
 
-FetchFn = Callable[[Any], Any]
+FetchFn: TypeAlias = Callable[["FetchContext[P]"], Any]
 """``fetch(ctx)``: an ``async def`` returning a ``Page`` (or dict, or list of items), an async
-generator yielding pages, or a plain ``def`` (run in a worker thread)."""
+generator yielding pages, or a plain ``def`` (run in a worker thread). ``FetchFn[P]`` takes a
+``FetchContext[P]``, where ``P`` is the position type of the poller's cursor."""
+
+JsonObject: TypeAlias = dict[str, Any]
+"""What an item is when a poller has no ``schema``: the JSON object as the API sent it."""
+
+SchemaLike: TypeAlias = "type[T] | _TypeAdapterLike[T] | Callable[[Any], T]"
 
 _NAME: Final = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}")
 
@@ -81,7 +103,7 @@ class PollerDefinition(Generic[T]):
     """
 
     name: str
-    fetch: FetchFn
+    fetch: Callable[[Any], Any]
     identity: Callable[[T], Any]
     cursor: CursorConfig
     strategy: CursorStrategy[Any]
@@ -187,13 +209,14 @@ def _int(name: str, value: Any, *, minimum: int) -> int:
     return value
 
 
+@overload
 def define_poller(
     *,
     name: str,
-    fetch: FetchFn,
+    fetch: FetchFn[P],
     identity: Callable[[T], Any],
-    cursor: CursorConfig,
-    schema: type[T] | _TypeAdapterLike[T] | Callable[[Any], T] | None = None,
+    cursor: CursorOf[P],
+    schema: SchemaLike[T],
     version: Callable[[T], Any] | None = None,
     fingerprint: Callable[[T], Any] | None = None,
     schema_version: int = 1,
@@ -213,7 +236,66 @@ def define_poller(
     log: EventLog | Mapping[str, Any] | None = None,
     source: str | None = None,
     ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
-) -> PollerDefinition[T]:
+) -> PollerDefinition[T]: ...
+
+
+@overload
+def define_poller(
+    *,
+    name: str,
+    fetch: FetchFn[P],
+    identity: Callable[[JsonObject], Any],
+    cursor: CursorOf[P],
+    schema: None = None,
+    version: Callable[[JsonObject], Any] | None = None,
+    fingerprint: Callable[[JsonObject], Any] | None = None,
+    schema_version: int = 1,
+    schedule: Schedule | Mapping[str, Any] | None = None,
+    budget: str | None = None,
+    budget_weight: float = 1,
+    budget_cost: float = 1,
+    partitions: PartitionsFn | None = None,
+    partitions_refresh: Duration = "5m",
+    delivery: Delivery | Mapping[str, Any] | None = None,
+    retain: Retain = "hash",
+    reconcile: Reconcile | Mapping[str, Any] | None = None,
+    on_invalid: OnInvalid = "quarantine",
+    on_schema_change: OnSchemaChange = "rebaseline",
+    max_pages_per_cycle: int = 50,
+    circuit: Circuit | Mapping[str, Any] | None = None,
+    log: EventLog | Mapping[str, Any] | None = None,
+    source: str | None = None,
+    ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
+) -> PollerDefinition[JsonObject]: ...
+
+
+def define_poller(
+    *,
+    name: str,
+    fetch: FetchFn[Any],
+    identity: Callable[[Any], Any],
+    cursor: Any,
+    schema: Any = None,
+    version: Callable[[Any], Any] | None = None,
+    fingerprint: Callable[[Any], Any] | None = None,
+    schema_version: int = 1,
+    schedule: Schedule | Mapping[str, Any] | None = None,
+    budget: str | None = None,
+    budget_weight: float = 1,
+    budget_cost: float = 1,
+    partitions: PartitionsFn | None = None,
+    partitions_refresh: Duration = "5m",
+    delivery: Delivery | Mapping[str, Any] | None = None,
+    retain: Retain = "hash",
+    reconcile: Reconcile | Mapping[str, Any] | None = None,
+    on_invalid: OnInvalid = "quarantine",
+    on_schema_change: OnSchemaChange = "rebaseline",
+    max_pages_per_cycle: int = 50,
+    circuit: Circuit | Mapping[str, Any] | None = None,
+    log: EventLog | Mapping[str, Any] | None = None,
+    source: str | None = None,
+    ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
+) -> PollerDefinition[Any]:
     """Declare a poller.
 
     Args:
@@ -225,7 +307,8 @@ def define_poller(
             ``CustomCursor``.
         schema: Validates raw items: a pydantic model, a ``TypeAdapter``, a msgspec
             ``Struct`` type, or a callable ``(raw) -> item``. Handlers then receive
-            ``Event[Item]``.
+            ``Event[Item]``. Without one, items are the JSON objects the API sent and the
+            definition is a ``PollerDefinition[JsonObject]`` (``dict[str, Any]``).
         version: ``(item) -> str | int``; an unchanged version skips hashing. Default: the
             content hash decides.
         fingerprint: ``(item) -> data`` hashed to detect changes. Default: the whole item.

@@ -13,7 +13,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar
 
 from watukuy.core.durations import Duration, parse_duration
 from watukuy.core.errors import ConfigError
@@ -26,6 +26,7 @@ __all__ = [
     "AdvanceContext",
     "AdvanceResult",
     "CursorConfig",
+    "CursorOf",
     "CustomCursor",
     "PageCursor",
     "PagePosition",
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 C = TypeVar("C")
+P_co = TypeVar("P_co", covariant=True)
 
 TieBreakValue: TypeAlias = str | int | float
 """A tie-break value as the API writes it (an id, usually)."""
@@ -114,6 +116,20 @@ class PagePosition:
 # --- configurations -------------------------------------------------------------------
 
 
+class CursorOf(Protocol[P_co]):
+    """A cursor configuration whose ``fetch`` is handed ``FetchContext[P_co]``.
+
+    Only type checkers see this: ``define_poller`` ties the position type of ``cursor`` to
+    the context type of ``fetch``, so a ``fetch(ctx: FetchContext[TimestampPosition])``
+    given a ``TokenCursor`` is a type error. ``TimestampCursor`` is a
+    ``CursorOf[TimestampPosition]``, ``TokenCursor`` a ``CursorOf[TokenPosition]``,
+    ``PageCursor`` a ``CursorOf[PagePosition]``, ``SnapshotDiff`` a ``CursorOf[None]`` and
+    ``CustomCursor[C]`` a ``CursorOf[C]``.
+    """
+
+    def _position_(self) -> P_co: ...
+
+
 @dataclass(frozen=True, slots=True)
 class TimestampCursor:
     """Follow an ``updated_since`` style filter with a ``(value, tie_break)`` watermark.
@@ -145,6 +161,10 @@ class TimestampCursor:
         ConfigError: A path is empty, a duration is invalid, only one of ``parse`` and
             ``format`` is given, or ``initial`` cannot be read as a timestamp.
     """
+
+    if TYPE_CHECKING:
+
+        def _position_(self) -> TimestampPosition: ...
 
     field: str
     tie_break: str | None = None
@@ -205,6 +225,10 @@ class TokenCursor:
         initial: The token of the very first request, usually ``None``.
     """
 
+    if TYPE_CHECKING:
+
+        def _position_(self) -> TokenPosition: ...
+
     initial: str | None = None
 
     def __post_init__(self) -> None:
@@ -224,6 +248,10 @@ class PageCursor:
         initial: The first page number (``0`` or ``1`` for most APIs).
     """
 
+    if TYPE_CHECKING:
+
+        def _position_(self) -> PagePosition: ...
+
     initial: int = 1
 
     def __post_init__(self) -> None:
@@ -237,6 +265,10 @@ class PageCursor:
 class SnapshotDiff:
     """No cursor at all: every cycle lists everything (paged with ``ctx.page``) and the
     listing is compared with the stored snapshot, which also finds deletes."""
+
+    if TYPE_CHECKING:
+
+        def _position_(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +319,10 @@ class CustomCursor(Generic[C]):
             ``deserialize`` is given, or ``initial`` has no JSON form while no
             ``serialize`` is given.
     """
+
+    if TYPE_CHECKING:
+
+        def _position_(self) -> C: ...
 
     initial: C
     advance: Callable[[AdvanceContext[C]], AdvanceResult[C]]

@@ -24,13 +24,13 @@ from watukuy.core.errors import (
     serialize_error,
 )
 from watukuy.core.http_port import HttpScope
-from watukuy.core.rows import Validator
+from watukuy.core.rows import RateLimitInfo, Validator
 
 from ._problem import parse_problem_details, problem_summary
 from ._ratelimit import parse_rate_limit, parse_retry_after
 from ._redact import REDACTED, Redaction
 from ._redirects import send_following
-from ._response import HttpResponse, read_error_text
+from ._response import MAX_ERROR_BODY, HttpResponse, read_error_text
 from ._url import QueryParams, build_url, url_hash
 
 __all__ = ["HttpClient"]
@@ -283,18 +283,37 @@ class HttpClient:
             return HttpResponse(raw, url=url, rate_limit=rate_limit, shown_url=shown_url)
         if not raise_for_status:
             await raw.aread()
-            return HttpResponse(raw, url=url, rate_limit=rate_limit, shown_url=shown_url)
+            received = scope.clock.now()
 
+            def error() -> HttpError:
+                text = raw.content[:MAX_ERROR_BODY].decode("utf-8", errors="replace")
+                return self._http_error(raw, verb, shown_url, text, rate_limit, received)
+
+            return HttpResponse(
+                raw, url=url, rate_limit=rate_limit, shown_url=shown_url, error=error
+            )
         body_text = await read_error_text(raw)
+        raise self._http_error(raw, verb, shown_url, body_text, rate_limit, scope.clock.now())
+
+    def _http_error(
+        self,
+        raw: httpx.Response,
+        verb: str,
+        shown_url: str,
+        body_text: str,
+        rate_limit: RateLimitInfo | None,
+        now: int,
+    ) -> HttpError:
+        status = raw.status_code
         problem = parse_problem_details(raw.headers.get("content-type"), body_text)
         summary = problem_summary(problem)
         message = f"{verb} {shown_url} responded {status}" + (f": {summary}" if summary else "")
-        raise HttpError(
-            scope.redaction.text(message),
+        return HttpError(
+            self._scope.redaction.text(message),
             status=status,
             url=shown_url,
             method=verb,
-            retry_after=parse_retry_after(raw.headers.get("retry-after"), scope.clock.now()),
+            retry_after=parse_retry_after(raw.headers.get("retry-after"), now),
             rate_limit=rate_limit,
             problem=problem,
             body_text=body_text,

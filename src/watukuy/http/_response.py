@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import codecs
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from typing import Any, ClassVar, Final, cast
+from typing import Any, ClassVar, Final, Self, cast
 
 import httpx
 
 from watukuy.core import json as wkjson
-from watukuy.core.errors import ErrorCode, WatukuyError
+from watukuy.core.errors import ErrorCode, HttpError, WatukuyError
 from watukuy.core.rows import RateLimitInfo
 
 __all__ = ["MAX_ERROR_BODY", "BodyError", "HttpResponse", "read_error_text"]
@@ -33,8 +33,12 @@ never downloaded)."""
 class HttpResponse:
     """An answer received through ``ctx.http``, body already read.
 
+    It reads like an ``httpx.Response``: ``status_code``, ``headers``, ``text``,
+    ``content``, ``json()``, ``is_success`` and ``raise_for_status()``; ``status`` and
+    ``ok`` are the same facts under shorter names.
+
     Attributes:
-        status: HTTP status code.
+        status: HTTP status code (also ``status_code``).
         ok: True for 2xx and for ``304 Not Modified``.
         not_modified: True for ``304 Not Modified`` (there is no body then).
         headers: Response headers (case-insensitive).
@@ -43,7 +47,16 @@ class HttpResponse:
         raw: The underlying ``httpx.Response``.
     """
 
-    __slots__ = ("_shown_url", "headers", "not_modified", "rate_limit", "raw", "status", "url")
+    __slots__ = (
+        "_error",
+        "_shown_url",
+        "headers",
+        "not_modified",
+        "rate_limit",
+        "raw",
+        "status",
+        "url",
+    )
 
     def __init__(
         self,
@@ -52,6 +65,7 @@ class HttpResponse:
         url: str,
         rate_limit: RateLimitInfo | None,
         shown_url: str | None = None,
+        error: Callable[[], HttpError] | None = None,
     ) -> None:
         self.raw = raw
         self.status: int = raw.status_code
@@ -61,11 +75,48 @@ class HttpResponse:
         self.rate_limit = rate_limit
         # The URL as errors may show it (credentials masked).
         self._shown_url = shown_url if shown_url is not None else url
+        # Builds the HttpError this answer stands for (responses fetched with
+        # ``raise_for_status=False``); None for 2xx and 304.
+        self._error = error
+
+    @property
+    def status_code(self) -> int:
+        """HTTP status code, as httpx names it (same as ``status``)."""
+        return self.status
 
     @property
     def ok(self) -> bool:
         """True for a 2xx answer and for ``304 Not Modified``."""
         return 200 <= self.status < 300 or self.not_modified
+
+    @property
+    def is_success(self) -> bool:
+        """True for a 2xx answer and for ``304 Not Modified`` (same as ``ok``)."""
+        return self.ok
+
+    def raise_for_status(self) -> Self:
+        """Raise the :class:`~watukuy.core.errors.HttpError` ``ctx.http`` would have
+        raised, for an answer other than 2xx and 304; returns the response otherwise.
+
+        Only useful after ``raise_for_status=False``: by default ``ctx.http`` raises
+        before handing such an answer back.
+
+        Raises:
+            HttpError: The answer is not 2xx nor 304.
+        """
+        if self.ok:
+            return self
+        if self._error is not None:
+            raise self._error()
+        raise HttpError(
+            f"{self._method()} {self._shown_url} responded {self.status}",
+            status=self.status,
+            url=self._shown_url,
+            method=self._method(),
+        )
+
+    def _method(self) -> str:
+        return self.raw.request.method if self._has_request() else "GET"
 
     def _require_body(self) -> None:
         if self.not_modified:
@@ -122,9 +173,8 @@ class HttpResponse:
             problem = f"invalid JSON ({error})" if json_type else "a body that is not JSON"
         head = content[:_SHOWN_BYTES]
         more = f"... ({len(content)} bytes)" if len(content) > _SHOWN_BYTES else ""
-        method = self.raw.request.method if self._has_request() else "GET"
         return BodyError(
-            f"{method} {self._shown_url} answered {self.status} ({kind}) with {problem}; "
+            f"{self._method()} {self._shown_url} answered {self.status} ({kind}) with {problem}; "
             f"it starts {head!r}{more}"
         )
 

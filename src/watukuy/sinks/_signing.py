@@ -18,7 +18,9 @@ import base64
 import binascii
 import hashlib
 import hmac
+import math
 import re
+from datetime import datetime
 from typing import Final
 
 from watukuy._system import SystemClock
@@ -133,7 +135,7 @@ def verify_webhook_signature(
     timestamp: int | str,
     body: bytes | str,
     signature_header: str,
-    now: int | None = None,
+    now: datetime | float | None = None,
     tolerance: Duration = DEFAULT_WEBHOOK_TOLERANCE,
 ) -> bool:
     """Check a received webhook, for receivers and tests.
@@ -149,17 +151,18 @@ def verify_webhook_signature(
         timestamp: The ``webhook-timestamp`` header.
         body: The raw request body, exactly as received.
         signature_header: The ``webhook-signature`` header.
-        now: Current time in epoch **milliseconds** (like ``Clock.now()``); default: the
-            system clock.
+        now: The current time: an aware ``datetime``, or epoch **seconds** (the unit of
+            the ``webhook-timestamp`` header), or ``None`` for the system clock.
         tolerance: Largest accepted distance between ``timestamp`` and ``now``.
 
     Returns:
         True when the timestamp is fresh and a signature matches.
 
     Raises:
-        ConfigError: The secret or ``tolerance`` is unusable.
+        ConfigError: The secret, ``now`` or ``tolerance`` is unusable.
     """
     key = decode_webhook_secret(secret)
+    now_s = _now_seconds(now)
     tolerance_ms = parse_duration(tolerance, "tolerance")
     text = (
         str(timestamp)
@@ -168,8 +171,7 @@ def verify_webhook_signature(
     )
     if not isinstance(text, str) or _TIMESTAMP.fullmatch(text) is None:
         return False
-    now_ms = SystemClock().now() if now is None else now
-    if abs(now_ms // 1000 - int(text)) * 1000 > tolerance_ms:
+    if abs(math.floor(now_s) - int(text)) * 1000 > tolerance_ms:
         return False
     expected = _mac(key, _content(id, text, body))
     matched = False
@@ -184,3 +186,17 @@ def verify_webhook_signature(
         # Keep comparing after a match so the time taken does not say which entry matched.
         matched = hmac.compare_digest(expected, candidate) or matched
     return matched
+
+
+def _now_seconds(now: datetime | float | None) -> float:
+    if now is None:
+        return SystemClock().now() / 1000
+    if isinstance(now, datetime):
+        if now.tzinfo is None or now.utcoffset() is None:
+            raise ConfigError(
+                f"expected an aware datetime (with a time zone), got {now!r}", field="now"
+            )
+        return now.timestamp()
+    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+        raise ConfigError(f"expected a datetime or epoch seconds, got {now!r}", field="now")
+    return float(now)

@@ -318,6 +318,36 @@ async def test_raise_for_status_false_returns_the_error_response(world: World) -
     assert world.store.sets == []
 
 
+async def test_responses_speak_httpx(world: World) -> None:
+    world.reply(200, json={"data": [1]}, headers={"x-total": "1"})
+    res = await world.http().get(BASE)
+    assert (res.status_code, res.is_success, res.headers["X-Total"]) == (200, True, "1")
+    assert (res.json(), json.loads(res.text)) == ({"data": [1]}, {"data": [1]})
+    assert res.raise_for_status() is res
+
+
+async def test_raise_for_status_raises_what_the_request_would_have(world: World) -> None:
+    world.reply(
+        429,
+        json={"title": "Slow down"},
+        headers={"content-type": "application/problem+json", "retry-after": "7"},
+    )
+    res = await world.http().get(BASE, raise_for_status=False)
+    assert (res.status_code, res.is_success) == (429, False)
+    with pytest.raises(HttpError) as caught:
+        res.raise_for_status()
+    error = caught.value
+    assert str(error) == f"GET {BASE} responded 429: Slow down"
+    assert (error.status, error.retry_after, error.is_throttle) == (429, 7, True)
+    assert error.problem == {"title": "Slow down"}
+
+
+async def test_raise_for_status_on_a_304_returns_the_response(world: World) -> None:
+    world.reply(304)
+    res = await world.http().get(BASE)
+    assert res.raise_for_status() is res
+
+
 async def test_network_errors_and_timeouts_propagate_unwrapped(world: World) -> None:
     def fail(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)

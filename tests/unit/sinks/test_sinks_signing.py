@@ -14,8 +14,7 @@ from watukuy.sinks import decode_webhook_secret, sign_webhook, verify_webhook_si
 
 SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 RAW_SECRET = "correct horse battery staple"
-NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
-NOW_S = NOW_MS // 1000
+NOW_S = 1_767_225_600  # 2026-01-01T00:00:00Z
 BODY = b'{"hello":"world"}'
 
 
@@ -68,7 +67,7 @@ def _verify(signature: str, **overrides: object) -> bool:
         "timestamp": str(NOW_S),
         "body": BODY,
         "signature_header": signature,
-        "now": NOW_MS,
+        "now": NOW_S,
     }
     arguments.update(overrides)
     return verify_webhook_signature(**arguments)  # type: ignore[arg-type]
@@ -89,13 +88,33 @@ def test_verify_accepts_a_good_signature_and_rejects_any_tampering() -> None:
 def test_verify_checks_the_timestamp_tolerance_both_ways() -> None:
     good = sign_webhook(RAW_SECRET, "msg_1", NOW_S, BODY)
 
-    assert _verify(good, now=NOW_MS + 300_000) is True
-    assert _verify(good, now=NOW_MS + 300_999) is True  # still 300 whole seconds
-    assert _verify(good, now=NOW_MS + 301_000) is False
-    assert _verify(good, now=NOW_MS - 300_000) is True
-    assert _verify(good, now=NOW_MS - 301_000) is False
-    assert _verify(good, now=NOW_MS + 301_000, tolerance="10m") is True
-    assert _verify(good, now=NOW_MS + 30_000, tolerance=10) is False
+    assert _verify(good, now=NOW_S + 300) is True
+    assert _verify(good, now=NOW_S + 300.999) is True  # still 300 whole seconds
+    assert _verify(good, now=NOW_S + 301) is False
+    assert _verify(good, now=NOW_S - 300) is True
+    assert _verify(good, now=NOW_S - 301) is False
+    assert _verify(good, now=NOW_S + 301, tolerance="10m") is True
+    assert _verify(good, now=NOW_S + 30, tolerance=10) is False
+
+
+def test_verify_takes_now_as_epoch_seconds_or_an_aware_datetime() -> None:
+    good = sign_webhook(RAW_SECRET, "msg_1", NOW_S, BODY)
+    instant = dt.datetime.fromtimestamp(NOW_S, dt.UTC)
+
+    assert _verify(good, now=instant) is True
+    assert _verify(good, now=instant + dt.timedelta(seconds=300)) is True
+    assert _verify(good, now=instant + dt.timedelta(seconds=301)) is False
+    # Milliseconds are not seconds: read as seconds they are far in the future.
+    assert _verify(good, now=NOW_S * 1000) is False
+
+
+@pytest.mark.parametrize("now", [dt.datetime(2026, 1, 1), "1767225600", True, float("nan")])
+def test_verify_refuses_a_now_it_cannot_read(now: object) -> None:
+    good = sign_webhook(RAW_SECRET, "msg_1", NOW_S, BODY)
+
+    with pytest.raises(ConfigError) as caught:
+        _verify(good, now=now)
+    assert caught.value.field == "now"
 
 
 @pytest.mark.parametrize("timestamp", ["", "nope", "-5", "1.5", "1234567890123456", True])

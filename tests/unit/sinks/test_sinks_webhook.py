@@ -101,7 +101,12 @@ async def test_raw_format_posts_the_envelope(
     assert request.headers["content-type"] == "application/json"
     assert json.loads(request.content) == event.to_dict()
     assert verify_webhook_signature(
-        SECRET, event.id, NOW_S, request.content, request.headers["webhook-signature"], NOW_MS
+        SECRET,
+        event.id,
+        NOW_S,
+        request.content,
+        request.headers["webhook-signature"],
+        NOW_MS / 1000,
     )
 
 
