@@ -13,7 +13,7 @@ help:
 	@echo "make test         lint, strict type check, architecture contract and the whole test suite"
 	@echo "make bench        benchmarks (figures, not pass/fail)"
 	@echo "make chaos        long chaos sweep (SEEDS=200 STEPS=150)"
-	@echo "make conformance  long conformance sweep on all four stores (EXAMPLES=50 STORES=all)"
+	@echo "make conformance  long conformance sweep on all four stores (EXAMPLES=10 STORES=all)"
 	@echo "make mutants      every mutant of tests/guarantees/ledger.py must be killed (ONLY=name,...)"
 
 $(STAMP): pyproject.toml
@@ -58,7 +58,7 @@ STEPS ?= 150
 chaos: $(STAMP)
 	$(BIN)/python -m watukuy.testing.chaos --seeds $(SEEDS) --steps $(STEPS)
 
-EXAMPLES ?= 50
+EXAMPLES ?= 10
 STORES ?= all
 ROUNDS ?= 30
 conformance: $(STAMP)
