@@ -145,12 +145,12 @@ async def _one(args: argparse.Namespace, config: ConformanceConfig, store_kind: 
             shrink=not args.no_shrink,
             trace=args.trace,
         )
-    print(describe(report))
     try:
         assert_conformance(report)
     except AssertionError as failure:
         print(failure)
         return 1
+    print(describe(report))
     return 0
 
 
