@@ -64,7 +64,12 @@ def store(args: Any) -> Any:
 async def run(args: Any) -> dict[str, Any]:
     definition = poller(args.url)
     the_store = store(args)
-    engine = wk.Engine(store=the_store, pollers=[definition], instance_id="bench")
+    engine = wk.Engine(
+        store=the_store,
+        pollers=[definition],
+        instance_id="bench",
+        dispatch_batch_size=args.dispatch_batch,
+    )
     delivered = 0
 
     async def handler(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
@@ -110,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--postgres")
     parser.add_argument("--schema", default="bench_http_engine")
     parser.add_argument("--no-handler", action="store_true")
+    parser.add_argument("--dispatch-batch", type=int, default=100)
     args = parser.parse_args(argv)
     # Without a handler the engine warns once; the table does not need it.
     logging.getLogger("watukuy").setLevel(logging.ERROR)

@@ -9,6 +9,7 @@ raised them; the scheduler treats them as fetch failures.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -101,12 +102,20 @@ class HttpClient:
         client: Returns the shared ``httpx.AsyncClient`` (called once per request).
         scope: The key, lane, store, budget and observations of this cycle.
         user_agent: Default ``User-Agent`` header.
+        slots: Requests allowed in the client's pool at once (``None``: no limit); the
+            others wait here, in order, until one of them has its answer.
     """
 
     def __init__(
-        self, client: Callable[[], httpx.AsyncClient], scope: HttpScope, *, user_agent: str
+        self,
+        client: Callable[[], httpx.AsyncClient],
+        scope: HttpScope,
+        *,
+        user_agent: str,
+        slots: Callable[[], asyncio.Semaphore | None] | None = None,
     ) -> None:
         self._client = client
+        self._slots = slots
         self._scope = scope
         self._defaults = {"user-agent": user_agent, "accept": "application/json"}
 
@@ -210,6 +219,52 @@ class HttpClient:
             content=content,
             timeout=httpx.USE_CLIENT_DEFAULT if seconds is None else httpx.Timeout(seconds),
         )
+        slots = None if self._slots is None else self._slots()
+        if slots is None:
+            return await self._send(
+                client,
+                request,
+                verb,
+                final_url,
+                shown_url,
+                key,
+                request_headers,
+                held,
+                raise_for_status,
+            )
+        try:
+            await slots.acquire()
+        except BaseException:
+            await self._settle(held)  # cancelled while waiting: nothing was sent
+            raise
+        try:
+            return await self._send(
+                client,
+                request,
+                verb,
+                final_url,
+                shown_url,
+                key,
+                request_headers,
+                held,
+                raise_for_status,
+            )
+        finally:
+            slots.release()
+
+    async def _send(
+        self,
+        client: httpx.AsyncClient,
+        request: httpx.Request,
+        verb: str,
+        final_url: str,
+        shown_url: str,
+        key: str | None,
+        request_headers: httpx.Headers,
+        held: Any,
+        raise_for_status: bool,
+    ) -> HttpResponse:
+        scope = self._scope
         started = scope.clock.now()
         scope.observations.requests += 1
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from typing import Final
 
@@ -19,13 +20,18 @@ __all__ = ["DEFAULT_TIMEOUT", "HttpxFactory", "default_user_agent"]
 DEFAULT_TIMEOUT: Final = httpx.Timeout(30.0)
 """Timeout of the client :class:`HttpxFactory` creates itself (per connect, read, write)."""
 
-DEFAULT_LIMITS: Final = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+DEFAULT_MAX_CONNECTIONS: Final = 20
+DEFAULT_LIMITS: Final = httpx.Limits(
+    max_connections=DEFAULT_MAX_CONNECTIONS, max_keepalive_connections=DEFAULT_MAX_CONNECTIONS
+)
 """Pool of the client :class:`HttpxFactory` creates itself.
 
-httpx keeps at most 20 idle connections by default: with more keys than that polling at
-once, every answer beyond the twentieth closes its connection and the next request opens
-a new one (a TCP handshake, and the pool's bookkeeping, per request). Keeping as many idle
-connections as the pool may open reuses them all.
+httpx's own default (100 connections, 20 kept alive) closes a connection after every
+answer beyond the twentieth in flight and opens a new one for the next request, and its
+pool scans every waiting request against every connection each time a request starts
+or ends: with hundreds of keys polling at once, most of the engine's CPU. Here every
+connection is kept alive, and requests beyond the pool's size wait in the factory, in
+order, so the pool never holds more requests than connections.
 """
 
 
@@ -47,8 +53,8 @@ class HttpxFactory:
     Pass your own client to control connection pooling, proxies, TLS, authentication or
     the transport (an ``httpx.MockTransport`` in tests); the factory then never closes it.
     Without one, a client is created on the first request (timeout 30 s, redirects
-    followed, up to 100 connections all kept alive between requests) and closed by
-    :meth:`aclose`.
+    followed, 20 connections kept alive, at most 20 requests in flight, the others
+    waiting in order) and closed by :meth:`aclose`.
 
     Redirects (when the client's ``follow_redirects`` is on) are followed by watukuy, not
     httpx: a hop to another origin (scheme, host or port) drops every sensitive header,
@@ -83,6 +89,7 @@ class HttpxFactory:
             )
         self._client = client
         self._owned = client is None
+        self._slots: asyncio.Semaphore | None = None
         guard_library_logs(redaction)
         self._user_agent = user_agent if user_agent is not None else default_user_agent()
 
@@ -98,11 +105,17 @@ class HttpxFactory:
             self._client = httpx.AsyncClient(
                 timeout=DEFAULT_TIMEOUT, limits=DEFAULT_LIMITS, follow_redirects=True
             )
+            self._slots = asyncio.Semaphore(DEFAULT_MAX_CONNECTIONS)
         return self._client
+
+    def _owned_slots(self) -> asyncio.Semaphore | None:
+        return self._slots if self._owned else None
 
     def bind(self, scope: HttpScope) -> HttpClient:
         """The ``ctx.http`` of one lane cycle (no I/O happens here)."""
-        return HttpClient(lambda: self.client, scope, user_agent=self._user_agent)
+        return HttpClient(
+            lambda: self.client, scope, user_agent=self._user_agent, slots=self._owned_slots
+        )
 
     async def aclose(self) -> None:
         """Close the client if this factory created it; an injected client stays open.
@@ -111,6 +124,7 @@ class HttpxFactory:
         """
         if self._owned and self._client is not None:
             client, self._client = self._client, None
+            self._slots = None
             await client.aclose()
 
     def __repr__(self) -> str:
