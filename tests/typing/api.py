@@ -99,6 +99,25 @@ customers = wk.define_poller(
 assert_type(customers, wk.PollerDefinition[dict[str, Any]])
 assert_type(customers, wk.PollerDefinition[wk.JsonObject])
 
+# Event ids: the original watukuy's for every event, or one per observation with tombstones
+# kept for a while.
+handed_over = wk.define_poller(
+    name="legacy",
+    identity=lambda c: c["id"],
+    cursor=wk.TokenCursor(),
+    fetch=fetch_plain,
+    ids="compat",
+)
+assert_type(handed_over.ids, wk.EventIds)
+bounded = wk.define_poller(
+    name="bounded",
+    identity=lambda c: c["id"],
+    cursor=wk.TokenCursor(),
+    fetch=fetch_plain,
+    ids=wk.EventIds(tombstones="90d"),
+)
+assert_type(bounded.ids.tombstones_ms, int | None)
+
 
 @engine.on(customers)
 async def on_customer(event: wk.Event[wk.JsonObject], ctx: wk.HandlerContext) -> None:
