@@ -16,7 +16,7 @@ import pytest
 from watukuy.core import json as wkjson
 from watukuy.core.errors import ConfigError, LeaseLostError, StoreError
 from watukuy.core.ports import StateStore
-from watukuy.core.rows import Lease, PKey, empty_poller_state, state_to_fields
+from watukuy.core.rows import Lease, ListingState, PKey, empty_poller_state, state_to_fields
 from watukuy.stores import MemoryStore, store_from_url
 from watukuy.stores.sqlite import SqliteStore, sqlite_migrations
 from watukuy.testing.store_contract import (
@@ -154,6 +154,9 @@ async def test_migrations_ship_as_versioned_files() -> None:
     scripts = dict(later)
     assert 'CREATE TABLE IF NOT EXISTS "p_tombstones"' in scripts[4]
     assert "{prefix}" not in initial + due_index + "".join(scripts.values())
+    seen_marks = dict(later)[5]
+    assert 'ALTER TABLE "p_items" ADD COLUMN seen_pass' in seen_marks
+    assert "{prefix}" not in initial + due_index + seen_marks
     with pytest.raises(ConfigError, match="table_prefix"):
         sqlite_migrations("p-")
 
@@ -261,6 +264,47 @@ async def test_a_version_2_snapshot_keeps_its_rows_and_gains_revisions(
     tombstones = await store.load_tombstones(KEY, ["a"])
     assert (tombstones["a"].reason, tombstones["a"].revision) == ("deleted", 0)
     assert tombstones["a"].removed_at == T0
+
+
+# --- seen marks (migration 5) ----------------------------------------------------------------
+
+
+async def test_a_version_2_database_keeps_its_items_and_starts_them_unseen(
+    db: Path, raw: sqlite3.Connection
+) -> None:
+    [(_, initial), (_, due_index), *_] = sqlite_migrations()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.executescript(initial)
+    conn.executescript(due_index)
+    conn.execute(
+        "CREATE TABLE watukuy_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT "
+        "NULL DEFAULT (CAST(strftime('%s', 'now') AS INTEGER) * 1000))"
+    )
+    conn.execute("INSERT INTO watukuy_migrations (version) VALUES (1), (2)")
+    old = state_to_fields(dataclasses.replace(empty_poller_state(T0), sequence=3))
+    del old["listing"], old["held_deletes"]  # fields written since
+    conn.execute(
+        'INSERT INTO watukuy_pollers (poller, "partition", state, wake_at, lease_owner, '
+        "lease_epoch, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        ("orders", "", wkjson.dumps(old), T0, "node-a", 1, T0 + TTL),
+    )
+    conn.executemany(
+        'INSERT INTO watukuy_items (poller, "partition", identity, version, hash, '
+        "schema_version, payload, seen_at) VALUES ('orders', '', ?, NULL, ?, 1, NULL, ?)",
+        [("a", "h-a", T0), ("b", "h-b", T0)],
+    )
+    conn.close()
+    store = SqliteStore(db)
+    await store.migrate()
+    assert raw.execute("SELECT max(version) FROM watukuy_migrations").fetchone() == (5,)
+    state = await store.load_state(KEY)
+    assert state is not None
+    assert (state.sequence, state.listing, state.held_deletes) == (3, ListingState(), None)
+    assert sorted(await store.load_versions(KEY, ["a", "b"])) == ["a", "b"]
+    assert [i async for chunk in store.stream_unseen(KEY, 1) for i in chunk] == ["a", "b"]
+    lease = Lease("node-a", 1, T0 + TTL)
+    await store.commit_poll(KEY, lease, batch(seen=["b"], seen_pass=1))
+    assert [i async for chunk in store.stream_unseen(KEY, 1) for i in chunk] == ["a"]
     await store.close()
 
 

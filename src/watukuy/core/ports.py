@@ -96,8 +96,8 @@ class StateStore(Protocol):
        with the stored lease and raises ``LeaseLostError`` on a mismatch or when the lease
        is gone. ``acquire_lease`` succeeds only when the key is unowned or its lease has
        expired (``expires_at <= now``), and increments the epoch on every acquisition.
-    2. **Atomicity.** ``commit_poll`` writes the state patch, upserts, deletes, events, log
-       entries and parked rows in one transaction, or nothing.
+    2. **Atomicity.** ``commit_poll`` writes the state patch, upserts, seen marks, deletes,
+       events, log entries and parked rows in one transaction, or nothing.
     3. **Ordering.** ``load_pending`` returns rows in sequence order and never filters by
        ``next_attempt_at``; the dispatcher decides what is eligible.
     4. **Unfenced administrative writes** (``save_state_unfenced``, ``retry_parked``,
@@ -210,6 +210,19 @@ class StateStore(Protocol):
 
     def stream_identities(self, key: PKey, batch_size: int = 1000) -> AsyncIterator[list[str]]:
         """Every stored identity of the key, in batches of at most ``batch_size``."""
+        ...
+
+    def stream_unseen(
+        self, key: PKey, before: int, batch_size: int = 1000
+    ) -> AsyncIterator[list[str]]:
+        """The stored identities whose seen mark is below ``before``, in code-point order,
+        in batches of at most ``batch_size``.
+
+        Every snapshot row carries a seen mark: ``0`` when it is created, then the
+        ``seen_pass`` of the last ``commit_poll`` that listed it in ``CommitBatch.seen``
+        (an upsert keeps the mark of an existing row). A full listing marks what it lists
+        with its pass id; the rows left below a pass's id are what it did not see.
+        """
         ...
 
     async def count_items(self, key: PKey) -> int:

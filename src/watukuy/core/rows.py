@@ -24,9 +24,12 @@ __all__ = [
     "CircuitState",
     "CommitBatch",
     "EventCounts",
+    "HeldDeletes",
     "ItemRow",
     "Lane",
     "Lease",
+    "ListingPass",
+    "ListingState",
     "LoggedEvent",
     "OutboxRow",
     "PKey",
@@ -44,6 +47,8 @@ __all__ = [
     "Validator",
     "apply_patch",
     "empty_poller_state",
+    "held_deletes_to_json",
+    "listing_to_json",
     "patch_to_fields",
     "state_from_fields",
     "state_to_fields",
@@ -193,6 +198,88 @@ class BackfillState:
 
 
 @dataclass(frozen=True, slots=True)
+class ListingPass:
+    """One lane's full listing: the pass in progress and what the last passes found.
+
+    A full listing (``SnapshotDiff``, ``reconcile``) may take several cycles. Each page
+    commits, with its events, the pass's next cursor here and a *seen mark* (the pass id) on
+    the snapshot row of every identity the page listed, so a cut pass resumes at its next
+    page and the identities seen so far live in the store, not in memory.
+
+    Attributes:
+        pass_id: The id of the pass in progress (``None`` between passes). Ids come from
+            :attr:`ListingState.counter`, so they grow across the lanes of a key.
+        started_at: When the pass in progress started (epoch ms).
+        cursor: The serialised cursor of its next page.
+        pages: Pages it has listed so far.
+        items: Items it has listed so far.
+        invalid: Items of it that failed the schema or ``identity()`` (the pass is then not
+            a complete listing of identities: it deletes nothing).
+        not_modified: A page of it was answered ``304`` (its identities are unknown: the
+            pass deletes nothing either).
+        listed: Every page of it is listed; what is left is its deletes (a run that stops
+            there resumes with them, without listing again).
+        clean: Ids of the latest complete passes that listed every identity (newest last).
+        completed: Complete passes so far.
+        last_completed_at: When the last pass completed.
+        last_outcome: What the last complete pass did with deletes, in words.
+    """
+
+    pass_id: int | None = None
+    started_at: int | None = None
+    cursor: str | None = None
+    pages: int = 0
+    items: int = 0
+    invalid: int = 0
+    not_modified: bool = False
+    listed: bool = False
+    clean: tuple[int, ...] = ()
+    completed: int = 0
+    last_completed_at: int | None = None
+    last_outcome: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListingState:
+    """The full listings of one key (see :class:`ListingPass`).
+
+    Attributes:
+        counter: The last pass id handed out, for every lane of the key.
+        lanes: Progress per lane (``"live"`` for ``SnapshotDiff``, ``"reconcile"``).
+    """
+
+    counter: int = 0
+    lanes: Mapping[str, ListingPass] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldDeletes:
+    """Deletes the mass-delete guard held back instead of emitting them.
+
+    The identities are not listed: they are the snapshot rows whose seen mark is below
+    ``below`` when the deletes are finally emitted, so a row seen again meanwhile drops
+    out of the set by itself.
+
+    Attributes:
+        lane: The lane whose pass found them.
+        below: Rows with a seen mark below this are the held deletes.
+        count: How many there were when they were (last) held.
+        snapshot: The snapshot size at that time.
+        held_at: When they were first held (epoch ms).
+        passes: Complete passes in a row that wanted to delete them.
+        confirmed: An operator confirmed them; the next run emits them.
+    """
+
+    lane: str
+    below: int
+    count: int
+    snapshot: int
+    held_at: int
+    passes: int = 1
+    confirmed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PollerState:
     """Everything persisted about one key besides its items, outbox and lease.
 
@@ -222,6 +309,8 @@ class PollerState:
     created_at: int = 0
     updated_at: int = 0
     wake_at: int | None = None
+    listing: ListingState = field(default_factory=ListingState)
+    held_deletes: HeldDeletes | None = None
 
 
 class StatePatch(TypedDict, total=False):
@@ -236,6 +325,8 @@ class StatePatch(TypedDict, total=False):
     backfill: BackfillState | None
     updated_at: int
     wake_at: int | None
+    listing: ListingState
+    held_deletes: HeldDeletes | None
 
 
 def empty_poller_state(now: int) -> PollerState:
@@ -393,6 +484,9 @@ class CommitBatch:
         upserts: Item rows to insert or replace.
         deletes: Identities to remove from the snapshot (full-scan lanes only); each
             stored row becomes a ``"deleted"`` :class:`Tombstone` with ``removed_at=now``.
+        seen: Identities whose seen mark becomes ``seen_pass``, after the upserts (an
+            upsert alone keeps an existing row's mark; a new row starts at 0).
+        seen_pass: The mark written for ``seen``.
         events: Outbox rows to insert as pending.
         log: Also append ``events`` to the replay log.
         parked: Quarantined invalid items.
@@ -404,6 +498,8 @@ class CommitBatch:
     state_patch: StatePatch = field(default_factory=lambda: StatePatch())
     upserts: Sequence[ItemRow] = ()
     deletes: Sequence[str] = ()
+    seen: Sequence[str] = ()
+    seen_pass: int = 0
     events: Sequence[OutboxRow] = ()
     log: bool = False
     parked: Sequence[ParkedRow] = ()
@@ -555,6 +651,87 @@ def _backfill_from_json(data: Mapping[str, Any] | None) -> BackfillState | None:
     )
 
 
+def _pass_to_json(progress: ListingPass) -> dict[str, Any]:
+    return {
+        "pass_id": progress.pass_id,
+        "started_at": progress.started_at,
+        "cursor": progress.cursor,
+        "pages": progress.pages,
+        "items": progress.items,
+        "invalid": progress.invalid,
+        "not_modified": progress.not_modified,
+        "listed": progress.listed,
+        "clean": list(progress.clean),
+        "completed": progress.completed,
+        "last_completed_at": progress.last_completed_at,
+        "last_outcome": progress.last_outcome,
+    }
+
+
+def _pass_from_json(data: Mapping[str, Any]) -> ListingPass:
+    return ListingPass(
+        pass_id=_optional_int(data.get("pass_id")),
+        started_at=_optional_int(data.get("started_at")),
+        cursor=data.get("cursor"),
+        pages=int(data.get("pages") or 0),
+        items=int(data.get("items") or 0),
+        invalid=int(data.get("invalid") or 0),
+        not_modified=bool(data.get("not_modified", False)),
+        listed=bool(data.get("listed", False)),
+        clean=tuple(int(i) for i in data.get("clean") or ()),
+        completed=int(data.get("completed") or 0),
+        last_completed_at=_optional_int(data.get("last_completed_at")),
+        last_outcome=data.get("last_outcome"),
+    )
+
+
+def listing_to_json(listing: ListingState) -> dict[str, Any]:
+    """JSON-ready form of a :class:`ListingState`."""
+    return {
+        "counter": listing.counter,
+        "lanes": {lane: _pass_to_json(p) for lane, p in sorted(listing.lanes.items())},
+    }
+
+
+def _listing_from_json(data: Mapping[str, Any] | None) -> ListingState:
+    if not data:
+        return ListingState()
+    lanes = data.get("lanes") or {}
+    return ListingState(
+        counter=int(data.get("counter") or 0),
+        lanes={lane: _pass_from_json(p) for lane, p in lanes.items()},
+    )
+
+
+def held_deletes_to_json(held: HeldDeletes | None) -> dict[str, Any] | None:
+    """JSON-ready form of a :class:`HeldDeletes` (also what ``inspect()`` shows)."""
+    if held is None:
+        return None
+    return {
+        "lane": held.lane,
+        "below": held.below,
+        "count": held.count,
+        "snapshot": held.snapshot,
+        "held_at": held.held_at,
+        "passes": held.passes,
+        "confirmed": held.confirmed,
+    }
+
+
+def _held_from_json(data: Mapping[str, Any] | None) -> HeldDeletes | None:
+    if data is None:
+        return None
+    return HeldDeletes(
+        lane=data["lane"],
+        below=int(data["below"]),
+        count=int(data.get("count") or 0),
+        snapshot=int(data.get("snapshot") or 0),
+        held_at=int(data.get("held_at") or 0),
+        passes=int(data.get("passes") or 1),
+        confirmed=bool(data.get("confirmed", False)),
+    )
+
+
 _FIELD_ENCODERS: dict[str, Any] = {
     "cursors": lambda v: dict(v),
     "schedule": schedule_to_json,
@@ -566,6 +743,8 @@ _FIELD_ENCODERS: dict[str, Any] = {
     "created_at": int,
     "updated_at": int,
     "wake_at": _optional_int,
+    "listing": listing_to_json,
+    "held_deletes": held_deletes_to_json,
 }
 
 _FIELD_DECODERS: dict[str, Any] = {
@@ -579,6 +758,8 @@ _FIELD_DECODERS: dict[str, Any] = {
     "created_at": lambda v: int(v or 0),
     "updated_at": lambda v: int(v or 0),
     "wake_at": _optional_int,
+    "listing": _listing_from_json,
+    "held_deletes": _held_from_json,
 }
 
 STATE_FIELDS: tuple[str, ...] = tuple(_FIELD_ENCODERS)

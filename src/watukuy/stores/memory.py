@@ -90,6 +90,7 @@ class _Key:
     epoch: int = 0
     expires_at: int | None = None
     items: dict[str, ItemRow] = field(default_factory=dict)
+    seen: dict[str, int] = field(default_factory=dict)  # seen mark by identity (0: absent)
     items_written: int = 0  # bumped by every upsert, so walks know when to re-sort
     tombstones: dict[str, Tombstone] = field(default_factory=dict)
     outbox: dict[str, OutboxRow] = field(default_factory=dict)
@@ -320,6 +321,7 @@ class MemoryStore:
             for row in record.items.values():
                 record.tombstones[row.identity] = _tombstone(row, "cleared", row.seen_at)
             record.items.clear()
+            record.seen.clear()
 
     async def load_tombstones(self, key: PKey, identities: Sequence[str]) -> dict[str, Tombstone]:
         """The tombstones of those identities that have one."""
@@ -383,6 +385,22 @@ class MemoryStore:
                 return
             after = chunk[-1]
 
+    async def stream_unseen(
+        self, key: PKey, before: int, batch_size: int = 1000
+    ) -> AsyncIterator[list[str]]:
+        """The identities whose seen mark is below ``before``, in code point order, paged
+        by the last identity like :meth:`stream_identities`."""
+        if batch_size < 1:
+            raise ConfigError(f"must be at least 1, got {batch_size!r}", field="batch_size")
+        async for chunk in self.stream_identities(key, batch_size):
+            record = self._keys.get(key)
+            if record is None:
+                return
+            seen = record.seen
+            unseen = [identity for identity in chunk if seen.get(identity, 0) < before]
+            if unseen:
+                yield unseen
+
     async def count_items(self, key: PKey) -> int:
         """Size of the key's snapshot."""
         record = self._keys.get(key)
@@ -405,6 +423,8 @@ class MemoryStore:
         upserts = _rows(batch.upserts, ItemRow)
         deletes = list(batch.deletes)
         revived = list(batch.revived)
+        seen_list = list(batch.seen)
+        seen_pass = int(batch.seen_pass)
         events = batch.events if type(batch.events) in (list, tuple) else list(batch.events)
         # One pass over the events both finds error dictionaries to encode and fails early
         # on anything that is not an outbox row.
@@ -428,11 +448,16 @@ class MemoryStore:
             record.items_written += 1
         for item_row in upserts:
             items[item_row.identity] = item_row
+        seen = record.seen
+        for identity in seen_list:
+            if identity in items:
+                seen[identity] = seen_pass
         tombstones = record.tombstones
         for identity in revived:
             tombstones.pop(identity, None)
         for identity in deletes:
             gone = items.pop(identity, None)
+            seen.pop(identity, None)
             if gone is not None:
                 tombstones[identity] = _tombstone(gone, "deleted", now)
         outbox, outbox_errors = record.outbox, record.outbox_errors

@@ -599,6 +599,27 @@ class PostgresStore:
                 return
             after = stored[-1]
 
+    async def stream_unseen(
+        self, key: PKey, before: int, batch_size: int = 1000
+    ) -> AsyncIterator[list[str]]:
+        """The identities whose seen mark is below ``before``, in code-point order, one
+        keyset-paginated batch at a time."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"must be at least 1, got {batch_size!r}", field="batch_size")
+        k, after = (*_k(key), before), None
+        while True:
+            if after is None:
+                rows = await self._fetch("stream_unseen", "unseen_first", (*k, batch_size))
+            else:
+                params = (*k, after, batch_size)
+                rows = await self._fetch("stream_unseen", "unseen_next", params)
+            stored = [row[0] for row in rows]
+            if stored:
+                yield [_dec(identity) for identity in stored]
+            if len(stored) < batch_size:
+                return
+            after = stored[-1]
+
     async def count_items(self, key: PKey) -> int:
         """Size of the key's snapshot."""
         return await self._count("count_items", "count_items", _k(key))
@@ -638,6 +659,9 @@ class PostgresStore:
         revived = list(dict.fromkeys(batch.revived))
         if revived:
             statements.append(("revive", (_encoded(revived),)))
+        marked = [identity for identity in dict.fromkeys(batch.seen) if identity not in gone]
+        if marked:
+            statements.append(("mark_items", (int(batch.seen_pass), _encoded(marked))))
         if deleted:
             statements.append(("delete_items", (_encoded(deleted), batch.now)))
         if events:

@@ -57,6 +57,7 @@ Layout under ``<prefix>{<tag>}:``::
     epoch       string the last epoch of a deleted key (kept by delete_key)
     tombs       hash   identity -> "<reason>:<removed_at>:<the items row it was>"
     tombtime    zset   identity by removed_at (for prune_tombstones)
+    seen        hash   identity -> seen mark of a full-listing pass (absent: 0)
 
 plus ``<prefix>keys`` (a set of JSON ``[poller, partition]``), ``<prefix>{<poller>}:due``
 (sorted set: partition by ``wake_at``, keys with a ``None`` wake time left out) and, for
@@ -271,6 +272,7 @@ class _Keys(NamedTuple):
     logtime: str
     tombs: str
     tombtime: str
+    seen: str
 
     @property
     def epoch(self) -> str:
@@ -556,14 +558,14 @@ class RedisStore:
         the server for long; a commit between two batches is kept or moved whole.
         """
         k = self._keys(key)
-        keys = [k.items, k.ids, k.tombs, k.tombtime]
+        keys = [k.items, k.ids, k.tombs, k.tombtime, k.seen]
         while True:
             with store_errors("clear_items"):
                 batch = await self._redis.zrange(k.ids, 0, _PRUNE_BATCH - 1)
             if not batch:
                 # Rows without an ids entry cannot exist; a leftover hash goes anyway.
                 with store_errors("clear_items"):
-                    await self._redis.unlink(k.items)
+                    await self._redis.unlink(k.items, k.seen)
                 return
             await self._eval("clear_items", "clear_items", keys, [_text(i) for i in batch])
 
@@ -639,6 +641,23 @@ class RedisStore:
                 return
             low = "(" + batch[-1]
 
+    async def stream_unseen(
+        self, key: PKey, before: int, batch_size: int = 1000
+    ) -> AsyncIterator[list[str]]:
+        """The identities whose seen mark is below ``before``, in code-point order: the
+        walk of :meth:`stream_identities` with one ``HMGET`` of the marks per batch."""
+        seen = self._keys(key).seen
+        async for batch in self.stream_identities(key, batch_size):
+            with store_errors("stream_unseen"):
+                marks = await self._redis.hmget(seen, batch)
+            unseen = [
+                identity
+                for identity, mark in zip(batch, marks, strict=True)
+                if mark is None or int(mark) < before
+            ]
+            if unseen:
+                yield unseen
+
     async def count_items(self, key: PKey) -> int:
         """Size of the key's snapshot."""
         with store_errors("count_items"):
@@ -663,6 +682,7 @@ class RedisStore:
                 item.append(row.revision)
             args += (row.identity, json.dumps(item))
         args += (len(batch.revived), *batch.revived)
+        args += (int(batch.seen_pass), len(batch.seen), *batch.seen)
         args += (len(batch.deletes), *batch.deletes, len(batch.events))
         extras: list[Any] = []
         for event in batch.events:
@@ -701,6 +721,7 @@ class RedisStore:
             k.logtime,
             k.tombs,
             k.tombtime,
+            k.seen,
             *self._script_due(key),
         ]
         await self._fenced("commit_poll", "commit", key, lease, keys, args)

@@ -169,9 +169,22 @@ class _Sql:
             f"{entomb}'cleared', seen_at FROM {i} WHERE {_K}",
             f"DELETE FROM {i} WHERE {_K}",
         ]
+        # An upsert keeps the row's seen mark; only the marks of CommitBatch.seen move it.
         self.upsert_item = (
-            f'INSERT OR REPLACE INTO {i} (poller, "partition", identity, version, hash, '
-            "schema_version, payload, seen_at, revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            f'INSERT INTO {i} (poller, "partition", identity, version, hash, '
+            "schema_version, payload, seen_at, revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            'ON CONFLICT (poller, "partition", identity) DO UPDATE SET '
+            "version = excluded.version, hash = excluded.hash, "
+            "schema_version = excluded.schema_version, payload = excluded.payload, "
+            "seen_at = excluded.seen_at, revision = excluded.revision"
+        )
+        self.mark_item = f"UPDATE {i} SET seen_pass = ? WHERE {_K} AND identity = ?"
+        self.unseen_first = (
+            f"SELECT identity FROM {i} WHERE {_K} AND seen_pass < ? ORDER BY identity LIMIT ?"
+        )
+        self.unseen_after = (
+            f"SELECT identity FROM {i} WHERE {_K} AND seen_pass < ? AND identity > ? "
+            "ORDER BY identity LIMIT ?"
         )
         self.entomb_item = f"{entomb}'deleted', ? FROM {i} WHERE {_K} AND identity = ?"
         self.delete_item = f"DELETE FROM {i} WHERE {_K} AND identity = ?"
@@ -664,6 +677,32 @@ class SqliteStore:
                 return
             after = chunk[-1]
 
+    async def stream_unseen(
+        self, key: PKey, before: int, batch_size: int = 1000
+    ) -> AsyncIterator[list[str]]:
+        """The identities whose seen mark is below ``before``, in code point order, paging
+        by the last identity returned (one walk of the key's primary-key range)."""
+        if batch_size < 1:
+            raise ConfigError(f"must be at least 1, got {batch_size!r}", field="batch_size")
+        k = (key.poller, key.partition, before)
+        after: str | None = None
+        while True:
+            if after is None:
+                rows = await self._fetchall(
+                    "stream_unseen", self._sql.unseen_first, (*k, batch_size)
+                )
+            else:
+                rows = await self._fetchall(
+                    "stream_unseen", self._sql.unseen_after, (*k, after, batch_size)
+                )
+            if not rows:
+                return
+            chunk = [row[0] for row in rows]
+            yield chunk
+            if len(chunk) < batch_size:
+                return
+            after = chunk[-1]
+
     async def count_items(self, key: PKey) -> int:
         """Size of the key's snapshot."""
         return await self._count("count_items", self._sql.count_items, key)
@@ -694,6 +733,8 @@ class SqliteStore:
             for r in batch.upserts
         ]
         now = batch.now
+        seen_pass = int(batch.seen_pass)
+        marks = [(seen_pass, p, q, identity) for identity in batch.seen]
         deletes = [(p, q, identity) for identity in batch.deletes]
         entombed = [(now, p, q, identity) for identity in batch.deletes]
         revived = [(p, q, identity) for identity in batch.revived]
@@ -737,6 +778,8 @@ class SqliteStore:
                 conn.executemany(sql.upsert_item, items)
             if revived:
                 conn.executemany(sql.revive, revived)
+            if marks:
+                conn.executemany(sql.mark_item, marks)
             if deletes:
                 conn.executemany(sql.entomb_item, entombed)
                 conn.executemany(sql.delete_item, deletes)

@@ -61,8 +61,11 @@ from watukuy.core.rows import (
     CircuitState,
     CommitBatch,
     EventCounts,
+    HeldDeletes,
     ItemRow,
     Lease,
+    ListingPass,
+    ListingState,
     LoggedEvent,
     OutboxRow,
     ParkedRow,
@@ -261,6 +264,29 @@ def _full_state(created_at: int) -> PollerState:
         created_at=created_at,
         updated_at=T0 + 10,
         wake_at=T0 + 11,
+        listing=ListingState(
+            counter=7,
+            lanes={
+                "live": ListingPass(
+                    pass_id=7,
+                    started_at=T0 + 7,
+                    cursor='{"page":3}',
+                    pages=2,
+                    items=200,
+                    invalid=1,
+                    not_modified=True,
+                    listed=True,
+                    clean=(4, 6),
+                    completed=5,
+                    last_completed_at=T0 + 6,
+                    last_outcome="held 120 deletes (mass-delete guard)",
+                ),
+                "reconcile": ListingPass(clean=(5,), completed=1),
+            },
+        ),
+        held_deletes=HeldDeletes(
+            lane="live", below=6, count=120, snapshot=200, held_at=T0 + 6, passes=2
+        ),
     )
 
 
@@ -275,6 +301,8 @@ def _patch_of(state: PollerState) -> StatePatch:
         "backfill": state.backfill,
         "updated_at": state.updated_at,
         "wake_at": state.wake_at,
+        "listing": state.listing,
+        "held_deletes": state.held_deletes,
     }
 
 
@@ -318,6 +346,18 @@ async def _collect(store: StateStore, key: PKey, batch_size: int) -> list[list[s
     return [chunk async for chunk in store.stream_identities(key, batch_size)]
 
 
+async def _unseen(store: StateStore, key: PKey, before: int, batch_size: int = 1000) -> list[str]:
+    return [i for chunk in await _unseen_batches(store, key, before, batch_size) for i in chunk]
+
+
+async def _unseen_batches(
+    store: StateStore, key: PKey, before: int, batch_size: int
+) -> list[list[str]]:
+    batches = [chunk async for chunk in store.stream_unseen(key, before, batch_size)]
+    assert all(0 < len(chunk) <= batch_size for chunk in batches), batches
+    return batches
+
+
 async def _assert_unsupported(call: Awaitable[Any]) -> None:
     with pytest.raises(WatukuyError) as info:
         await call
@@ -344,6 +384,8 @@ async def _everything(store: StateStore, key: PKey) -> dict[str, Any]:
         "validator": await store.get_validator(key, _URL),
         "due": [due for due in await store.due_keys(key.poller, _FAR) if due[0] == key.partition],
     }
+    if store.capabilities.streaming:
+        snapshot["unseen"] = {before: await _unseen(store, key, before) for before in (1, 2, 3)}
     if store.capabilities.log:
         snapshot["log"] = await store.read_log(key, limit=100_000)
     return snapshot
@@ -364,6 +406,8 @@ async def _seed(store: StateStore, key: PKey = KEY) -> Lease:
                 "wake_at": T0 + 500,
             },
             upserts=[item_row("i1"), item_row("i0", payload='{"n":0}')],
+            seen=["i1"],
+            seen_pass=2,
             events=[outbox_row("e1", 1)],
             parked=[parked_poison("p1", 0, hold_key="held")],
             log=store.capabilities.log,
@@ -957,6 +1001,100 @@ class StoreContract:
         await store.delete_key(KEY)
         assert await store.load_tombstones(KEY, ["a"]) == {}
 
+    # --- seen marks (resumable full listings) ---------------------------------------
+
+    async def test_new_rows_start_unseen_and_marks_move_them(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        rows = [item_row(i) for i in ("a", "b", "c", "d")]
+        await store.commit_poll(KEY, lease, batch(upserts=rows, seen=["a"], seen_pass=3))
+        if not store.capabilities.streaming:
+            await _assert_unsupported(_unseen(store, KEY, 1))
+            return
+        assert await _unseen(store, KEY, 1) == ["b", "c", "d"]
+        assert await _unseen(store, KEY, 3) == ["b", "c", "d"]
+        assert await _unseen(store, KEY, 4) == ["a", "b", "c", "d"]
+        # Marks without upserts (an unchanged page); an unknown identity creates nothing.
+        await store.commit_poll(KEY, lease, batch(seen=["b", "c", "ghost"], seen_pass=5))
+        assert await _unseen(store, KEY, 5) == ["a", "d"]
+        assert await _unseen(store, KEY, 6) == ["a", "b", "c", "d"]
+        assert await store.count_items(KEY) == 4
+        assert await store.load_versions(KEY, ["ghost"]) == {}
+        assert await _unseen(store, KEY_B, 10) == []
+
+    async def test_an_upsert_keeps_the_mark_and_a_delete_drops_it(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row("a"), item_row("b")], seen=["a", "b"], seen_pass=4)
+        )
+        if not store.capabilities.streaming:
+            await _assert_unsupported(_unseen(store, KEY, 1))
+            return
+        changed = item_row("a", hash="hash-a2", seen_at=T0 + 9)
+        await store.commit_poll(KEY, lease, batch(upserts=[changed]))
+        assert await _unseen(store, KEY, 4) == []
+        assert (await store.load_versions(KEY, ["a"]))["a"] == changed
+        # Deleted, then created again: the new row starts unseen.
+        await store.commit_poll(KEY, lease, batch(deletes=["b"]))
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("b")]))
+        assert await _unseen(store, KEY, 1) == ["b"]
+        # clear_items drops the marks with the rows.
+        await store.clear_items(KEY)
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("a")]))
+        assert await _unseen(store, KEY, 1) == ["a"]
+
+    async def test_stream_unseen_pages_in_code_point_order(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        identities = [f"id-{(n * 7_919) % 2_500:05d}" for n in range(2_500)]
+        marked = [i for n, i in enumerate(sorted(identities)) if n % 3 == 0]
+        if not store.capabilities.streaming:
+            await _assert_unsupported(_unseen(store, KEY, 1))
+            return
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row(i) for i in identities], seen=marked, seen_pass=2)
+        )
+        expected = sorted(set(identities) - set(marked))
+        assert await _unseen(store, KEY, 2, batch_size=250) == expected
+        assert await _unseen(store, KEY, 2, batch_size=7) == expected
+        assert await _unseen(store, KEY, 3) == sorted(identities)
+        odd = ["b", "B", "\u00e9", "\U0001f600", "a|b", ""]
+        await store.commit_poll(
+            KEY_B, await _acquire(store, KEY_B), batch(upserts=[item_row(i) for i in odd])
+        )
+        assert await _unseen(store, KEY_B, 1, batch_size=2) == sorted(odd)
+
+    async def test_a_mark_and_a_delete_of_one_identity_in_one_batch(
+        self, store: StateStore
+    ) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("a"), item_row("b")]))
+        await store.commit_poll(KEY, lease, batch(seen=["a", "b"], seen_pass=2, deletes=["b"]))
+        if not store.capabilities.streaming:
+            await _assert_unsupported(_unseen(store, KEY, 1))
+            return
+        assert await _unseen(store, KEY, 3) == ["a"]
+        assert await store.count_items(KEY) == 1
+
+    async def test_listing_progress_and_held_deletes_survive_patches(
+        self, store: StateStore
+    ) -> None:
+        lease = await _acquire(store)
+        state = _full_state(created_at=T0)
+        await store.commit_poll(KEY, lease, batch(state_patch=_patch_of(state)))
+        assert await store.load_state(KEY) == state
+        # An operator's unfenced write of the hold leaves the listing alone, and back.
+        assert state.held_deletes is not None
+        confirmed = dataclasses.replace(state.held_deletes, confirmed=True)
+        await store.save_state_unfenced(KEY, {"held_deletes": confirmed}, T0 + 20)
+        progress = ListingState(counter=8, lanes={"live": ListingPass(pass_id=8, cursor="null")})
+        await store.save_state(KEY, lease, {"listing": progress})
+        loaded = await store.load_state(KEY)
+        assert loaded is not None
+        assert (loaded.listing, loaded.held_deletes) == (progress, confirmed)
+        await store.save_state_unfenced(KEY, {"held_deletes": None}, T0 + 21)
+        loaded = await store.load_state(KEY)
+        assert loaded is not None
+        assert (loaded.listing, loaded.held_deletes) == (progress, None)
+
     # --- commit_poll -------------------------------------------------------------------
 
     async def test_commit_writes_every_part_of_the_batch(self, store: StateStore) -> None:
@@ -1069,6 +1207,8 @@ class StoreContract:
         doomed = batch(
             state_patch=cast(StatePatch, patch),
             upserts=upserts,
+            seen=["i0", "i1", "i2"],
+            seen_pass=9,
             deletes=["i0"],
             events=events,
             parked=parked,

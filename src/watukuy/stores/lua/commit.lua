@@ -1,10 +1,11 @@
 -- One page, all or nothing.
 -- KEYS: meta, state, items, ids, outbox, rows, attempts, errors, parked, retry, hold,
---       log, logrows, logtime, tombs, tombtime[, due].
+--       log, logrows, logtime, tombs, tombtime, seen[, due].
 -- ARGV: owner, epoch, now, partition, then the sections, each a count and its entries:
 --       (field, value)                      state patch
 --       (identity, row)                     item upserts
 --       (identity)                          revived identities (their tombstones go)
+--       the seen pass, then (identity)      seen marks of stored identities
 --       (identity)                          item deletes (each row leaves a tombstone,
 --                                           "deleted:<now>:<row>", aged by `now`)
 --       (id, seq, row)                      outbox rows, row = "<seq>:<created_at>:<event>"
@@ -24,7 +25,7 @@ local i = 5
 local n = tonumber(ARGV[i])
 if n > 0 then
   bulk('HSET', KEYS[2], slice(i + 1, 2 * n))
-  sync_due(KEYS[2], KEYS[17], ARGV[4])
+  sync_due(KEYS[2], KEYS[18], ARGV[4])
 end
 i = i + 1 + 2 * n
 
@@ -48,6 +49,18 @@ if n > 0 then
 end
 i = i + 1 + n
 
+-- Upserts keep an existing mark (it lives in its own hash); a mark needs a stored row.
+local mark = ARGV[i]
+i = i + 1
+n = tonumber(ARGV[i])
+for j = 1, n do
+  local identity = ARGV[i + j]
+  if redis.call('HEXISTS', KEYS[3], identity) == 1 then
+    redis.call('HSET', KEYS[17], identity, mark)
+  end
+end
+i = i + 1 + n
+
 n = tonumber(ARGV[i])
 if n > 0 then
   local gone = slice(i + 1, n)
@@ -60,6 +73,7 @@ if n > 0 then
   end
   bulk('HDEL', KEYS[3], gone)
   bulk('ZREM', KEYS[4], gone)
+  bulk('HDEL', KEYS[17], gone)
 end
 i = i + 1 + n
 

@@ -145,6 +145,15 @@ class ForwardingStore:
             yield batch
             self._enter("stream_identities")
 
+    async def stream_unseen(
+        self, key: PKey, before: int, batch_size: int = 1000
+    ) -> AsyncIterator[list[str]]:
+        """Forwarded, batch by batch (each batch counts as a call)."""
+        self._enter("stream_unseen")
+        async for batch in self.inner.stream_unseen(key, before, batch_size):
+            yield batch
+            self._enter("stream_unseen")
+
     async def count_items(self, key: PKey) -> int:
         """Forwarded."""
         self._enter("count_items")

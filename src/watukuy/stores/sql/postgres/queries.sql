@@ -149,6 +149,21 @@ ORDER BY identity LIMIT %s
 SELECT identity FROM {items} WHERE poller = %s AND "partition" = %s AND identity > %s
 ORDER BY identity LIMIT %s
 
+-- name: unseen_first
+SELECT identity FROM {items} WHERE poller = %s AND "partition" = %s AND seen_pass < %s
+ORDER BY identity LIMIT %s
+
+-- name: unseen_next
+SELECT identity FROM {items}
+WHERE poller = %s AND "partition" = %s AND seen_pass < %s AND identity > %s
+ORDER BY identity LIMIT %s
+
+-- name: mark_items
+-- The upsert above keeps seen_pass; only these marks move it.
+UPDATE {items} AS i SET seen_pass = m.pass
+FROM (SELECT %s::text AS poller, %s::text AS part, %s::bigint AS pass) AS m
+WHERE i.poller = m.poller AND i."partition" = m.part AND i.identity = ANY(%b::text[])
+
 -- name: count_items
 SELECT count(*) FROM {items} WHERE poller = %s AND "partition" = %s
 

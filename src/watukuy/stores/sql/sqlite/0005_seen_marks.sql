@@ -1,0 +1,9 @@
+-- watukuy SQLite schema, version 5: seen marks for resumable full listings. "{prefix}" is
+-- replaced by the table prefix.
+--
+-- seen_pass is the id of the last full-listing pass that listed the identity (0: none
+-- yet). A pass writes it on every row it lists, page by page, so a listing cut short
+-- resumes where it stopped and its deletes are the rows left below its id. Rows written
+-- before this version start at 0, which only means "not seen by any pass yet".
+
+ALTER TABLE "{prefix}items" ADD COLUMN seen_pass INTEGER NOT NULL DEFAULT 0;
