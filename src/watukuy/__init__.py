@@ -45,6 +45,7 @@ from .core.options import (
     Backoff,
     Budget,
     Circuit,
+    Deletes,
     Delivery,
     EventIds,
     EventLog,
@@ -57,7 +58,7 @@ from .core.page import Page
 from .core.poller import JsonObject, Partition, PollerDefinition, define_poller
 from .core.redact import Redaction
 from .core.results import EngineStatus, LeaseOptions, ReplayResult, TickPollResult, TickResult
-from .core.rows import Lane, RateLimitInfo
+from .core.rows import HeldDeletes, Lane, RateLimitInfo
 from .cursor import (
     AdvanceContext,
     CursorConfig,
@@ -124,6 +125,7 @@ __all__ = [
     "CursorConfig",
     "CursorOf",
     "CustomCursor",
+    "Deletes",
     "Delivery",
     "Duration",
     "Engine",
@@ -135,6 +137,7 @@ __all__ = [
     "FetchContext",
     "HandlerContext",
     "HandlerError",
+    "HeldDeletes",
     "HttpError",
     "InspectReport",
     "JsonObject",

@@ -77,7 +77,7 @@ def catalog(**options: Any) -> wk.PollerDefinition[Any]:
     )
 
 
-async def test_snapshot_diff_emits_deletes_after_a_complete_listing(world: World) -> None:
+async def test_snapshot_diff_emits_deletes_after_two_complete_listings(world: World) -> None:
     for i in range(1, 13):
         world.api.add(item(i, T))
     engine = world.engine(catalog())
@@ -90,20 +90,37 @@ async def test_snapshot_diff_emits_deletes_after_a_complete_listing(world: World
     world.api.remove("item-011")
     world.api.update("item-002", status="paid")
     await world.clock.advance("10m")
-    result = await engine.tick()
-    new = recorder.events[12:]
+    await engine.tick()  # the first complete pass to miss them: not yet
+    assert [(e.type, e.subject) for e in recorder.events[12:]] == [("updated", "item-002")]
+    await world.clock.advance("10m")
+    result = await engine.tick()  # the second one in a row: deleted
+    new = recorder.events[13:]
     assert [(e.type, e.subject) for e in new] == [
-        ("updated", "item-002"),
         ("deleted", "item-004"),
         ("deleted", "item-011"),
     ]
-    deleted = new[1]
+    deleted = new[0]
     assert deleted.data == {**item(4, T)}  # retain="payload": the last known item
-    assert result.polled[0].events == 3
+    assert result.polled[0].events == 2
     assert await world.store.count_items(PKey("catalog")) == 10
 
 
-async def test_no_deletes_from_a_truncated_listing(world: World) -> None:
+async def test_one_confirming_pass_deletes_on_the_first_miss(world: World) -> None:
+    for i in range(1, 13):
+        world.api.add(item(i, T))
+    engine = world.engine(catalog(deletes=wk.Deletes(confirm_passes=1)))
+    recorder = Recorder()
+    engine.on("catalog", recorder)
+    await engine.tick()
+    world.api.remove("item-004")
+    await world.clock.advance("10m")
+    await engine.tick()
+    assert [(e.type, e.subject) for e in recorder.events[12:]] == [("deleted", "item-004")]
+
+
+async def test_a_truncated_listing_resumes_and_deletes_only_after_whole_passes(
+    world: World,
+) -> None:
     for i in range(1, 13):
         world.api.add(item(i, T))
     engine = world.engine(catalog(max_pages_per_cycle=2))  # 12 items = 3 pages of 5
@@ -113,8 +130,17 @@ async def test_no_deletes_from_a_truncated_listing(world: World) -> None:
     assert len(recorder.events) == 10
     world.api.remove("item-001")
     await world.clock.advance("10m")
-    await engine.tick()  # pages 1-2 again: still truncated, so item-001 is not deleted
-    assert [(e.type, e.subject) for e in recorder.events[10:]] == [("created", "item-011")]
+    # The pass resumes at page 3, which the removal shifted: item-011 moved to page 2 and
+    # this pass misses it, item-012 is new. Nothing is deleted from a first pass.
+    await engine.tick()
+    assert [(e.type, e.subject) for e in recorder.events[10:]] == [("created", "item-012")]
+    for _ in range(4):  # two more passes of two cycles: item-011 found, item-001 confirmed
+        await world.clock.advance("10m")
+        await engine.tick()
+    assert [(e.type, e.subject) for e in recorder.events[11:]] == [
+        ("created", "item-011"),
+        ("deleted", "item-001"),
+    ]
     assert await world.store.count_items(PKey("catalog")) == 11
 
 
@@ -161,6 +187,9 @@ async def test_reconcile_emits_deletes_for_a_timestamp_poller(world: World) -> N
     await world.clock.advance("5h")
     third = await engine.tick()
     assert [r.lane for r in third.polled] == ["live", "reconcile"]
+    assert recorder.events[7:] == []  # the first complete pass to miss it
+    await world.clock.advance("6h")
+    await engine.tick()
     assert [(e.type, e.subject, e.lane) for e in recorder.events[7:]] == [
         ("deleted", "item-005", "reconcile")
     ]

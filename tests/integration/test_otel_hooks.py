@@ -358,7 +358,7 @@ def _key(**extra: Any) -> dict[str, Any]:
 async def test_metrics_count_what_a_tick_did(
     make_world: Callable[..., World], telemetry: Telemetry
 ) -> None:
-    world = make_world()
+    world = make_world(deletes=wk.Deletes(confirm_passes=1))  # a delete on its first miss
 
     await world.tick()
 

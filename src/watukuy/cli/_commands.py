@@ -12,7 +12,7 @@ import click
 
 from watukuy.core import json as wkjson
 from watukuy.core.durations import parse_duration
-from watukuy.core.rows import ParkedKind, ParkedRow
+from watukuy.core.rows import ParkedKind, ParkedRow, held_deletes_to_json
 
 from ._errors import CliError
 from ._operators import EngineOperator
@@ -104,7 +104,7 @@ def cli() -> None:
     """watukuy: webhooks for APIs that don't have them.
 
     Operate pollers from the shell. Name your application with --app package.module:engine
-    (or WATUKUY_APP); the store-only commands (inspect, trigger, pause, resume, parked,
+    (or WATUKUY_APP); the store-only commands (inspect, trigger, pause, resume, parked, deletes,
     migrate, reset-cursor) also work with just --store URL (or WATUKUY_STORE). Every
     command takes --json. Exit status: 0 done, 1 failed at run time, 2 a mistake in the
     command (nothing changed).
@@ -634,6 +634,66 @@ def _parked_change(action: str) -> click.Command:
 
 _parked_change("retry")
 _parked_change("discard")
+
+
+# --- held deletes -------------------------------------------------------------------------
+
+
+@cli.group()
+def deletes() -> None:
+    """Deletes held back by the mass-delete guard: show, confirm or discard them."""
+
+
+def _deletes_command(action: str, help_text: str) -> click.Command:
+    @_target_options
+    @_key_options
+    def command(
+        app: str | None,
+        store_url: str | None,
+        as_json: bool,
+        poller: str,
+        partition: str | None,
+    ) -> None:
+        async def work(target: Target) -> dict[str, Any]:
+            operator = target.operator
+            data: dict[str, Any] = {
+                "ok": True,
+                "action": action,
+                "poller": poller,
+                "partition": partition or "",
+            }
+            if action == "show":
+                held = await operator.deletes_held(poller, partition=partition)
+                data["held"] = held_deletes_to_json(held)
+            elif action == "confirm":
+                data["count"] = await operator.deletes_confirm(poller, partition=partition)
+            else:
+                data["count"] = await operator.deletes_discard(poller, partition=partition)
+            return data
+
+        data = _run(_on_target(f"deletes {action}", app, store_url, work))
+        name = _key_name(poller, partition or "")
+        if action == "show":
+            held = data["held"]
+            line = (
+                f"{name}: no deletes held"
+                if held is None
+                else f"{name}: {held['count']} delete(s) of {held['snapshot']} held since "
+                f"{held['held_at']} ({held['passes']} pass(es); "
+                f"{'confirmed' if held['confirmed'] else 'waiting for an operator'})"
+            )
+        elif action == "confirm":
+            line = f"{data['count']} held delete(s) of {name} confirmed; the next run emits them"
+        else:
+            line = f"{data['count']} held delete(s) of {name} discarded"
+        _emit(as_json, data, line)
+
+    return deletes.command(name=action, help=help_text)(command)
+
+
+_deletes_command("show", "Show the deletes held for a key.")
+_deletes_command("confirm", "Confirm held deletes: the key's next run emits them.")
+_deletes_command("discard", "Drop held deletes: nothing is emitted.")
 
 
 # --- schema ---------------------------------------------------------------------------------

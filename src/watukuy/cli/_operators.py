@@ -8,7 +8,8 @@ the keys the store already holds:
   those keys have partitions (so ``--partition`` is required exactly as with the engine);
 - ``inspect`` lists every stored key; cursors are shown as stored (parsed JSON) and
   ``lag`` is computed only for watermarks that read as standard timestamps;
-- ``trigger``, ``pause``, ``resume`` and ``parked`` write what the engine would write;
+- ``trigger``, ``pause``, ``resume``, ``parked`` and ``deletes`` write what the engine
+  would write (a confirmed hold is emitted by the next run of an engine);
 - ``reset-cursor --to null`` removes the stored live cursor, so the next cycle starts
   from the poller's own initial cursor. Any other ``--to`` cannot be interpreted without
   the strategy, so it must be the *stored* form of a cursor, as JSON, shaped like the one
@@ -25,8 +26,21 @@ from typing import Any, Protocol
 
 from watukuy.core import json as wkjson
 from watukuy.core.engine import EngineCore
+from watukuy.core.operations import (
+    confirm_held_deletes,
+    discard_held_deletes,
+    listing_report,
+)
 from watukuy.core.ports import Clock, StateStore
-from watukuy.core.rows import ParkedKind, ParkedRow, PKey, PollerState, schedule_to_json
+from watukuy.core.rows import (
+    HeldDeletes,
+    ParkedKind,
+    ParkedRow,
+    PKey,
+    PollerState,
+    held_deletes_to_json,
+    schedule_to_json,
+)
 from watukuy.cursor.config import read_timestamp_ms
 from watukuy.scheduler import trigger as trigger_schedule
 
@@ -77,6 +91,18 @@ class Operator(Protocol):
 
     async def parked_discard(self, name: str, ids: Sequence[str], *, partition: str | None) -> int:
         """Drop parked rows."""
+        ...
+
+    async def deletes_held(self, name: str, *, partition: str | None) -> HeldDeletes | None:
+        """The deletes the mass-delete guard holds for a key."""
+        ...
+
+    async def deletes_confirm(self, name: str, *, partition: str | None) -> int:
+        """Confirm held deletes (the next run emits them); returns how many were held."""
+        ...
+
+    async def deletes_discard(self, name: str, *, partition: str | None) -> int:
+        """Drop held deletes; returns how many were held."""
         ...
 
 
@@ -149,6 +175,21 @@ class EngineOperator:
         """``engine.parked.discard()``."""
         self.key(name, partition)
         return await self.engine.parked.discard(name, ids, partition=partition)
+
+    async def deletes_held(self, name: str, *, partition: str | None) -> HeldDeletes | None:
+        """``engine.deletes.held()``."""
+        self.key(name, partition)
+        return await self.engine.deletes.held(name, partition=partition)
+
+    async def deletes_confirm(self, name: str, *, partition: str | None) -> int:
+        """``engine.deletes.confirm()``."""
+        self.key(name, partition)
+        return await self.engine.deletes.confirm(name, partition=partition)
+
+    async def deletes_discard(self, name: str, *, partition: str | None) -> int:
+        """``engine.deletes.discard()``."""
+        self.key(name, partition)
+        return await self.engine.deletes.discard(name, partition=partition)
 
 
 class StoreOperator:
@@ -232,6 +273,8 @@ class StoreOperator:
             "parked": await store.count_parked(key),
             "items": await store.count_items(key),
             "lag_ms": _lag_ms(cursors.get("live"), now),
+            "listing": listing_report(state),
+            "held_deletes": held_deletes_to_json(state.held_deletes),
         }
 
     async def trigger(self, name: str, partition: str | None) -> PKey:
@@ -307,6 +350,23 @@ class StoreOperator:
         if dropped:
             await self._unblock(key)
         return dropped
+
+    async def deletes_held(self, name: str, *, partition: str | None) -> HeldDeletes | None:
+        """The stored hold, if any."""
+        key = await self.key(name, partition)
+        return (await self._state(key)).held_deletes
+
+    async def deletes_confirm(self, name: str, *, partition: str | None) -> int:
+        """The engine's own write: the hold confirmed and the key due now."""
+        key = await self.key(name, partition)
+        held = await confirm_held_deletes(self._store, key, self._clock.now())
+        return 0 if held is None else held.count
+
+    async def deletes_discard(self, name: str, *, partition: str | None) -> int:
+        """The hold dropped; nothing is emitted."""
+        key = await self.key(name, partition)
+        held = await discard_held_deletes(self._store, key, self._clock.now())
+        return 0 if held is None else held.count
 
     async def _unblock(self, key: PKey) -> None:
         # The same write the engine makes: held events become deliverable at once.

@@ -30,7 +30,9 @@ class FetchContext(Generic[C]):
         cursor: Where to continue, typed by strategy: ``TimestampPosition(value,
             tie_break)``, ``TokenPosition(value)``, ``PagePosition(page)``, ``None`` for a
             snapshot diff, or your own value for a custom cursor.
-        page: 1-based index of this request within the cycle (use it to page full listings).
+        page: 1-based index of this request within the cycle (use it to page full listings);
+            for a full listing (``SnapshotDiff``, ``reconcile``) the index within its pass,
+            so a pass cut by the page cap or a deadline resumes at the next page.
         partition: The partition being polled (``Partition("")`` when not partitioned).
         lane: ``"live"``, ``"reconcile"`` or ``"backfill"``.
         http: The HTTP helper (``ctx.http.get(...)``), bound to this key and lane.

@@ -30,7 +30,7 @@ from .errors import ConfigError, StoreError, WatukuyError, serialize_error
 from .events import Event
 from .hooks import ErrorDetails, HookBus, as_hook_list
 from .http_port import HttpFactory
-from .operations import Operations, ParkedOperations, PartitionOperations
+from .operations import DeletesOperations, Operations, ParkedOperations, PartitionOperations
 from .options import Budget
 from .partition_book import PartitionBook
 from .poller import Partition, PollerDefinition
@@ -204,6 +204,7 @@ class EngineCore(Operations):
         self._next_resync = 0
         self.parked = ParkedOperations(self)
         self.partitions = PartitionOperations(self)
+        self.deletes = DeletesOperations(self)
 
     # --- public state -------------------------------------------------------------------
 

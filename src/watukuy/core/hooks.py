@@ -31,6 +31,7 @@ __all__ = [
     "CircuitCloseDetails",
     "CircuitOpenDetails",
     "CommitDetails",
+    "DeletesHeldDetails",
     "DeliveredDetails",
     "ErrorDetails",
     "ErrorPhase",
@@ -184,6 +185,21 @@ class ScheduleChangeDetails(HookContext):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeletesHeldDetails(HookContext):
+    """``on_deletes_held``: the mass-delete guard held a complete pass's deletes back.
+
+    Attributes:
+        count: Deletes held (identities the pass, and the ones before it, did not list).
+        snapshot: Size of the snapshot they would be deleted from.
+        passes: Complete passes in a row that wanted to delete them.
+    """
+
+    count: int
+    snapshot: int
+    passes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PollEndDetails(HookContext):
     """``on_poll_end``: a lane cycle ended, successfully or not."""
 
@@ -207,6 +223,7 @@ HOOK_NAMES: Final = (
     "on_budget_wait",
     "on_schedule_change",
     "on_poll_end",
+    "on_deletes_held",
 )
 
 

@@ -4,6 +4,14 @@ The live, reconcile and backfill lanes share this loop; they differ in the curso
 (reconcile always pages from 1), the fetch function (reconcile has its own), whether the
 listing is a full scan (snapshot diff and reconcile emit ``deleted`` for what was not seen),
 and the backfill rules (stop at the target cursor, ``force`` re-emits known items).
+
+A full listing is a *pass* that may span cycles. Each page commits the pass's next cursor
+(``PollerState.listing``) and a seen mark (the pass id) on the snapshot row of every
+identity it listed, so a cycle cut by the page cap or a deadline resumes at the next page,
+after a crash or on another replica too, and memory holds one page. When the last page is
+listed, the rows left below the id of the oldest of the last ``deletes.confirm_passes``
+complete passes are the deletes (each of those passes missed them), unless the pass is not
+a complete listing (an invalid item, a ``304`` page) or the mass-delete guard holds them.
 """
 
 from __future__ import annotations
@@ -19,7 +27,6 @@ from watukuy.cursor import CursorStrategy
 from watukuy.diff import (
     content_hash,
     dedupe,
-    detect_deletes,
     diff_candidates,
     event_id,
     identity_text,
@@ -46,6 +53,7 @@ from .events import Event, EventType, event_to_json, iso_time
 from .hooks import (
     BudgetWaitDetails,
     CommitDetails,
+    DeletesHeldDetails,
     ErrorPhase,
     EventDetails,
     FetchDetails,
@@ -59,8 +67,11 @@ from .poller import Partition, PollerDefinition
 from .rows import (
     CommitBatch,
     EventCounts,
+    HeldDeletes,
     ItemRow,
     Lane,
+    ListingPass,
+    ListingState,
     OutboxRow,
     ParkedRow,
     PKey,
@@ -176,6 +187,9 @@ class LaneCycle:
         self._observations = HttpObservations()
         self._time_cache: tuple[int, str] = (-1, "")
         self._force_backfill = False
+        self._pass: ListingPass | None = None  # the full listing pass this cycle continues
+        self._listing = ListingState()
+        self._page_source_is_generator = False
 
     def _fields(self) -> dict[str, Any]:
         return {
@@ -207,15 +221,15 @@ class LaneCycle:
         # `overlap` moves back the first request of a cycle only; every later request
         # continues where the previous page left off (see CursorStrategy.next_view).
         request = strategy.view(cursor, clock.now())
+        first_page = 1 + (self._pass.pages if self._pass is not None else 0)
         pages = items = 0
         counts = {"created": 0, "updated": 0, "deleted": 0}
         truncated = saw_not_modified = done = False
-        seen: set[str] = set()
         phase: ErrorPhase = "fetch"
         source = _PageSource(self._fetch)
         error: SerializedError | None = None
         try:
-            while True:
+            while not (self._pass is not None and self._pass.listed):
                 if pages >= self._poller.max_pages_per_cycle:
                     truncated = True
                     break
@@ -229,7 +243,7 @@ class LaneCycle:
                 observations.reset_page()
                 ctx: FetchContext[Any] = FetchContext(
                     cursor=request,
-                    page=pages + 1,
+                    page=first_page + pages,
                     partition=self._partition,
                     lane=self._lane,
                     http=http,
@@ -243,6 +257,7 @@ class LaneCycle:
                     done = True
                     break
                 pages += 1
+                self._page_source_is_generator = source.is_generator
                 saw_not_modified = saw_not_modified or observations.not_modified
                 await deps.hooks.emit(
                     "on_fetch",
@@ -257,7 +272,7 @@ class LaneCycle:
                 before = None if strategy.full_scan else strategy.serialize(request)
                 stored = strategy.serialize(cursor)
                 state, cursor, page_done, page_items, page_counts, phase = await self._page(
-                    state, cursor, page, seen
+                    state, cursor, page
                 )
                 await self._store_validators(
                     keep=self._idle(stored, cursor, page, ctx.page, kept=page_items, done=page_done)
@@ -280,10 +295,11 @@ class LaneCycle:
                 stuck = before is not None and not source.is_generator
                 if stuck and strategy.serialize(request) == before:
                     raise _stuck_cursor(pages, str(before))
-            if done and self._full_scan and not truncated and not saw_not_modified:
+            if self._pass is not None and (self._pass.listed or (done and not truncated)):
                 phase = "commit"
-                state, deleted = await self._deletes(state, seen)
+                state, deleted = await self._end_pass(state)
                 counts["deleted"] += deleted
+                done, truncated = True, False
             state = self._finish(state, cursor, done=done and not truncated)
         except (LeaseLostError, asyncio.CancelledError):
             raise
@@ -321,11 +337,42 @@ class LaneCycle:
                 None if backfill.to_cursor is None else strategy.deserialize(backfill.to_cursor)
             )
             return strategy.deserialize(start), target
-        if stored is None or self._full_scan:
-            # A full listing finds deletes by what it did not see, and what it saw is only in
-            # memory: a listing cut short by a crash starts over from the first page.
+        if self._full_scan:
+            progress = self._begin_pass(state)
+            if progress.cursor is None:
+                return strategy.initial(), None
+            return strategy.deserialize(progress.cursor), None
+        if stored is None:
             return strategy.initial(), None
         return strategy.deserialize(stored), None
+
+    def _begin_pass(self, state: PollerState) -> ListingPass:
+        """The pass this cycle continues, or a new one (its id is the key's next)."""
+        listing = state.listing
+        progress = listing.lanes.get(self._lane, ListingPass())
+        if progress.pass_id is None:
+            counter = listing.counter + 1
+            progress = dataclasses.replace(
+                progress,
+                pass_id=counter,
+                started_at=self._deps.clock.now(),
+                cursor=None,
+                pages=0,
+                items=0,
+                invalid=0,
+                not_modified=False,
+                listed=False,
+            )
+            listing = ListingState(counter=counter, lanes={**listing.lanes, self._lane: progress})
+        self._listing, self._pass = listing, progress
+        return progress
+
+    def _listing_with(self, progress: ListingPass) -> ListingState:
+        self._pass = progress
+        self._listing = ListingState(
+            counter=self._listing.counter, lanes={**self._listing.lanes, self._lane: progress}
+        )
+        return self._listing
 
     def _finish(self, state: PollerState, cursor: Any, *, done: bool) -> PollerState:
         now = self._deps.clock.now()
@@ -372,7 +419,7 @@ class LaneCycle:
     # --- one page -------------------------------------------------------------------------
 
     async def _page(
-        self, state: PollerState, cursor: Any, page: Page[Any], seen: set[str]
+        self, state: PollerState, cursor: Any, page: Page[Any]
     ) -> tuple[PollerState, Any, bool, int, dict[str, int], ErrorPhase]:
         deps = self._deps
         poller = self._poller
@@ -456,8 +503,6 @@ class LaneCycle:
             now=now,
             tombstones=tombstones,
         )
-        if self._full_scan:
-            seen.update(identities)
 
         sequence = state.sequence
         rows: list[OutboxRow] = []
@@ -521,29 +566,48 @@ class LaneCycle:
             "schema_version": poller.schema_version,
             "updated_at": now,
         }
-        committed = not (self._full_scan and not (diff.upserts or rows or parked))
-        if not committed:
-            # Nothing changed on this page of a full listing, and a listing always restarts
-            # from its first page: there is nothing to write. (The no-change cycle over a
-            # large snapshot is then reads only.)
-            state = apply_patch(state, {"cursors": cursors})
-        else:
-            await self._commit(
-                CommitBatch(
-                    state_patch=patch,
-                    upserts=diff.upserts,
-                    events=rows,
-                    log=self._log_events,
-                    parked=parked,
-                    now=now,
-                    revived=[
-                        change.identity for change in diff.changes if change.identity in tombstones
-                    ],
-                ),
-                events,
-                deletes=0,
+        progress = self._pass
+        seen: list[str] = []
+        seen_pass = 0
+        if progress is not None and progress.pass_id is not None:
+            # The page's identities get the pass's seen mark, and the pass its next cursor,
+            # in the page's own transaction: a cut pass resumes here, on any replica.
+            patch["listing"] = self._listing_with(
+                dataclasses.replace(
+                    progress,
+                    cursor=strategy.serialize(next_cursor),
+                    pages=progress.pages + 1,
+                    items=progress.items + len(kept),
+                    invalid=progress.invalid + len(invalid),
+                    not_modified=progress.not_modified or self._observations.not_modified,
+                    listed=bool(done) and not self._page_source_is_generator,
+                )
             )
-            state = apply_patch(state, patch)
+            seen, seen_pass = identities, progress.pass_id
+        elif diff.upserts and state.listing.counter:
+            # An incremental lane saw these items now: they count as seen by a full listing
+            # in progress (reconcile), which cannot have started after the latest pass id.
+            seen = [row.identity for row in diff.upserts]
+            seen_pass = state.listing.counter
+        await self._commit(
+            CommitBatch(
+                state_patch=patch,
+                upserts=diff.upserts,
+                seen=seen,
+                seen_pass=seen_pass,
+                events=rows,
+                log=self._log_events,
+                parked=parked,
+                now=now,
+                revived=[
+                    change.identity for change in diff.changes if change.identity in tombstones
+                ],
+            ),
+            events,
+            deletes=0,
+        )
+        state = apply_patch(state, patch)
+        committed = True
         for raw, issues in invalid:
             if poller.on_invalid == "quarantine":
                 await deps.hooks.emit(
@@ -697,21 +761,169 @@ class LaneCycle:
 
     # --- the end of a full scan -----------------------------------------------------------
 
-    async def _deletes(self, state: PollerState, seen: set[str]) -> tuple[PollerState, int]:
-        """Emit ``deleted`` for every stored identity this complete listing did not show."""
+    async def _end_pass(self, state: PollerState) -> tuple[PollerState, int]:
+        """Every page of the pass is listed: emit (or hold) its deletes, then close it."""
+        progress = self._pass
+        assert progress is not None
+        pass_id = progress.pass_id
+        assert pass_id is not None
+        rules = self._poller.deletes
+        now = self._deps.clock.now()
+        if not progress.listed:
+            # A generator's listing ends when it is exhausted, after its last page's commit.
+            progress = dataclasses.replace(progress, listed=True)
+        emitted = 0
+        held = state.held_deletes  # another lane's hold stays as it is
+        clean = progress.clean
+        # A listing answered 304 is only ever one page (see _idle): it is the previous pass
+        # again, and confirms that pass when it was complete (its marks stand for both).
+        repeat = (
+            progress.not_modified
+            and progress.pages == 1
+            and not progress.invalid
+            and progress.last_clean
+            and bool(clean)
+        )
+        last_clean = False
+        if progress.invalid or (progress.not_modified and not repeat):
+            why = (
+                f"{progress.invalid} item(s) failed the schema or identity()"
+                if progress.invalid
+                else "a page was answered 304 Not Modified"
+            )
+            outcome = f"incomplete listing ({why}): no deletes"
+            self._logger.info("full listing pass %d: %s", pass_id, outcome)
+        else:
+            last_clean = True
+            clean = (*clean, clean[-1] if repeat else pass_id)[-rules.confirm_passes :]
+            if len(clean) < rules.confirm_passes:
+                outcome = f"no deletes yet: {len(clean)} of {rules.confirm_passes} complete passes"
+            else:
+                below = clean[0]
+                count = await self._count_unseen(below)
+                snapshot = await self._deps.store.count_items(self._key)
+                ours = held if held is not None and held.lane == self._lane else None
+                passes = ours.passes + 1 if ours is not None else 1
+                release = rules.guard_release_passes
+                if rules.holds(count, snapshot) and (release is None or passes <= release):
+                    held = HeldDeletes(
+                        lane=self._lane,
+                        below=below,
+                        count=count,
+                        snapshot=snapshot,
+                        held_at=ours.held_at if ours is not None else now,
+                        passes=passes,
+                        confirmed=ours.confirmed if ours is not None else False,
+                    )
+                    outcome = f"held {count} delete(s) of {snapshot} (mass-delete guard)"
+                    await self._report_held(held)
+                else:
+                    state, emitted = await self._emit_deletes(state, below)
+                    if ours is not None:
+                        held = None
+                    outcome = f"deleted {emitted}"
+        closed = dataclasses.replace(
+            progress,
+            pass_id=None,
+            started_at=None,
+            cursor=None,
+            pages=0,
+            items=0,
+            invalid=0,
+            not_modified=False,
+            listed=False,
+            clean=clean,
+            last_clean=last_clean,
+            completed=progress.completed + 1,
+            last_completed_at=now,
+            last_outcome=outcome,
+        )
+        patch: StatePatch = {
+            "listing": self._listing_with(closed),
+            "held_deletes": held,
+            "updated_at": now,
+        }
+        await self._deps.store.save_state(self._key, self._keeper.lease, patch)
+        return apply_patch(state, patch), emitted
+
+    async def _verify(
+        self, verify: Callable[..., Any], candidates: list[str]
+    ) -> tuple[list[str], list[str]]:
+        """Split delete candidates into (gone, still present) by asking ``verify``."""
+        ctx: FetchContext[Any] = FetchContext(
+            cursor=None,
+            page=0,
+            partition=self._partition,
+            lane=self._lane,
+            http=self._bind_http(self._observations),
+            attempt=1,
+            logger=self._logger,
+            _cancel=self._cancel,
+        )
+        gone: list[str] = []
+        present: list[str] = []
+        for identity in candidates:
+            if self._cancel.is_set():
+                raise asyncio.CancelledError
+            answer = verify(identity, ctx)
+            if inspect.isawaitable(answer):
+                answer = await answer
+            (present if answer else gone).append(identity)
+        if present:
+            self._logger.info("verify kept %d delete candidate(s) the listing missed", len(present))
+        return gone, present
+
+    async def _count_unseen(self, below: int) -> int:
+        count = 0
+        async for batch in self._deps.store.stream_unseen(self._key, below, _IDENTITY_BATCH):
+            count += len(batch)
+        return count
+
+    async def _report_held(self, held: HeldDeletes) -> None:
+        self._logger.warning(
+            "mass-delete guard: holding %d delete(s) of a snapshot of %d (pass %d in a row); "
+            "confirm or discard them with engine.deletes.confirm()/discard() or "
+            "`watukuy deletes`",
+            held.count,
+            held.snapshot,
+            held.passes,
+            extra={"held_deletes": held.count, "snapshot": held.snapshot},
+        )
+        await self._deps.hooks.emit(
+            "on_deletes_held",
+            DeletesHeldDetails(
+                **self._fields(), count=held.count, snapshot=held.snapshot, passes=held.passes
+            ),
+        )
+
+    async def release_held(self, state: PollerState) -> tuple[PollerState, int]:
+        """Emit the deletes an operator confirmed (``state.held_deletes``), then drop the
+        hold. Rows seen again since they were held are no longer below its mark."""
+        held = state.held_deletes
+        assert held is not None
+        state, emitted = await self._emit_deletes(state, held.below)
+        now = self._deps.clock.now()
+        patch: StatePatch = {"held_deletes": None, "updated_at": now}
+        await self._deps.store.save_state(self._key, self._keeper.lease, patch)
+        self._logger.info("emitted %d confirmed delete(s)", emitted)
+        return apply_patch(state, patch), emitted
+
+    async def _emit_deletes(self, state: PollerState, below: int) -> tuple[PollerState, int]:
+        """Emit ``deleted`` for every stored identity whose seen mark is below ``below``,
+        one committed batch at a time (a run cut half-way resumes with the rest)."""
         deps = self._deps
         poller = self._poller
-        missing: list[str] = []
-        async for batch in deps.store.stream_identities(self._key, _IDENTITY_BATCH):
-            missing.extend(detect_deletes(batch, seen))
-        if not missing:
-            return state, 0
-        now = deps.clock.now()
-        sequence = state.sequence
-        rows: list[OutboxRow] = []
-        events: list[Event[Any]] = []
-        for start in range(0, len(missing), _IDENTITY_BATCH):
-            chunk = missing[start : start + _IDENTITY_BATCH]
+        emitted = 0
+        # The walk pages by the last identity, so deleting what it already passed is safe.
+        verify = poller.deletes.verify
+        async for candidates in deps.store.stream_unseen(self._key, below, _IDENTITY_BATCH):
+            chunk, present = candidates, list[str]()
+            if verify is not None:
+                chunk, present = await self._verify(verify, candidates)
+            now = deps.clock.now()
+            sequence = state.sequence
+            rows: list[OutboxRow] = []
+            events: list[Event[Any]] = []
             stored: dict[str, ItemRow] = await deps.store.load_versions(self._key, chunk)
             for identity in chunk:
                 row = stored.get(identity)
@@ -731,15 +943,24 @@ class LaneCycle:
                 )
                 rows.append(outbox_row)
                 events.append(event)
-        patch: StatePatch = {"sequence": sequence, "updated_at": now}
-        await self._commit(
-            CommitBatch(
-                state_patch=patch, deletes=missing, events=rows, log=self._log_events, now=now
-            ),
-            events,
-            deletes=len(missing),
-        )
-        state = apply_patch(state, patch)
-        if rows:
-            self.drain.merge(await self._dispatcher.drain(self._consumer))
-        return state, len(rows)
+            patch: StatePatch = {"sequence": sequence, "updated_at": now}
+            await self._commit(
+                CommitBatch(
+                    state_patch=patch,
+                    deletes=chunk,
+                    # Still there: seen now, by the newest pass, so no pass in progress
+                    # proposes it again.
+                    seen=present,
+                    seen_pass=state.listing.counter,
+                    events=rows,
+                    log=self._log_events,
+                    now=now,
+                ),
+                events,
+                deletes=len(chunk),
+            )
+            state = apply_patch(state, patch)
+            emitted += len(rows)
+            if rows:
+                self.drain.merge(await self._dispatcher.drain(self._consumer))
+        return state, emitted

@@ -26,12 +26,16 @@ from .results import ReplayResult
 from .rows import (
     BackfillState,
     CommitBatch,
+    HeldDeletes,
     OutboxRow,
     ParkedKind,
     ParkedRow,
     PKey,
     PollerState,
+    StatePatch,
     empty_poller_state,
+    held_deletes_to_json,
+    listing_to_json,
     schedule_to_json,
 )
 
@@ -41,6 +45,10 @@ if TYPE_CHECKING:
     from .runner import EngineDeps
 
 __all__ = [
+    "DeletesOperations",
+    "confirm_held_deletes",
+    "discard_held_deletes",
+    "listing_report",
     "InspectReport",
     "Operations",
     "ParkedOperations",
@@ -71,6 +79,8 @@ class PollerInspect(TypedDict):
     parked: int
     items: int
     lag_ms: int | None
+    listing: dict[str, Any]
+    held_deletes: dict[str, Any] | None
 
 
 class InspectReport(TypedDict):
@@ -266,13 +276,21 @@ class Operations:
         cursors["live"] = cursor
         schedule = dataclasses.replace(state.schedule, next_due_at=now)
         await self.store.clear_validators(key)
+        patch: StatePatch = {
+            "cursors": cursors,
+            "schedule": schedule,
+            "updated_at": now,
+            "wake_at": now,
+        }
+        progress = state.listing.lanes.get("live")
+        if progress is not None and progress.pass_id is not None:
+            # A full listing in progress starts over: its next cursor is no longer ours.
+            lanes = {**state.listing.lanes, "live": dataclasses.replace(progress, pass_id=None)}
+            patch["listing"] = dataclasses.replace(state.listing, lanes=lanes)
         if clear_snapshot:
             await self.store.clear_items(key)
-        await self.store.save_state_unfenced(
-            key,
-            {"cursors": cursors, "schedule": schedule, "updated_at": now, "wake_at": now},
-            now,
-        )
+            patch["held_deletes"] = None  # the rows they named are gone
+        await self.store.save_state_unfenced(key, patch, now)
         self._wake_key(key)
 
     async def replay(
@@ -434,7 +452,39 @@ class Operations:
             "parked": await store.count_parked(key),
             "items": await store.count_items(key),
             "lag_ms": lag_ms,
+            "listing": listing_report(state),
+            "held_deletes": held_deletes_to_json(state.held_deletes) if state else None,
         }
+
+
+def listing_report(state: PollerState | None) -> dict[str, Any]:
+    """``inspect()``'s view of the full listings: per lane, the pass in progress (``None``
+    between passes) and what the last complete pass did."""
+    if state is None or not state.listing.lanes:
+        return {}
+    report: dict[str, Any] = {}
+    for lane, progress in listing_to_json(state.listing)["lanes"].items():
+        current = None
+        if progress["pass_id"] is not None:
+            current = {
+                name: progress[name]
+                for name in (
+                    "pass_id",
+                    "started_at",
+                    "pages",
+                    "items",
+                    "invalid",
+                    "not_modified",
+                    "listed",
+                )
+            }
+        report[lane] = {
+            "pass": current,
+            "completed": progress["completed"],
+            "last_completed_at": progress["last_completed_at"],
+            "last_outcome": progress["last_outcome"],
+        }
+    return report
 
 
 class ParkedOperations:
@@ -487,6 +537,71 @@ class ParkedOperations:
             key, {"schedule": schedule, "updated_at": now, "wake_at": now}, now
         )
         engine._wake_key(key)
+
+
+class DeletesOperations:
+    """``engine.deletes``: the deletes a mass-delete guard held back (see ``Deletes``)."""
+
+    def __init__(self, engine: Operations) -> None:
+        self._engine = engine
+
+    async def held(self, name: str, *, partition: str | None = None) -> HeldDeletes | None:
+        """The key's held deletes, or ``None`` when nothing is held."""
+        engine = self._engine
+        _, key = engine._key(name, partition)
+        await engine._ensure_migrated()
+        state = await engine.store.load_state(key)
+        return None if state is None else state.held_deletes
+
+    async def confirm(self, name: str, *, partition: str | None = None) -> int:
+        """Let the held deletes go out: the key's next run (due now) emits ``deleted`` for
+        every identity still missing, under its lease. Returns how many were held (``0``
+        when nothing was)."""
+        engine = self._engine
+        _, key = engine._key(name, partition)
+        await engine._ensure_migrated()
+        held = await confirm_held_deletes(engine.store, key, engine.clock.now())
+        if held is None:
+            return 0
+        engine._wake_key(key)
+        return held.count
+
+    async def discard(self, name: str, *, partition: str | None = None) -> int:
+        """Drop the held deletes: nothing is emitted, the rows stay in the snapshot. A later
+        pass that still misses them proposes them again (and the guard may hold them
+        again). Returns how many were held (``0`` when nothing was)."""
+        engine = self._engine
+        _, key = engine._key(name, partition)
+        await engine._ensure_migrated()
+        held = await discard_held_deletes(engine.store, key, engine.clock.now())
+        return 0 if held is None else held.count
+
+
+async def confirm_held_deletes(store: StateStore, key: PKey, now: int) -> HeldDeletes | None:
+    """Mark a key's held deletes confirmed and the key due now (an unfenced write: the
+    lease holder emits them). Returns the hold as it was, ``None`` when there was none."""
+    state = await store.load_state(key)
+    held = None if state is None else state.held_deletes
+    if held is None:
+        return None
+    patch: StatePatch = {
+        "held_deletes": dataclasses.replace(held, confirmed=True),
+        "updated_at": now,
+        "wake_at": now,
+    }
+    await store.save_state_unfenced(key, patch, now)
+    return held
+
+
+async def discard_held_deletes(store: StateStore, key: PKey, now: int) -> HeldDeletes | None:
+    """Drop a key's held deletes (an unfenced write). Returns the hold as it was, ``None``
+    when there was none."""
+    state = await store.load_state(key)
+    held = None if state is None else state.held_deletes
+    if held is None:
+        return None
+    await store.save_state_unfenced(key, {"held_deletes": None, "updated_at": now}, now)
+    return held
 
 
 class PartitionOperations:

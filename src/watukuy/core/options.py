@@ -20,6 +20,7 @@ __all__ = [
     "Backoff",
     "Budget",
     "Circuit",
+    "Deletes",
     "Delivery",
     "EventIds",
     "EventLog",
@@ -267,6 +268,70 @@ class Reconcile:
             )
         if not callable(self.fetch):
             raise ConfigError(f"expected a callable, got {self.fetch!r}", field="reconcile.fetch")
+
+
+@dataclass(frozen=True, slots=True)
+class Deletes:
+    """When a full listing (``SnapshotDiff`` or ``reconcile``) may emit ``deleted``.
+
+    A full listing finds deletes by what it did not list. Listings paged by number or
+    offset shift when the vendor deletes or inserts between two pages, so a live item can
+    fall between pages and be missed once; and an outage that answers ``200`` with an
+    empty list would delete everything. Two rules keep both from reaching a handler:
+
+    - an identity is deleted only after ``confirm_passes`` consecutive complete passes
+      all missed it (a pass with an invalid item or a ``304`` page is not complete and
+      deletes nothing);
+    - the **mass-delete guard**: when one pass would delete more than ``guard_share`` of
+      the snapshot, and at least ``guard_min`` items, the deletes are held, reported
+      (``inspect()``, the ``on_deletes_held`` hook, a WARNING, the health check) and wait
+      for an operator (``engine.deletes.confirm()`` / ``discard()``, or the CLI).
+
+    Args:
+        confirm_passes: Consecutive complete passes that must miss an identity before it is
+            deleted; ``1`` deletes on the first miss (only for listings that cannot shift,
+            such as keyset pagination).
+        guard_share: The guard's threshold, a share of the snapshot in ``(0, 1]``;
+            ``None`` turns the guard off.
+        guard_min: The guard holds nothing smaller than this many deletes.
+        guard_release_passes: Held deletes go out by themselves once this many further
+            complete passes in a row still want them; ``None`` (default) waits for an
+            operator.
+        verify: ``(identity, ctx) -> bool`` (sync or async): asked once per delete before
+            it is emitted; return ``False`` when the API no longer has the item (a ``404``)
+            and ``True`` when it still does (the item is then kept and counts as seen).
+            ``ctx`` is a ``FetchContext`` (``ctx.http`` included) with ``cursor=None``.
+            An exception fails the cycle; the deletes are tried again on the next one.
+            With ``verify`` no live item is ever reported deleted, whatever the listing
+            does between pages; it costs one call per delete.
+    """
+
+    confirm_passes: int = 2
+    guard_share: float | None = 0.5
+    guard_min: int = 10
+    guard_release_passes: int | None = None
+    verify: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        _positive_int(self.confirm_passes, "deletes.confirm_passes")
+        if self.guard_share is not None:
+            share = _number(self.guard_share, "deletes.guard_share", low=0, high=1)
+            if share <= 0:
+                raise ConfigError(
+                    f"expected a number above 0, got {self.guard_share!r}",
+                    field="deletes.guard_share",
+                )
+        _positive_int(self.guard_min, "deletes.guard_min", minimum=0)
+        if self.guard_release_passes is not None:
+            _positive_int(self.guard_release_passes, "deletes.guard_release_passes")
+        if self.verify is not None and not callable(self.verify):
+            raise ConfigError(f"expected a callable, got {self.verify!r}", field="deletes.verify")
+
+    def holds(self, deletes: int, snapshot: int) -> bool:
+        """True when the guard holds ``deletes`` out of a snapshot of ``snapshot`` rows."""
+        if self.guard_share is None or deletes == 0 or deletes < self.guard_min:
+            return False
+        return deletes > self.guard_share * snapshot
 
 
 @dataclass(frozen=True, slots=True)

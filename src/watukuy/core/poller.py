@@ -31,7 +31,16 @@ from watukuy.validate import SchemaAdapter, schema_adapter
 
 from .durations import Duration, parse_duration
 from .errors import ConfigError
-from .options import Circuit, Delivery, EventIds, EventLog, IdMode, Reconcile, Schedule
+from .options import (
+    Circuit,
+    Deletes,
+    Delivery,
+    EventIds,
+    EventLog,
+    IdMode,
+    Reconcile,
+    Schedule,
+)
 from .records import fast_init
 
 if TYPE_CHECKING:
@@ -128,6 +137,7 @@ class PollerDefinition(Generic[T]):
     log: EventLog | None
     source: str
     ids: EventIds = field(default_factory=EventIds)
+    deletes: Deletes = field(default_factory=Deletes)
     probe_every_ms: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -236,6 +246,7 @@ def define_poller(
     log: EventLog | Mapping[str, Any] | None = None,
     source: str | None = None,
     ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
+    deletes: Deletes | Mapping[str, Any] | None = None,
 ) -> PollerDefinition[T]: ...
 
 
@@ -266,6 +277,7 @@ def define_poller(
     log: EventLog | Mapping[str, Any] | None = None,
     source: str | None = None,
     ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
+    deletes: Deletes | Mapping[str, Any] | None = None,
 ) -> PollerDefinition[JsonObject]: ...
 
 
@@ -295,6 +307,7 @@ def define_poller(
     log: EventLog | Mapping[str, Any] | None = None,
     source: str | None = None,
     ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
+    deletes: Deletes | Mapping[str, Any] | None = None,
 ) -> PollerDefinition[Any]:
     """Declare a poller.
 
@@ -334,6 +347,8 @@ def define_poller(
         ids: ``"distinct"`` (default: a new id for every distinct observation),
             ``"compat"`` (the original watukuy's ids for every event), or an
             :class:`EventIds` that also sets how long tombstones are kept.
+        deletes: When a full listing (``SnapshotDiff``, ``reconcile``) emits ``deleted``:
+            passes that must confirm a delete, and the mass-delete guard (on by default).
 
     Returns:
         The validated, immutable definition.
@@ -363,6 +378,7 @@ def define_poller(
         if isinstance(ids, str)
         else _coerce_option("ids", ids, EventIds)
     )
+    resolved_deletes = _coerce_option("deletes", deletes or Deletes(), Deletes)
     if resolved_reconcile is not None and isinstance(cursor, SnapshotDiff):
         raise ConfigError(
             "is redundant with the snapshot diff cursor, which finds deletes every cycle",
@@ -404,4 +420,5 @@ def define_poller(
         log=resolved_log,
         source=source if source is not None else f"urn:watukuy:{name}",
         ids=resolved_ids,
+        deletes=resolved_deletes,
     )

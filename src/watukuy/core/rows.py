@@ -220,6 +220,8 @@ class ListingPass:
         listed: Every page of it is listed; what is left is its deletes (a run that stops
             there resumes with them, without listing again).
         clean: Ids of the latest complete passes that listed every identity (newest last).
+        last_clean: The last complete pass listed every identity (a pass answered ``304``
+            repeats it).
         completed: Complete passes so far.
         last_completed_at: When the last pass completed.
         last_outcome: What the last complete pass did with deletes, in words.
@@ -234,6 +236,7 @@ class ListingPass:
     not_modified: bool = False
     listed: bool = False
     clean: tuple[int, ...] = ()
+    last_clean: bool = False
     completed: int = 0
     last_completed_at: int | None = None
     last_outcome: str | None = None
@@ -662,6 +665,7 @@ def _pass_to_json(progress: ListingPass) -> dict[str, Any]:
         "not_modified": progress.not_modified,
         "listed": progress.listed,
         "clean": list(progress.clean),
+        "last_clean": progress.last_clean,
         "completed": progress.completed,
         "last_completed_at": progress.last_completed_at,
         "last_outcome": progress.last_outcome,
@@ -679,6 +683,7 @@ def _pass_from_json(data: Mapping[str, Any]) -> ListingPass:
         not_modified=bool(data.get("not_modified", False)),
         listed=bool(data.get("listed", False)),
         clean=tuple(int(i) for i in data.get("clean") or ()),
+        last_clean=bool(data.get("last_clean", False)),
         completed=int(data.get("completed") or 0),
         last_completed_at=_optional_int(data.get("last_completed_at")),
         last_outcome=data.get("last_outcome"),

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from watukuy.cursor import CursorStrategy
 from watukuy.scheduler import (
@@ -34,6 +34,7 @@ from .errors import (
     LeaseLostError,
     SerializedError,
     StoreError,
+    serialize_error,
 )
 from .hooks import (
     CircuitCloseDetails,
@@ -156,12 +157,20 @@ def _side(state: PollerState, lane: Lane) -> ScheduleState:
 def _reconcile_due(poller: PollerDefinition[Any], state: PollerState, now: int) -> bool:
     if poller.reconcile is None or not is_due(_side(state, "reconcile"), now):
         return False
+    progress = state.listing.lanes.get("reconcile")
+    if progress is not None and progress.pass_id is not None:
+        return True  # a pass cut short continues at once (catch-up)
     last = state.last_reconcile_at
     return last is None or last + poller.reconcile.every_ms <= now
 
 
 def _backfill_due(state: PollerState, now: int) -> bool:
     return state.backfill is not None and is_due(_side(state, "backfill"), now)
+
+
+def _release_due(state: PollerState) -> bool:
+    """An operator confirmed the deletes the mass-delete guard held: emit them now."""
+    return state.held_deletes is not None and state.held_deletes.confirmed
 
 
 def wake_time(
@@ -178,10 +187,14 @@ def wake_time(
         candidates.append(schedule.next_retry_at)
     if poller.reconcile is not None:
         last = state.last_reconcile_at
-        at = now if last is None else last + poller.reconcile.every_ms
+        progress = state.listing.lanes.get("reconcile")
+        resuming = progress is not None and progress.pass_id is not None
+        at = now if last is None or resuming else last + poller.reconcile.every_ms
         candidates.append(max(at, _side(state, "reconcile").next_due_at or at))
     if state.backfill is not None:
         candidates.append(_side(state, "backfill").next_due_at or now)
+    if _release_due(state):
+        candidates.append(now)
     return min(candidates)
 
 
@@ -236,6 +249,8 @@ class KeyRunner:
         if self._force or is_due(state.schedule, now):
             return True
         if _reconcile_due(self._poller, state, now) or _backfill_due(state, now):
+            return True
+        if _release_due(state):
             return True
         if self._consumer is None or state.schedule.drain_blocked:
             return False
@@ -353,6 +368,9 @@ class KeyRunner:
         if drain.halted:
             state = await self._halt(state, drain)
 
+        if _release_due(state) and not out.drain.halted:
+            state = await self._release_held(state, keeper, dispatcher, cancel, out)
+
         lanes: list[Lane] = []
         if not out.drain.halted and (self._force or is_due(state.schedule, deps.clock.now())):
             lanes.append("live")
@@ -445,18 +463,11 @@ class KeyRunner:
             )
         return dataclasses.replace(state, schedule=transition.state)
 
-    async def _run_lane(
-        self,
-        lane: Lane,
-        state: PollerState,
-        keeper: LeaseKeeper,
-        dispatcher: Dispatcher,
-        cancel: asyncio.Event,
-        out: KeyRunResult,
-    ) -> PollerState:
-        deps = self._deps
-        cycle = LaneCycle(
-            deps=deps,
+    def _cycle(
+        self, lane: Lane, keeper: LeaseKeeper, dispatcher: Dispatcher, cancel: asyncio.Event
+    ) -> LaneCycle:
+        return LaneCycle(
+            deps=self._deps,
             poller=self._poller,
             partition=self._partition,
             key=self._key,
@@ -469,6 +480,55 @@ class KeyRunner:
             force=self._force,
             logger=self._logger,
         )
+
+    async def _release_held(
+        self,
+        state: PollerState,
+        keeper: LeaseKeeper,
+        dispatcher: Dispatcher,
+        cancel: asyncio.Event,
+        out: KeyRunResult,
+    ) -> PollerState:
+        """Emit confirmed held deletes under this run's lease. A store failure is logged
+        and reported; the hold stays confirmed, so the next run tries again."""
+        held = state.held_deletes
+        assert held is not None
+        lane = cast(Lane, held.lane)
+        cycle = self._cycle(lane, keeper, dispatcher, cancel)
+        started = self._deps.clock.now()
+        error: SerializedError | None = None
+        emitted = 0
+        try:
+            state, emitted = await cycle.release_held(state)
+        except StoreError as failure:
+            error = serialize_error(failure)
+            self._logger.warning("could not emit the confirmed deletes: %s", failure)
+        out.drain.merge(cycle.drain)
+        out.results.append(
+            TickPollResult(
+                poller=self._key.poller,
+                partition=self._key.partition,
+                lane=lane,
+                items=0,
+                events=emitted,
+                delivered=cycle.drain.delivered,
+                duration_ms=self._deps.clock.now() - started,
+                error=error,
+            )
+        )
+        return state
+
+    async def _run_lane(
+        self,
+        lane: Lane,
+        state: PollerState,
+        keeper: LeaseKeeper,
+        dispatcher: Dispatcher,
+        cancel: asyncio.Event,
+        out: KeyRunResult,
+    ) -> PollerState:
+        deps = self._deps
+        cycle = self._cycle(lane, keeper, dispatcher, cancel)
         state, summary, error, phase = await cycle.run(state)
         out.drain.merge(cycle.drain)
         now = deps.clock.now()

@@ -35,7 +35,7 @@ class Finding:
 
     Attributes:
         code: Stable identifier: ``circuit_open``, ``lag``, ``parked``, ``outbox_over``,
-            ``outbox_growing``, ``not_running``, ``inspect_failed``.
+            ``outbox_growing``, ``deletes_held``, ``not_running``, ``inspect_failed``.
         summary: Short text without partition keys or error messages (the public body).
         detail: The full text for operators; may quote the key's last error (already
             cleaned of secrets when it was stored).
@@ -180,7 +180,8 @@ class HealthCheck:
     A key is unhealthy when its circuit is open (unless ``allow_open_circuit``), when its
     cursor lags more than ``max_lag`` (timestamp pollers that are not paused), when more
     than ``max_parked`` rows are parked (only poison events with ``ignore_invalid``), when
-    its outbox holds more than ``max_outbox`` events, or when its outbox holds more events
+    its outbox holds more than ``max_outbox`` events, when the mass-delete guard holds
+    deletes (an operator must confirm or discard them), or when its outbox holds more events
     than at the previous check (a failing, slow or missing handler). The outbox sizes of the
     previous check are kept in memory, so the first check never reports growth; keep one
     ``HealthCheck`` per endpoint.
@@ -321,6 +322,7 @@ class HealthCheck:
             *self._lag(entry),
             *self._parked(entry, poison),
             *self._outbox(entry),
+            *self._held_deletes(entry),
         ]
         lease = entry["lease"]
         return KeyHealth(
@@ -372,6 +374,16 @@ class HealthCheck:
         if limit:
             detail += f", over max_parked {limit}"
         return [Finding("parked", "parked events", detail)]
+
+    def _held_deletes(self, entry: PollerInspect) -> list[Finding]:
+        held = entry.get("held_deletes")
+        if held is None:
+            return []
+        detail = (
+            f"{held['count']} deletes held by the mass-delete guard "
+            "(confirm or discard them: watukuy deletes)"
+        )
+        return [Finding("deletes_held", "deletes held by the mass-delete guard", detail)]
 
     def _outbox(self, entry: PollerInspect) -> list[Finding]:
         pending = entry["outbox_pending"]

@@ -277,6 +277,7 @@ def _full_state(created_at: int) -> PollerState:
                     not_modified=True,
                     listed=True,
                     clean=(4, 6),
+                    last_clean=True,
                     completed=5,
                     last_completed_at=T0 + 6,
                     last_outcome="held 120 deletes (mass-delete guard)",
