@@ -151,8 +151,24 @@ GUARANTEES: dict[str, Guarantee] = {
         ),
     ),
     "truncated listings": Guarantee(
-        "a full scan cut short emits no deletes",
-        ("tests/integration/test_lanes.py::test_no_deletes_from_a_truncated_listing",),
+        "a full scan cut short resumes at its next page; deletes only from whole passes",
+        (
+            "tests/integration/test_full_listings.py::test_a_listing_longer_than_the_page_cap_is_seen_whole",
+            "tests/integration/test_lanes.py::test_a_truncated_listing_resumes_and_deletes_only_after_whole_passes",
+            "tests/integration/test_full_listings.py::test_another_replica_continues_the_pass_after_a_failed_page",
+            "tests/integration/test_full_listings.py::test_a_reconcile_listing_resumes_and_finishes_later",
+        ),
+    ),
+    "trusted deletes": Guarantee(
+        "no delete from a listing that shifted, an incomplete listing, or an outage",
+        (
+            "tests/integration/test_full_listings.py::test_an_item_that_falls_between_two_pages_is_not_deleted",
+            "tests/integration/test_full_listings.py::test_with_verify_churn_at_every_page_boundary_deletes_no_live_item",
+            "tests/integration/test_full_listings.py::test_a_listing_with_an_invalid_item_deletes_nothing",
+            "tests/integration/test_full_listings.py::test_an_empty_answer_is_held_not_deleted",
+            f"{MEM}::test_new_rows_start_unseen_and_marks_move_them",
+            f"{MEM}::test_an_upsert_keeps_the_mark_and_a_delete_drops_it",
+        ),
     ),
     "store: fencing": Guarantee(
         "every leased write is fenced by owner and epoch",
@@ -349,8 +365,8 @@ MUTANTS: tuple[Mutant, ...] = (
         LANE,
         [
             (
-                "deps.store.stream_identities(self._key, _IDENTITY_BATCH)",
-                "deps.store.stream_identities(self._key, 2**31 - 1)",
+                "async for candidates in deps.store.stream_unseen(self._key, below, _IDENTITY_BATCH)",
+                "async for candidates in deps.store.stream_unseen(self._key, below, 2**31 - 1)",
             )
         ],
         f"{GM}::test_g10_a_full_listing_streams_stored_identities_in_batches[memory]",
@@ -509,12 +525,59 @@ MUTANTS: tuple[Mutant, ...] = (
         LANE,
         [
             (
-                "if done and self._full_scan and not truncated and not saw_not_modified:",
-                "if self._full_scan and not saw_not_modified:",
+                "if self._pass is not None and (self._pass.listed or (done and not truncated)):",
+                "if self._pass is not None:",
             )
         ],
-        "tests/integration/test_lanes.py::test_no_deletes_from_a_truncated_listing[memory]",
-        bug="a listing cut short by max_pages_per_cycle emits deletes",
+        "tests/integration/test_full_listings.py::test_a_listing_longer_than_the_page_cap_is_seen_whole[memory]",
+        bug="a listing cut short by max_pages_per_cycle ends its pass (and finds deletes)",
+    ),
+    _m(
+        "deletes-on-the-first-miss",
+        "trusted deletes",
+        LANE,
+        [
+            (
+                "clean = (*clean, pass_id)[-rules.confirm_passes :]",
+                "clean = (*clean, pass_id)[-1:]",
+            )
+        ],
+        "tests/integration/test_full_listings.py::test_an_item_that_falls_between_two_pages_is_not_deleted[memory]",
+        bug="an item one shifted listing missed is deleted at once",
+    ),
+    _m(
+        "deletes-from-an-incomplete-listing",
+        "trusted deletes",
+        LANE,
+        [
+            (
+                "        if progress.invalid or progress.not_modified:\n",
+                "        if progress.not_modified:\n",
+            )
+        ],
+        "tests/integration/test_full_listings.py::test_a_listing_with_an_invalid_item_deletes_nothing[memory-2]",
+        bug="a pass with a quarantined item still finds deletes",
+    ),
+    _m(
+        "no-mass-delete-guard",
+        "trusted deletes",
+        LANE,
+        [("if rules.holds(count, snapshot) and", "if False and")],
+        "tests/integration/test_full_listings.py::test_an_empty_answer_is_held_not_deleted[memory]",
+        bug="an empty answer deletes the whole snapshot",
+    ),
+    _m(
+        "memory-upsert-resets-the-seen-mark",
+        "trusted deletes",
+        MEMORY,
+        [
+            (
+                "            items[item_row.identity] = item_row\n",
+                "            items[item_row.identity] = item_row\n            record.seen.pop(item_row.identity, None)\n",
+            )
+        ],
+        f"{MEM}::test_an_upsert_keeps_the_mark_and_a_delete_drops_it",
+        bug="an upsert forgets that a pass saw the row",
     ),
     _m(
         "poison-after-one-more-attempt",

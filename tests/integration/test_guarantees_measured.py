@@ -220,6 +220,13 @@ class MeasuringStore(ForwardingStore):
             self._note("stream_identities", batch_size, len(chunk))
             yield chunk
 
+    async def stream_unseen(
+        self, key: PKey, before: int, batch_size: int = 1000
+    ) -> AsyncIterator[list[str]]:
+        async for chunk in super().stream_unseen(key, before, batch_size):
+            self._note("stream_unseen", batch_size, len(chunk))
+            yield chunk
+
 
 async def test_g10_the_dispatcher_holds_one_batch_of_the_outbox(world: World) -> None:
     for i in range(1, 96):
@@ -271,14 +278,16 @@ async def test_g10_a_full_listing_streams_stored_identities_in_batches(world: Wo
     assert len(recorder.events) == 2500
     for n in (5, 1500, 2222):
         world.api.remove(f"item-{n:03d}" if n < 1000 else f"item-{n}")
-    await world.clock.advance("1h")
-    await engine.tick()
+    for _ in range(2):  # deletes need two complete passes in a row that missed them
+        await world.clock.advance("1h")
+        await engine.tick()
     assert sorted(e.subject for e in recorder.events if e.type == "deleted") == [
         "item-005",
         "item-1500",
         "item-2222",
     ]
-    assert measuring.asked["stream_identities"] == 1000
-    assert measuring.given["stream_identities"] == 1000
+    # The rows a pass did not see are read back in batches; what it saw is in the store.
+    assert measuring.asked["stream_unseen"] == 1000
+    assert 0 < measuring.given["stream_unseen"] <= 1000
     assert measuring.asked["load_versions"] <= 1000
     await engine.stop()
