@@ -538,8 +538,8 @@ MUTANTS: tuple[Mutant, ...] = (
         LANE,
         [
             (
-                "clean = (*clean, pass_id)[-rules.confirm_passes :]",
-                "clean = (*clean, pass_id)[-1:]",
+                "clean = (*clean, clean[-1] if repeat else pass_id)[-rules.confirm_passes :]",
+                "clean = (*clean, clean[-1] if repeat else pass_id)[-1:]",
             )
         ],
         "tests/integration/test_full_listings.py::test_an_item_that_falls_between_two_pages_is_not_deleted[memory]",
@@ -551,8 +551,8 @@ MUTANTS: tuple[Mutant, ...] = (
         LANE,
         [
             (
-                "        if progress.invalid or progress.not_modified:\n",
-                "        if progress.not_modified:\n",
+                "        if progress.invalid or (progress.not_modified and not repeat):\n",
+                "        if progress.not_modified and not repeat:\n",
             )
         ],
         "tests/integration/test_full_listings.py::test_a_listing_with_an_invalid_item_deletes_nothing[memory-2]",
