@@ -197,13 +197,10 @@ OPEN_DEFECTS: Final[dict[str, str]] = {
 """Defects found and not fixed yet: label -> what breaks."""
 
 KNOWN_OPEN: Final[dict[str, str]] = {
-    "ts-value": "14.4",
-    "token-value": "14.4",
     "snapshot": "14.1-verify",
     "snapshot-cap": "14.1-verify",
     "snapshot-etag": "14.1-verify",
     "snapshot-empty": "14.3-partial",
-    "snapshot-value": "14.4",
     "snapshot-counter": "14.1-verify",
 }
 """Configuration name -> the open defect (a key of :data:`OPEN_DEFECTS`) it finds on
