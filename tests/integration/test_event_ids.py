@@ -20,6 +20,8 @@ STAMP = "2026-01-01T00:00:00.000Z"
 
 
 def orders(**options: Any) -> wk.PollerDefinition[Any]:
+    # Ids, not delete timing: a delete on the first complete pass that misses the item.
+    options.setdefault("deletes", wk.Deletes(confirm_passes=1))
     return wk.define_poller(
         name="orders",
         identity=lambda o: o["id"],
