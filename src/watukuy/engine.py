@@ -119,6 +119,7 @@ class Engine(EngineCore):
         # watukuy``: a process that only inspects a store or prints --help never needs it.
         from .http import HttpxFactory
 
+        check_skew = clock is None or isinstance(clock, SystemClock)
         super().__init__(
             store=store,
             pollers=pollers,
@@ -138,6 +139,7 @@ class Engine(EngineCore):
             fair_share_spread=fair_share_spread,
             redact=redaction,
         )
+        self._check_skew = check_skew
 
     async def serve(self, stop_timeout: Duration = "30s") -> None:
         """Start, run until SIGINT or SIGTERM, then ``stop(drain=True)``."""

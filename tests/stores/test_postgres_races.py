@@ -4,6 +4,7 @@ inside its transaction (an injected wait) while another runs on a second connect
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -203,3 +204,11 @@ async def test_retry_parked_racing_delete_key_leaves_no_outbox_row(
     assert await retry == 1
     await delete
     assert await _rows(postgres_url, pg_schema, KEY) == dict.fromkeys(_TABLES, 0)
+
+
+async def test_server_time_is_the_database_clock(postgres_store: PostgresStore) -> None:
+    before = time.time_ns() // 1_000_000
+    server = await postgres_store.server_time()
+    after = time.time_ns() // 1_000_000
+    # Same host: the two clocks agree to well within a second.
+    assert before - 1_000 <= server <= after + 1_000

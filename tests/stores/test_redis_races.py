@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -261,3 +262,11 @@ async def test_a_time_window_read_costs_the_window_not_the_log(private_redis_url
         assert await _calls(client, "evalsha") == 1
     finally:
         await client.aclose()
+
+
+async def test_server_time_is_the_redis_clock(redis_store: RedisStore) -> None:
+    before = time.time_ns() // 1_000_000
+    server = await redis_store.server_time()
+    after = time.time_ns() // 1_000_000
+    # Same host: the two clocks agree to well within a second.
+    assert before - 1_000 <= server <= after + 1_000

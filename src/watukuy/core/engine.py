@@ -34,7 +34,7 @@ from .operations import DeletesOperations, Operations, ParkedOperations, Partiti
 from .options import Budget
 from .partition_book import PartitionBook
 from .poller import Partition, PollerDefinition
-from .ports import BudgetStore, Clock, Random, StateStore
+from .ports import BudgetStore, Clock, Random, StateStore, StoreClock
 from .redact import RedactingLogger, Redaction
 from .results import EngineStatus, LeaseOptions, TickResult
 from .rows import PKey
@@ -175,6 +175,8 @@ class EngineCore(Operations):
             else parse_duration(fair_share_spread, "fair_share_spread")
         )
         self._auto_migrate = auto_migrate
+        # Set by Engine when it runs on the system clock (a virtual clock is never skewed).
+        self._check_skew = False
         self._migrated = False
         self._migrate_lock = asyncio.Lock()
         self._consumers: dict[str, Consumer] = {}
@@ -312,12 +314,39 @@ class EngineCore(Operations):
         self._migrated = True
 
     async def _ensure_migrated(self) -> None:
+        if self._check_skew:
+            self._check_skew = False
+            await self._warn_on_clock_skew()
         if self._migrated or not self._auto_migrate:
             return
         async with self._migrate_lock:
             if not self._migrated:
                 await self.store.migrate()
                 self._migrated = True
+
+    async def _warn_on_clock_skew(self) -> None:
+        """Compare the store server's clock with this process's, once: leases are judged by
+        each holder's own clock, so hosts must agree within the lease safety margin."""
+        if not isinstance(self.store, StoreClock):
+            return
+        try:
+            before = self.clock.now()
+            server = await self.store.server_time()
+            after = self.clock.now()
+        except Exception as error:  # the first real call reports a store that is down
+            self._log.debug("could not read the store's clock: %s", error)
+            return
+        skew = server - (before + after) // 2
+        bound = max(self._lease.safety_margin_ms // 2, 1)
+        if abs(skew) - (after - before) // 2 > bound:
+            self._log.warning(
+                "the store's clock is %s ms %s this process's clock; leases are judged by "
+                "each instance's own clock, so keep the clocks of every host within "
+                "lease.safety_margin (%s ms) of each other (NTP); see docs/stores.md",
+                abs(skew),
+                "ahead of" if skew > 0 else "behind",
+                self._lease.safety_margin_ms,
+            )
 
     async def _partitions_of(self, name: str, *, force: bool = False) -> list[Partition]:
         """The current partitions of a poller, refreshing them when due (or forced)."""

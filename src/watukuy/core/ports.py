@@ -29,7 +29,7 @@ from .rows import (
     Validator,
 )
 
-__all__ = ["BudgetPolicy", "BudgetStore", "Clock", "Random", "StateStore"]
+__all__ = ["BudgetPolicy", "BudgetStore", "Clock", "Random", "StateStore", "StoreClock"]
 
 
 @runtime_checkable
@@ -42,6 +42,20 @@ class Clock(Protocol):
 
     async def sleep(self, ms: int) -> None:
         """Wait ``ms`` milliseconds (cancellable, like :func:`asyncio.sleep`)."""
+        ...
+
+
+@runtime_checkable
+class StoreClock(Protocol):
+    """A store whose server has a clock of its own (PostgreSQL, Redis).
+
+    Leases are judged by the clock of each process that takes or keeps one; the engine
+    compares this clock with its own at start and warns when the two differ by more than
+    the lease safety margin can absorb (see docs/stores.md).
+    """
+
+    async def server_time(self) -> int:
+        """The server's current time in epoch milliseconds."""
         ...
 
 

@@ -442,6 +442,12 @@ class PostgresStore:
         json.dumps(fields)  # fail on a value JSON cannot hold before any I/O
         return fields
 
+    async def server_time(self) -> int:
+        """The database server's clock, epoch milliseconds (``clock_timestamp()``); the
+        engine compares it with its own at start (see docs/stores.md)."""
+        rows = await self._fetch("server_time", "server_time", ())
+        return int(rows[0][0])
+
     # --- leases -------------------------------------------------------------------------
 
     async def acquire_lease(self, key: PKey, owner: str, ttl_ms: int, now: int) -> Lease | None:

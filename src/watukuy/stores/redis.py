@@ -431,6 +431,13 @@ class RedisStore:
             with store_errors("close"):
                 await self._redis.aclose()
 
+    async def server_time(self) -> int:
+        """The Redis server's clock (``TIME``), epoch milliseconds; the engine compares it
+        with its own at start (see docs/stores.md)."""
+        with store_errors("server_time"):
+            seconds, micros = await self._redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
     # --- leases -------------------------------------------------------------------------
 
     async def acquire_lease(self, key: PKey, owner: str, ttl_ms: int, now: int) -> Lease | None:

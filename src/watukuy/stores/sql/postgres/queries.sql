@@ -30,6 +30,9 @@ WHERE poller = %s AND "partition" = %s AND lease_owner = %s AND lease_epoch = %s
 UPDATE {pollers} SET lease_owner = NULL, lease_expires_at = NULL
 WHERE poller = %s AND "partition" = %s AND lease_owner = %s AND lease_epoch = %s
 
+-- name: server_time
+SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+
 -- name: get_lease
 SELECT lease_owner, lease_epoch, lease_expires_at FROM {pollers}
 WHERE poller = %s AND "partition" = %s
