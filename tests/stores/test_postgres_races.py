@@ -212,3 +212,51 @@ async def test_server_time_is_the_database_clock(postgres_store: PostgresStore) 
     after = time.time_ns() // 1_000_000
     # Same host: the two clocks agree to well within a second.
     assert before - 1_000 <= server <= after + 1_000
+
+
+async def test_renewals_do_not_queue_behind_commits_in_flight(
+    postgres_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Eight keys commit at once and hold their transactions open; the ninth key's renewal
+    # still finds a connection of the store's own pool (psycopg_pool's default is 4).
+    store = PostgresStore(postgres_url, schema=pg_schema)
+    await store.migrate()
+    try:
+        keys = [PKey("orders", f"p{n}") for n in range(9)]
+        leases = []
+        for key in keys:
+            lease = await store.acquire_lease(key, "node-a", TTL, T0)
+            assert lease is not None
+            leases.append(lease)
+        gate, entered = asyncio.Event(), asyncio.Event()
+        held = 0
+        original = store._write_state
+
+        async def slow(*args: Any) -> None:
+            nonlocal held
+            await original(*args)
+            held += 1
+            if held == 4:  # as many as psycopg_pool's default pool holds
+                entered.set()
+            await gate.wait()
+
+        monkeypatch.setattr(store, "_write_state", slow)
+        commits = [
+            asyncio.create_task(store.commit_poll(key, lease, batch(state_patch={"sequence": 1})))
+            for key, lease in zip(keys[:8], leases[:8], strict=True)
+        ]
+        try:
+            await entered.wait()
+            renewal = asyncio.create_task(store.renew_lease(keys[8], leases[8], TTL, T0 + 1))
+            for _ in range(1000):
+                if renewal.done():
+                    break
+                await asyncio.sleep(0.005)
+            done = renewal.done()
+        finally:
+            gate.set()
+        await asyncio.gather(*commits)
+        assert done, "the renewal waited for a pooled connection behind the commits"
+        assert await renewal is True
+    finally:
+        await store.close()

@@ -113,6 +113,10 @@ _CHILD_DELETES = (
     "delete_tombstones_of",
 )
 _MIN_BIGINT, _MAX_BIGINT = -(2**63), 2**63 - 1
+# The store's own pool: a key that runs holds at most a commit (or an ack) and a renewal at
+# once, so 20 connections let 10 keys run without a renewal waiting behind their commits.
+# psycopg_pool's default of 4 made renewals queue as soon as a few keys ran together.
+_POOL_MIN, _POOL_MAX = 2, 20
 
 
 def _migration_files() -> list[tuple[int, str, str]]:
@@ -247,6 +251,8 @@ class PostgresStore:
             self._pool = AsyncConnectionPool(
                 dsn,
                 open=False,
+                min_size=_POOL_MIN,
+                max_size=_POOL_MAX,
                 timeout=self._timeouts.connect_ms / 1_000,
                 kwargs={
                     "autocommit": True,
