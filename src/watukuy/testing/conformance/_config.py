@@ -75,6 +75,8 @@ class ConformanceConfig:
         shifts: Inserts and deletes may land between two requests of a cycle, shifting
             numbered pages under it; without, they wait for the end of the tick.
         odd_ids: Every third id carries a NUL, ``|``, ``\\``, an accent and an emoji.
+        verify: Full listings ask ``Deletes(verify=)`` (``GET /items/one``, ``404`` means
+            gone) before a delete.
         concurrency: ``delivery.concurrency``.
     """
 
@@ -97,6 +99,7 @@ class ConformanceConfig:
     id_pool: int = 14
     shifts: bool = True
     odd_ids: bool = False
+    verify: bool = False
     concurrency: int = 2
 
     @property
@@ -158,10 +161,14 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
     _c("page-etag", "page", etags=True),
     _c("page-reconcile", "page", reconcile=True),
     _c("page-reconcile-still", "page", reconcile=True, shifts=False),
+    _c("page-reconcile-verify", "page", reconcile=True, verify=True),
     _c("page-ops", "page", ops=_OPS_INCREMENTAL),
     # --- snapshot diff -----------------------------------------------------------------
     _c("snapshot", "snapshot_diff"),
     _c("snapshot-still", "snapshot_diff", shifts=False),
+    _c("snapshot-verify", "snapshot_diff", verify=True),
+    _c("snapshot-verify-cap", "snapshot_diff", verify=True, page_cap=2),
+    _c("snapshot-verify-empty", "snapshot_diff", verify=True, faults=("500", "empty", "bad")),
     _c("snapshot-still-etag", "snapshot_diff", shifts=False, etags=True),
     _c("snapshot-still-counter", "snapshot_diff", shifts=False, change_key="counter"),
     _c("snapshot-still-ops", "snapshot_diff", shifts=False, ops=("reset_clear",)),

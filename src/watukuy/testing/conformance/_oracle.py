@@ -144,7 +144,8 @@ class _Checker:
     # --- [seen] ---------------------------------------------------------------------------
 
     def _requests(self, cycle: Cycle) -> list[RequestRecord]:
-        return self.vendor.requests[cycle.first - 1 : cycle.last]
+        """The listing requests of a cycle (``verify`` lookups are not part of it)."""
+        return [r for r in self.vendor.requests[cycle.first - 1 : cycle.last] if r.route != "one"]
 
     def _held_back(self, request: RequestRecord) -> bool:
         lag = self.config.lag_ms if self.config.strategy == "timestamp" else 0

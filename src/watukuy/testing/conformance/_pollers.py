@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from watukuy.core.context import FetchContext
-from watukuy.core.options import Backoff, Delivery, Reconcile, Retry, Schedule
+from watukuy.core.options import Backoff, Deletes, Delivery, Reconcile, Retry, Schedule
 from watukuy.core.page import Page
 from watukuy.core.poller import PollerDefinition, define_poller
 from watukuy.cursor import (
@@ -107,6 +107,15 @@ def _custom_advance(ctx: AdvanceContext[dict[str, Any]]) -> tuple[dict[str, Any]
     return {"since": last["updated_at"], "after_id": last["id"]}, ctx.has_more is not True
 
 
+async def _still_there(identity: str, ctx: FetchContext[Any]) -> bool:
+    response = await ctx.http.get(
+        f"{BASE_URL}/items/one", params={"id": identity}, raise_for_status=False
+    )
+    if response.status not in (200, 404):
+        raise RuntimeError(f"verify: the vendor answered {response.status}")
+    return response.status == 200
+
+
 def _identity(item: Any) -> str:
     return str(item["id"])
 
@@ -170,5 +179,8 @@ def build_poller(config: ConformanceConfig, *, start_iso: str) -> PollerDefiniti
             retry=Retry(attempts=5, backoff=Backoff(base="200ms", factor=2, max="1s")),
         ),
         reconcile=reconcile,
+        deletes=Deletes(verify=_still_there)
+        if config.verify and config.deletes_observable
+        else None,
         max_pages_per_cycle=config.page_cap,
     )

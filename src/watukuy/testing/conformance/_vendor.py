@@ -8,7 +8,8 @@ of this request), then answers from the FakeApi listings:
 - ``GET /items?since=&after_id=&limit=`` keyset over ``(updated_at, id)``;
 - ``GET /items/token?cursor=&limit=`` id order, opaque tokens (no shift);
 - ``GET /items/page?page=&page_size=`` id order, numbered pages (a delete or an insert
-  before the position shifts what the next page holds).
+  before the position shifts what the next page holds);
+- ``GET /items/one?id=`` one item, or ``404`` (what ``Deletes(verify=)`` asks).
 
 With ETags on, a ``200`` carries a strong ``ETag`` of its body and a matching
 ``If-None-Match`` gets ``304``. The vendor knows the body behind every answer, 304s
@@ -200,9 +201,12 @@ class Vendor:
             else:
                 self.apply(step, request_level=True)
         number = self.next_request
-        route = {"/items": "since", "/items/token": "token", "/items/page": "page"}.get(
-            request.url.path, "?"
-        )
+        route = {
+            "/items": "since",
+            "/items/token": "token",
+            "/items/page": "page",
+            "/items/one": "one",
+        }.get(request.url.path, "?")
         params = dict(request.url.params)
         if fate == "kill":
             self._record(number, route, params, 0, [], end=False)
@@ -212,6 +216,12 @@ class Vendor:
             self._record(number, route, params, int(fate), [], end=False)
             headers = {"retry-after": "1"} if fate == "429" else {}
             return httpx.Response(int(fate), headers=headers, json={"title": f"fault {fate}"})
+        if route == "one":
+            item = self.api.get(params.get("id", ""))
+            self._record(number, route, params, 200 if item else 404, [], end=True)
+            if item is None:
+                return httpx.Response(404, json={"title": "no such item"})
+            return httpx.Response(200, json=item)
         body, items, end = self._listing(route, params)
         if fate in ("empty", "bad"):
             self.faults[fate] = self.faults.get(fate, 0) + 1
