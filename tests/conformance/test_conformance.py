@@ -30,7 +30,7 @@ from .conftest import record
 
 ON_MEMORY = [config for config in CONFIGS if not known_open(config.name, "memory")]
 ON_SQLITE = [config for config in CONFIGS if not known_open(config.name, "sqlite")]
-MEMORY_SEEDS = (1, 2, 3, 4, 5)
+MEMORY_SEEDS = (1, 2, 3, 4)
 SQLITE_SEEDS = (1,)
 
 
