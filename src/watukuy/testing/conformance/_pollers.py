@@ -111,9 +111,10 @@ async def _still_there(identity: str, ctx: FetchContext[Any]) -> bool:
     response = await ctx.http.get(
         f"{BASE_URL}/items/one", params={"id": identity}, raise_for_status=False
     )
-    if response.status not in (200, 404):
-        raise RuntimeError(f"verify: the vendor answered {response.status}")
-    return response.status == 200
+    status: int = response.status
+    if status not in (200, 404):
+        raise RuntimeError(f"verify: the vendor answered {status}")
+    return status == 200
 
 
 def _identity(item: Any) -> str:
