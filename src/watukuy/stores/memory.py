@@ -262,11 +262,14 @@ class MemoryStore:
         return state_from_fields(wkjson.loads(wkjson.dumps(record.state)))
 
     @staticmethod
-    def _patched(record: _Key, patch: StatePatch) -> dict[str, Any]:
+    def _patched(record: _Key, patch: StatePatch, *, admin: bool = False) -> dict[str, Any]:
         # Encoding and decoding copies the values and rejects what a durable store could not
         # keep, before anything is changed.
         fields = dict(record.state)
-        fields.update(wkjson.loads(wkjson.dumps(patch_to_fields(patch))))
+        changes = wkjson.loads(wkjson.dumps(patch_to_fields(patch)))
+        if not admin and "wake_at" in changes and "paused" not in changes and fields.get("paused"):
+            changes["wake_at"] = None  # a run that began before the pause: its wake is void
+        fields.update(changes)
         wake_at = fields.get("wake_at")
         if wake_at is not None and not -(2**63) <= wake_at < 2**63:
             raise OverflowError(f"wake_at {wake_at} does not fit in 64 bits")
@@ -284,7 +287,7 @@ class MemoryStore:
         """Administrative partial update; creates the key when it does not exist yet."""
         record = self._keys.get(key) or self._created(key, now)
         with store_errors("save_state_unfenced"):
-            new_state = self._patched(record, patch)
+            new_state = self._patched(record, patch, admin=True)
         self._keys[key] = record
         record.state = new_state
         self._index(key, new_state)

@@ -436,8 +436,12 @@ class PostgresStore:
         key: PKey,
         fields: dict[str, Any],
         patch: dict[str, Any],
+        *,
+        admin: bool = False,
     ) -> None:
         if patch:
+            if not admin and "wake_at" in patch and "paused" not in patch and fields.get("paused"):
+                patch = {**patch, "wake_at": None}  # a run that began before the pause
             fields.update(patch)
             params = (json.dumps(fields), fields.get("wake_at"), *_k(key))
             await conn.execute(self._q["write_state"], params)
@@ -512,7 +516,7 @@ class PostgresStore:
             cur = await conn.execute(self._q["lock"], k)
             row = await cur.fetchone()
             stored = json.loads(row[2]) if row is not None else {}
-            await self._write_state(conn, key, stored, fields)
+            await self._write_state(conn, key, stored, fields, admin=True)
 
     async def list_keys(self, poller: str | None = None) -> list[PKey]:
         """Every key, optionally of one poller, sorted by (poller, partition)."""

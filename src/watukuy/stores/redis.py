@@ -373,12 +373,14 @@ class RedisStore:
         that may create a key (standalone Redis: one atomic step with the state)."""
         return [self._due_key(key.poller), self._known] if self._due_in_script else []
 
-    async def _sync_due(self, what: str, key: PKey, fields: dict[str, Any]) -> None:
+    async def _sync_due(
+        self, what: str, key: PKey, fields: dict[str, Any], *, paused: bool = False
+    ) -> None:
         """Cluster mode: mirror a written ``wake_at`` in the due index, after the script;
-        ``fields`` are the state fields the script wrote."""
+        ``fields`` are the state fields the script wrote (a paused key has no wake time)."""
         if self._due_in_script or "wake_at" not in fields:
             return
-        wake_at = fields["wake_at"]
+        wake_at = None if paused and "paused" not in fields else fields["wake_at"]
         with store_errors(what):
             if wake_at is None:
                 await self._redis.zrem(self._due_key(key.poller), key.partition)
@@ -391,10 +393,12 @@ class RedisStore:
 
     async def _fenced(
         self, what: str, script: str, key: PKey, lease: Lease, keys: list[str], args: list[Any]
-    ) -> None:
+    ) -> bool:
+        """Run a fenced script; True when the key is paused after it (the script says 2)."""
         reply = await self._eval(what, script, keys, [lease.owner, lease.epoch, *args])
         if reply == 0:
             raise LeaseLostError(key.poller, key.partition, lease.epoch)
+        return bool(reply == 2)
 
     async def _repair_known(self, key: PKey, exists: bool) -> None:
         """Cluster: bring the known-keys entry of a key whose state was just read in step
@@ -503,8 +507,8 @@ class RedisStore:
             _wake_of(fields)
         args = [key.partition, *_pairs(fields)]
         script_keys = [keys.meta, keys.state, *self._script_due(key)]
-        await self._fenced("save_state", "save_state", key, lease, script_keys, args)
-        await self._sync_due("save_state", key, fields)
+        paused = await self._fenced("save_state", "save_state", key, lease, script_keys, args)
+        await self._sync_due("save_state", key, fields, paused=paused)
 
     async def save_state_unfenced(self, key: PKey, patch: StatePatch, now: int) -> None:
         """Administrative partial update; creates the key first when needed."""
@@ -515,7 +519,10 @@ class RedisStore:
         member = self._member(key)
         args = [key.partition, member, len(initial), *_pairs(initial), *_pairs(fields)]
         script_keys = [self._keys(key).state, *self._script_indexes(key)]
-        created = await self._eval("save_state_unfenced", "save_state_unfenced", script_keys, args)
+        reply = int(
+            await self._eval("save_state_unfenced", "save_state_unfenced", script_keys, args)
+        )
+        created = reply % 2 == 1  # (+ 2 when paused: only fenced writes care)
         if not self._due_in_script:
             # A key created here carries the empty state's wake time unless the patch sets one.
             written = {**initial, **fields} if created else fields
@@ -731,8 +738,8 @@ class RedisStore:
             k.seen,
             *self._script_due(key),
         ]
-        await self._fenced("commit_poll", "commit", key, lease, keys, args)
-        await self._sync_due("commit_poll", key, fields)
+        paused = await self._fenced("commit_poll", "commit", key, lease, keys, args)
+        await self._sync_due("commit_poll", key, fields, paused=paused)
 
     async def load_pending(
         self, key: PKey, limit: int, after_sequence: int | None = None

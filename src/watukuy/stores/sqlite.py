@@ -395,9 +395,20 @@ class SqliteStore:
             raise LeaseLostError(key.poller, key.partition, lease.epoch)
         return cast(str, row[2])
 
-    def _patch(self, conn: sqlite3.Connection, key: PKey, state: str, patch: StatePatch) -> None:
+    def _patch(
+        self,
+        conn: sqlite3.Connection,
+        key: PKey,
+        state: str,
+        patch: StatePatch,
+        *,
+        admin: bool = False,
+    ) -> None:
         fields = wkjson.loads(state)
-        fields.update(patch_to_fields(patch))
+        changes = patch_to_fields(patch)
+        if not admin and "wake_at" in changes and "paused" not in changes and fields.get("paused"):
+            changes["wake_at"] = None  # a run that began before the pause: its wake is void
+        fields.update(changes)
         conn.execute(self._sql.set_state, (*_state_columns(fields), key.poller, key.partition))
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -538,7 +549,7 @@ class SqliteStore:
                     conn.execute(self._sql.insert_key, (*k, state, wake_at, None, floor, None))
                 else:
                     state = row[0]
-                self._patch(conn, key, state, patch)
+                self._patch(conn, key, state, patch, admin=True)
 
         await self._call("save_state_unfenced", write)
 

@@ -1629,6 +1629,25 @@ class StoreContract:
         assert await self._wake(store, KEY) is None
         assert await self._wake(store, PKey("orders", "off")) is None
 
+    async def test_a_pause_during_a_run_survives_the_runs_final_writes(
+        self, store: StateStore
+    ) -> None:
+        # An operator pauses the key while a run holds it; the run then writes its schedule
+        # with the wake time it computed before the pause, without a word about `paused`.
+        lease = await _acquire(store)
+        await store.save_state_unfenced(KEY, {"paused": True, "wake_at": None}, T0 + 1)
+        await store.save_state(KEY, lease, {"wake_at": T0 + 60, "sequence": 3})
+        assert await store.due_keys(KEY.poller, _FAR) == []
+        state = await store.load_state(KEY)
+        assert state is not None
+        assert (state.paused, state.wake_at, state.sequence) == (True, None, 3)
+        await store.commit_poll(KEY, lease, batch(state_patch={"wake_at": T0 + 70}))
+        assert await store.due_keys(KEY.poller, _FAR) == []
+        assert await self._wake(store, KEY) is None
+        # A write that says what it wants of both is taken as it is (resume, say).
+        await store.save_state_unfenced(KEY, {"paused": False, "wake_at": T0 + 5}, T0 + 3)
+        assert await store.due_keys(KEY.poller, _FAR) == [("", T0 + 5)]
+
     async def test_save_state_moves_the_key_in_the_index(self, store: StateStore) -> None:
         lease = await _acquire(store)
         await store.save_state(KEY, lease, {"wake_at": T0 + 60})

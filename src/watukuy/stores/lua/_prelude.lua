@@ -19,6 +19,24 @@ local function bulk(command, key, list)
   end
 end
 
+-- Write the (field, value) pairs of a state patch into the state hash. A patch that sets
+-- `wake_at` without saying `paused` on a paused key comes from a run that started before the
+-- pause: its wake time is void, and the key stays out of the due index.
+local function patch_state(state, pairs)
+  local wake, paused = false, false
+  for j = 1, #pairs, 2 do
+    if pairs[j] == 'wake_at' then
+      wake = true
+    elseif pairs[j] == 'paused' then
+      paused = true
+    end
+  end
+  bulk('HSET', state, pairs)
+  if wake and not paused and redis.call('HGET', state, 'paused') == 'true' then
+    redis.call('HSET', state, 'wake_at', 'null')
+  end
+end
+
 -- Copy `count` consecutive ARGV entries starting at `from` into a new list.
 local function slice(from, count)
   local out = {}

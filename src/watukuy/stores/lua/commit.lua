@@ -24,7 +24,7 @@ local i = 5
 
 local n = tonumber(ARGV[i])
 if n > 0 then
-  bulk('HSET', KEYS[2], slice(i + 1, 2 * n))
+  patch_state(KEYS[2], slice(i + 1, 2 * n))
   sync_due(KEYS[2], KEYS[18], ARGV[4])
 end
 i = i + 1 + 2 * n
@@ -139,5 +139,9 @@ for j = 0, n - 1 do
   else
     redis.call('HDEL', KEYS[11], id)
   end
+end
+-- 2 instead of 1: the key is paused (its wake time is void), for the cluster's due index.
+if redis.call('HGET', KEYS[2], 'paused') == 'true' then
+  return 2
 end
 return 1

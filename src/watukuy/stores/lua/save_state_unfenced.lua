@@ -16,4 +16,8 @@ sync_due(KEYS[1], KEYS[2], ARGV[1])
 if KEYS[3] then
   redis.call('SADD', KEYS[3], ARGV[2])
 end
+-- Plus 2 when the key is paused (its wake time is void), for the cluster's due index.
+if redis.call('HGET', KEYS[1], 'paused') == 'true' then
+  return created + 2
+end
 return created
