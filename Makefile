@@ -18,8 +18,8 @@ help:
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --upgrade 'pip>=25.1'
+	$(BIN)/python -m pip install --quiet -e '.[all,postgres-binary]' --group dev
 	touch $(STAMP)
 
 demo: $(STAMP)

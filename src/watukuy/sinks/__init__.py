@@ -21,7 +21,8 @@ sink                        the event id travels as        duplicates
 :func:`kafka_sink`          ``ce_id`` header               consumer dedups on it
 ==========================  =============================  ================================
 
-Client libraries are optional (``pip install 'watukuy[sinks]'``) and never imported until
+Client libraries are optional (one extra per broker, ``pip install 'watukuy[kafka]'``, or
+all of them with ``pip install 'watukuy[sinks]'``) and never imported until
 a sink needs them; you create and close the clients, the sinks only use them.
 """
 

@@ -24,6 +24,7 @@ __all__ = [
 ]
 
 INSTALL_HINT = "pip install 'watukuy[sinks]'"
+"""Installs every broker client at once; each sink's message names its own extra."""
 
 Sink: TypeAlias = Callable[[Event[Any], HandlerContext], Awaitable[None]]
 """A ready-made handler: ``engine.on("orders", sink)``."""
@@ -42,8 +43,12 @@ class SinkError(HandlerError):
     """
 
 
-def require(module: str) -> ModuleType:
+def require(module: str, extra: str = "sinks") -> ModuleType:
     """Import an optional client library, or explain how to install it.
+
+    Args:
+        module: The module to import.
+        extra: The package extra that installs it (``"rabbitmq"``, ``"sqs"``, ...).
 
     Raises:
         ImportError: The library is missing; the message names the extra to install.
@@ -51,7 +56,7 @@ def require(module: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as error:
-        raise ImportError(f"this sink needs {module!r}: {INSTALL_HINT}") from error
+        raise ImportError(f"this sink needs {module!r}: pip install 'watukuy[{extra}]'") from error
 
 
 def target_of(value: object, field: str) -> Target:

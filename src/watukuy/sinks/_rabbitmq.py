@@ -49,8 +49,8 @@ class RabbitMQSink:
         mandatory: bool = True,
         timeout: Duration | None = None,
     ) -> None:
-        self._aio_pika = require("aio_pika")
-        self._returned_type = require("aiormq.abc").DeliveredMessage
+        self._aio_pika = require("aio_pika", "rabbitmq")
+        self._returned_type = require("aiormq.abc", "rabbitmq").DeliveredMessage
         self._exchange = _exchange_of(channel_or_exchange)
         self.routing_key: Target = target_of(routing_key, "routing_key")
         self.format: SinkFormat = check_format(format)
@@ -128,7 +128,7 @@ def rabbitmq_sink(
         timeout: How long to wait for the confirm (default: no limit).
 
     Raises:
-        ImportError: aio-pika is not installed (``pip install 'watukuy[sinks]'``).
+        ImportError: aio-pika is not installed (``pip install 'watukuy[rabbitmq]'``).
         ConfigError: An argument is invalid, or the channel has publisher confirms off.
     """
     return RabbitMQSink(

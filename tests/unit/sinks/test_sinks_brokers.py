@@ -379,5 +379,7 @@ def test_redis_window_and_marker_keys() -> None:
 def test_a_missing_client_library_names_the_extra() -> None:
     with pytest.raises(ImportError, match=r"pip install 'watukuy\[sinks\]'") as caught:
         require("watukuy_no_such_client_library")
-
     assert isinstance(caught.value.__cause__, ModuleNotFoundError)
+
+    with pytest.raises(ImportError, match=r"pip install 'watukuy\[rabbitmq\]'$"):
+        require("watukuy_no_such_client_library", "rabbitmq")
