@@ -29,6 +29,8 @@ __all__ = ["cli"]
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
+_UNBOUNDED_WIDTH = 1_000_000
+
 # Subcommands that live in other packages, imported only when asked for so that the CLI
 # stays fast to start (the demo pulls in the simulated vendor, httpx and rich). The
 # architecture contract puts watukuy.cli above watukuy.demo, so this dependency is
@@ -100,15 +102,30 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     callback=_print_version,
     help="Print the version and exit.",
 )
-def cli() -> None:
+@click.option(
+    "--app",
+    "-A",
+    "app",
+    metavar="MODULE:ATTR",
+    help="The application's engine, for every command (also accepted after the command).",
+)
+@click.option(
+    "--store",
+    "store_url",
+    metavar="URL",
+    help="Store URL for the store-only commands (also accepted after the command).",
+)
+@click.pass_context
+def cli(ctx: click.Context, app: str | None, store_url: str | None) -> None:
     """watukuy: webhooks for APIs that don't have them.
 
     Operate pollers from the shell. Name your application with --app package.module:engine
-    (or WATUKUY_APP); the store-only commands (inspect, trigger, pause, resume, parked, deletes,
-    migrate, reset-cursor) also work with just --store URL (or WATUKUY_STORE). Every
-    command takes --json. Exit status: 0 done, 1 failed at run time, 2 a mistake in the
-    command (nothing changed).
+    (or -A, or WATUKUY_APP), before or after the command; the store-only commands (inspect,
+    trigger, pause, resume, parked, deletes, migrate, reset-cursor) also work with just
+    --store URL (or WATUKUY_STORE). Every command takes --json. Exit status: 0 done, 1
+    failed at run time, 2 a mistake in the command (nothing changed).
     """
+    ctx.obj = {"app": app, "store_url": store_url}
 
 
 # --- shared options and plumbing -----------------------------------------------------------
@@ -128,6 +145,8 @@ def _target_options(fn: F) -> F:
     )(fn)
     fn = click.option(
         "--app",
+        "-A",
+        "app",
         envvar="WATUKUY_APP",
         metavar="MODULE:ATTR",
         help="The application's engine, e.g. myapp.sync:engine (an Engine or a function "
@@ -149,7 +168,11 @@ def _console() -> Console:
 
     # Names and messages are printed as they are: no markup, no emoji codes, no colouring
     # of numbers that merely look interesting.
-    return Console(highlight=False, soft_wrap=False, markup=False, emoji=False)
+    console = Console(highlight=False, soft_wrap=False, markup=False, emoji=False)
+    if not console.is_terminal:
+        # Piped or redirected: print every value in full, whatever COLUMNS says.
+        console.width = _UNBOUNDED_WIDTH
+    return console
 
 
 def _emit(as_json: bool, data: Any, human: RenderableType | str) -> None:
@@ -169,6 +192,21 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
+def _chosen_target(app: str | None, store_url: str | None) -> tuple[str | None, str | None]:
+    """``--app`` / ``--store`` given after the command win, then those given before it, then
+    the environment (``WATUKUY_APP`` / ``WATUKUY_STORE``)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return app, store_url
+    before: dict[str, Any] = ctx.find_root().obj or {}
+    chosen: list[str | None] = []
+    for name, value in (("app", app), ("store_url", store_url)):
+        source = ctx.get_parameter_source(name)
+        typed_after = source is click.core.ParameterSource.COMMANDLINE
+        chosen.append(value if typed_after or before.get(name) is None else before[name])
+    return chosen[0], chosen[1]
+
+
 async def _on_target(
     command: str,
     app: str | None,
@@ -178,6 +216,7 @@ async def _on_target(
     need_engine: bool = False,
     create: bool = False,
 ) -> T:
+    app, store_url = _chosen_target(app, store_url)
     target = await open_target(
         command=command, app=app, store_url=store_url, need_engine=need_engine, create=create
     )
@@ -216,7 +255,11 @@ def _done(action: str, poller: str, partition: str, **extra: Any) -> tuple[dict[
 @cli.command()
 @_target_options
 def inspect(app: str | None, store_url: str | None, as_json: bool) -> None:
-    """Show every key: cursor, lag, circuit, interval, outbox, parked, items, lease."""
+    """Show every key: cursor, lag, circuit, interval, outbox, parked, items, lease.
+
+    With --json, every duration is in milliseconds (keys ending in _ms, like lag_ms and
+    interval_ms) and every time in epoch milliseconds (keys ending in _at or _until).
+    """
 
     async def work(target: Target) -> dict[str, Any]:
         return await target.operator.inspect()
@@ -584,6 +627,23 @@ def resolve_ids(wanted: Sequence[str], known: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(resolved))
 
 
+def _check_retryable(rows: Sequence[ParkedRow]) -> None:
+    """Only poison events go back to the outbox; say why for anything else.
+
+    Raises:
+        CliError: A row is a quarantined item (kind ``invalid``).
+    """
+    invalid = [row.id for row in rows if row.kind != "poison"]
+    if invalid:
+        shown = ", ".join(row_id[:12] for row_id in invalid)
+        raise CliError(
+            f"--ids: {shown} {'is a quarantined item' if len(invalid) == 1 else 'are quarantined items'} "
+            "(kind invalid), not a poison event: it never became an event, so there is "
+            "nothing to retry. Fix the schema (or bump schema_version) and the next poll "
+            "reads the item again; parked discard drops it. Nothing was changed."
+        )
+
+
 def _parked_change(action: str) -> click.Command:
     @_target_options
     @_key_options
@@ -605,7 +665,15 @@ def _parked_change(action: str) -> click.Command:
             rows = await operator.parked_list(poller, partition=partition, kind=None, limit=None)
             full = resolve_ids(wanted, [row.id for row in rows])
             if action == "retry":
+                _check_retryable([row for row in rows if row.id in full])
                 count = await operator.parked_retry(poller, full, partition=partition)
+                if count < len(full):
+                    raise CliError(
+                        f"{len(full) - count} of {len(full)} parked row(s) could not be moved "
+                        "back (another process retried or discarded them meanwhile); run "
+                        "parked ls to see what is left",
+                        exit_code=1,
+                    )
             else:
                 count = await operator.parked_discard(poller, full, partition=partition)
             return {

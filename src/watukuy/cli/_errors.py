@@ -31,15 +31,17 @@ EXIT_INTERRUPTED = 130
 
 
 class CliError(Exception):
-    """A mistake in the command line or its environment (exit status 2).
+    """A mistake in the command line or its environment (exit status 2 by default).
 
     Args:
         message: One line saying what is wrong and, where it helps, what to do instead.
+        exit_code: The exit status (``1`` for what failed at run time).
     """
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, exit_code: int = EXIT_MISTAKE) -> None:
         super().__init__(message)
         self.message = message
+        self.exit_code = exit_code
 
 
 def _one_line(text: str) -> str:
@@ -50,7 +52,7 @@ def _one_line(text: str) -> str:
 def describe_failure(error: BaseException) -> tuple[str, int]:
     """The stderr line and exit status for an exception that ended a command."""
     if isinstance(error, CliError):
-        return f"error: {_one_line(error.message)}", EXIT_MISTAKE
+        return f"error: {_one_line(error.message)}", error.exit_code
     if isinstance(error, click.UsageError):
         command = error.ctx.command_path if error.ctx is not None else "watukuy"
         hint = f" (see '{command} --help')"

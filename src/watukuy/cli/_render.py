@@ -2,7 +2,8 @@
 
 Every function here turns plain JSON data (what ``--json`` prints) into text or a rich
 renderable, so what a person reads and what a script parses never drift apart. Tables keep
-one row per line at any terminal width: long cells are cut with an ellipsis, never wrapped.
+one row per line at any terminal width: long cells are cut with an ellipsis, never wrapped;
+when the output is not a terminal (a pipe, a file), nothing is cut.
 """
 
 from __future__ import annotations
@@ -138,11 +139,12 @@ class FittedTable:
         self.columns = list(columns)
         self.rows = [list(row) for row in rows]
 
-    def _natural(self) -> list[int]:
+    def _natural(self, capped: bool = True) -> list[int]:
         widths = []
         for index, column in enumerate(self.columns):
             width = max([len(column.header), *(row[index].cell_len for row in self.rows)])
-            widths.append(min(width, column.max_width) if column.max_width else width)
+            cap = column.max_width if capped else None
+            widths.append(min(width, cap) if cap else width)
         return widths
 
     def _table(self, widths: Sequence[int]) -> Table:
@@ -160,6 +162,10 @@ class FittedTable:
         return table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not console.is_terminal:
+            # Not a screen (a pipe, a file, a CI log): nothing is ever cut.
+            yield self._table(self._natural(capped=False))
+            return
         widths = self._natural()
         wide = options.update_width(sum(widths) + 10 * len(widths))
         rendered = console.render_lines(self._table(widths), wide, pad=False)

@@ -194,14 +194,15 @@ class PlainOutput:
         self._print(
             Text.assemble(
                 ("watukuy demo", "bold"),
-                f"  vendor API {info['api']}  store {info['db']}  consumer log "
-                f"{info['consumer_log']}  seed {info['seed']}",
+                f"  vendor API {info['api']}  seed {info['seed']}",
             )
         )
+        self._print(Text(f"store {info['db']}  consumer log {info['consumer_log']}"))
         self._print(
             Text(
-                "pollers: orders (timestamp + reconcile), catalog (snapshot diff), "
-                "invoices/acme|globex|initech (token); Ctrl-C stops, a restart resumes",
+                "pollers: orders (timestamp + reconcile), catalog (snapshot diff),\n"
+                "         invoices/acme|globex|initech (token)\n"
+                "code: watukuy demo --show-code; Ctrl-C stops, a restart resumes",
                 style="dim",
             )
         )
@@ -238,7 +239,7 @@ class PlainOutput:
             Text(
                 f"stopped: {info['deliveries']} deliveries this run ({info['redelivered']} "
                 f"redelivered), {info['consumer_log_events']} distinct events in the consumer "
-                f"log. Run again to resume; inspect with: watukuy inspect --store "
+                f"log.\nRun again to resume; inspect with: watukuy inspect --store "
                 f"sqlite:///{info['db']}",
                 style="bold",
             )

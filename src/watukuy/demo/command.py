@@ -14,7 +14,21 @@ from watukuy.core.durations import parse_duration
 from ._output import DemoOutput, JsonOutput, LiveOutput, PlainOutput
 from ._run import DemoOptions, DemoPaths, run_demo
 
-__all__ = ["demo"]
+__all__ = ["MAX_WIDTH", "demo"]
+
+MAX_WIDTH = 100
+"""Columns the demo's output fits in, however wide the terminal."""
+
+
+def _show_code(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from . import _pollers
+
+    path = Path(_pollers.__file__)
+    click.echo(f"# The demo's pollers: {path}\n")
+    click.echo(path.read_text(encoding="utf-8"), nl=False)
+    ctx.exit(0)
 
 
 @click.command()
@@ -51,6 +65,14 @@ __all__ = ["demo"]
 @click.option("--reset", is_flag=True, help="Delete the demo's files and start over.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line (kind=event...).")
 @click.option("--no-ui", is_flag=True, help="Plain lines instead of the live table.")
+@click.option(
+    "--show-code",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_code,
+    help="Print the demo's poller code (define_poller and fetch) and where it lives, then exit.",
+)
 def demo(
     db: Path,
     consumer_log: Path | None,
@@ -69,6 +91,7 @@ def demo(
     (snapshot diff) and per-tenant invoices (token cursor), with rate-limit headers, ETags
     and the odd 429 or 503, and changes its data over time. Stop it any way you like,
     even with kill -9: the next run resumes where it was and shows what it picked up.
+    The pollers are ordinary watukuy code: watukuy demo --show-code prints them.
     """
     duration_ms = None if duration is None else parse_duration(duration, "--duration")
     every_ms = parse_duration(mutate_every, "--mutate-every")
@@ -85,6 +108,8 @@ def demo(
     )
     output: DemoOutput
     console = Console(highlight=False)
+    # At most MAX_WIDTH columns on a terminal; exactly that in a pipe or a file.
+    console.width = min(console.width, MAX_WIDTH) if console.is_terminal else MAX_WIDTH
     if as_json:
         output = JsonOutput(sys.stdout)
     elif no_ui or not console.is_terminal:

@@ -20,8 +20,14 @@ from watukuy.cli._render import (
 NOW = 1_767_229_200_000  # 2026-01-01T01:00:00Z
 
 
-def render(renderable: RenderableType, width: int) -> str:
-    console = Console(width=width, file=io.StringIO(), color_system=None, highlight=False)
+def render(renderable: RenderableType, width: int, *, terminal: bool = True) -> str:
+    console = Console(
+        width=width,
+        file=io.StringIO(),
+        color_system=None,
+        highlight=False,
+        force_terminal=terminal,
+    )
     console.print(renderable)
     output = console.file.getvalue()  # type: ignore[attr-defined]
     assert isinstance(output, str)
@@ -300,3 +306,16 @@ def test_parked_table_shows_the_id_prefixes() -> None:
     assert "invalid item" in lines[3]
     assert lines[-1] == "2 parked; --ids takes these prefixes"
     assert render(parked_table([]), 100).strip() == "no parked rows"
+
+
+def test_inspect_rows_are_never_cut_when_the_output_is_not_a_terminal() -> None:
+    # The CLI's console in a pipe is as wide as it needs to be (see _console()).
+    text = render(inspect_view(REPORT), 1_000_000, terminal=False)
+    assert "…" not in text
+    assert "worker-7f3a-very-long-instance-name" in text
+    assert "2026-01-01T00:59:58.123Z #ord-000123" in text
+    for entry_ in REPORT["pollers"]:
+        name = entry_["poller"] + (f"/{entry_['partition']}" if entry_["partition"] else "")
+        assert name in text
+    lease = next(e["lease"] for e in REPORT["pollers"] if e["lease"])
+    assert lease["owner"] in text
