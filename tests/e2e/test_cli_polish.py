@@ -187,7 +187,8 @@ def test_demo_shows_its_code(sh: Shell) -> None:
     first = code.splitlines()[0]
     assert first.startswith("# The demo's pollers: ")
     path = Path(first.removeprefix("# The demo's pollers: "))
-    assert path.name == "_pollers.py" and path.is_file()
+    assert path.name == "_pollers.py"
+    assert path.is_file()
     assert "define_poller(" in code
     assert "watukuy demo --show-code" in " ".join(sh.ok("demo", "--help").split())
 
