@@ -19,6 +19,7 @@ sink                        the event id travels as        duplicates
 :func:`redis_stream_sink`   ``id`` field                   dropped by the sink (window)
 :func:`celery_sink`         ``task_id``                    worker dedups on it
 :func:`kafka_sink`          ``ce_id`` header               consumer dedups on it
+:func:`sqs_sink`            ``MessageDeduplicationId``     dropped by a FIFO queue (5 min)
 ==========================  =============================  ================================
 
 Client libraries are optional (one extra per broker, ``pip install 'watukuy[kafka]'``, or
@@ -50,6 +51,7 @@ from ._signing import (
     standard_webhook_secret,
     verify_webhook_signature,
 )
+from ._sqs import GroupId, SqsSink, sqs_group_id, sqs_sink
 from ._webhook import (
     DEFAULT_WEBHOOK_TIMEOUT,
     MAX_WEBHOOK_ERROR_BODY_CHARS,
@@ -67,6 +69,7 @@ __all__ = [
     "MAX_WEBHOOK_ERROR_BODY_CHARS",
     "WEBHOOK_SECRET_PREFIX",
     "CelerySink",
+    "GroupId",
     "KafkaMode",
     "KafkaSink",
     "NatsSink",
@@ -76,6 +79,7 @@ __all__ = [
     "Sink",
     "SinkError",
     "SinkFormat",
+    "SqsSink",
     "StreamAdd",
     "Target",
     "WebhookDeliveryError",
@@ -89,6 +93,8 @@ __all__ = [
     "redis_stream_sink",
     "serialize_event",
     "sign_webhook",
+    "sqs_group_id",
+    "sqs_sink",
     "standard_webhook_secret",
     "to_sink_payload",
     "verify_webhook_signature",
