@@ -148,6 +148,9 @@ class Dispatcher:
         blocked: set[str] = set(await self._store.held_keys(self._key))
         held_at_start = set(blocked)
         after: int | None = None
+        # Rows of the last sequence of the previous batch: the next batch starts at that
+        # sequence again (rows sharing it may straddle the boundary) and skips these.
+        edge: set[str] = set()
         upcoming: asyncio.Future[list[OutboxRow]] | None = None
         try:
             while not (result.halted or result.abandoned or self._cancel.is_set()):
@@ -155,17 +158,23 @@ class Dispatcher:
                     rows = await self._store.load_pending(self._key, self._batch_size, after)
                 else:
                     rows, upcoming = await upcoming, None
-                if not rows:
-                    break
-                after = rows[-1].sequence
-                if len(rows) == self._batch_size:
+                full = len(rows) == self._batch_size
+                fresh = [row for row in rows if row.event_id not in edge]
+                if not fresh:
+                    break  # nothing new (a batch of one sequence only): the next drain
+                last = fresh[-1].sequence
+                edge = {row.event_id for row in fresh if row.sequence == last} | (
+                    edge if after == last - 1 else set()
+                )
+                after = last - 1
+                if full:
                     # Read the next batch while this one is delivered (rows are only ever
                     # removed behind ``after``, so the read cannot go stale).
                     upcoming = asyncio.ensure_future(
                         self._store.load_pending(self._key, self._batch_size, after)
                     )
-                await self._batch(consumer, rows, blocked, held_at_start, result)
-                if len(rows) < self._batch_size:
+                await self._batch(consumer, fresh, blocked, held_at_start, result)
+                if not full:
                     break
         finally:
             if upcoming is not None:
