@@ -42,3 +42,45 @@ def test_the_quickstart_runs_and_says_what_the_readme_says(tmp_path: Path) -> No
     again = run_block(code, tmp_path)  # same database: nothing is emitted twice
     assert again.returncode == 0, again.stderr
     assert again.stdout == ""
+
+
+DOCS = README.parent / "docs"
+_PYTHON = re.compile(r"```python\n(?P<code>.*?)```", re.S)
+
+
+def python_blocks() -> list[tuple[str, str]]:
+    """``(file name, code)`` of every Python block in README.md and docs/*.md."""
+    files = [README, *sorted(DOCS.glob("*.md"))]
+    return [
+        (path.name, m["code"])
+        for path in files
+        for m in _PYTHON.finditer(path.read_text(encoding="utf-8"))
+    ]
+
+
+def test_handlers_in_the_docs_name_pollers_their_engine_has() -> None:
+    wrong = []
+    for name, code in python_blocks():
+        listed = re.search(r"pollers=\[(?P<names>[^\]]*)\]", code)
+        if listed is None:
+            continue
+        pollers = {part.strip() for part in listed["names"].split(",")}
+        for handled in re.findall(r'engine\.on\("(?P<poller>[\w.-]+)"', code):
+            if handled not in pollers:
+                wrong.append((name, handled, sorted(pollers)))
+    assert wrong == []
+
+
+def test_docs_annotations_hold_under_strict_type_checking() -> None:
+    bare = re.compile(r"wk\.Event(?!\[)(?=[,)\s])|-> dict:|: dict[,)]|wk\.Event\[dict\]")
+    found = [(name, m.group()) for name, code in python_blocks() for m in bare.finditer(code)]
+    assert found == []
+
+
+def test_service_name_goes_on_the_resource_not_on_span_attributes() -> None:
+    found = [
+        name
+        for name, code in python_blocks()
+        if re.search(r"OtelHooks\([^)]*service\.name", code, re.S)
+    ]
+    assert found == []
