@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import pytest
 
@@ -166,3 +167,16 @@ def test_the_command_line_replays_a_plan_and_lists_configurations(
     assert listed.count("known open") == len(KNOWN_OPEN)
     assert main(["--config", "no-such-config", "--seed", "1"]) == 2
     assert "no conformance configuration" in capsys.readouterr().err
+
+
+def test_the_command_line_leaves_the_engine_logger_as_it_found_it() -> None:
+    from watukuy.testing.conformance._cli import main
+
+    logger = logging.getLogger("watukuy")
+    before = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        assert main(["--config", "snapshot-counter", "--plan", PLAN]) == 0
+        assert logger.level == logging.DEBUG
+    finally:
+        logger.setLevel(before)

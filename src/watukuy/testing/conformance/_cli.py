@@ -257,9 +257,16 @@ async def _main(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m watukuy.testing.conformance``."""
     args = _parser().parse_args(argv)
-    logging.getLogger("watukuy").setLevel(logging.CRITICAL if not args.trace else logging.INFO)
+    # The engine's own warnings (throttles, failed pages the vendor model provokes on
+    # purpose) would drown the report; the level is put back so that a caller running
+    # this in-process keeps its logging as it was.
+    logger = logging.getLogger("watukuy")
+    previous = logger.level
+    logger.setLevel(logging.CRITICAL if not args.trace else logging.INFO)
     try:
         return asyncio.run(_main(args))
     except (KeyError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    finally:
+        logger.setLevel(previous)
