@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import os
 import sys
-import tempfile
 import time
-import uuid
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Final, Literal
+from collections.abc import Sequence
+from typing import Final, Literal
 
 from watukuy.core.errors import ConfigError
-from watukuy.core.ports import StateStore
+from watukuy.testing._fresh_store import fresh_store
 from watukuy.testing.faulty import KILL_POINTS, KillPoint
 
 from . import run_chaos
@@ -24,8 +20,6 @@ from ._report import ChaosReport, assert_chaos_report, describe_chaos, replay_co
 __all__ = ["main"]
 
 _STORES: Final = ("memory", "sqlite", "postgres", "redis")
-_POSTGRES_URL: Final = "postgresql://postgres@127.0.0.1:5432/test"
-_REDIS_URL: Final = "redis://127.0.0.1:6379/15"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,52 +85,6 @@ def _kill_points(raw: str) -> Literal["all"] | list[KillPoint]:
     return points
 
 
-@contextlib.asynccontextmanager
-async def _fresh_store(kind: str) -> AsyncIterator[StateStore | None]:
-    """An empty store of ``kind`` for one run, removed afterwards."""
-    if kind == "memory":
-        yield None
-    elif kind == "sqlite":
-        from watukuy.stores.sqlite import SqliteStore
-
-        with tempfile.TemporaryDirectory(prefix="watukuy-chaos-") as folder:
-            store = SqliteStore(os.path.join(folder, "chaos.db"))
-            try:
-                yield store
-            finally:
-                await store.close()
-    elif kind == "postgres":
-        import psycopg
-
-        from watukuy.stores.postgres import PostgresStore
-
-        url = os.environ.get("WATUKUY_TEST_POSTGRES_URL", _POSTGRES_URL)
-        schema = f"wk_chaos_{uuid.uuid4().hex[:12]}"
-        pg = PostgresStore(url, schema=schema)
-        try:
-            yield pg
-        finally:
-            await pg.close()
-            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-                await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    else:
-        import redis.asyncio
-
-        from watukuy.stores.redis import RedisStore
-
-        client: Any = redis.asyncio.Redis.from_url(
-            os.environ.get("WATUKUY_TEST_REDIS_URL", _REDIS_URL)
-        )
-        prefix = f"wk-chaos:{uuid.uuid4().hex[:12]}:"
-        try:
-            yield RedisStore(client, prefix=prefix)
-        finally:
-            doomed = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
-            if doomed:
-                await client.delete(*doomed)
-            await client.aclose()
-
-
 async def _sweep(args: argparse.Namespace) -> int:
     kill_points = _kill_points(args.kill_points)
     if args.seed is not None:
@@ -153,7 +101,7 @@ async def _sweep(args: argparse.Namespace) -> int:
     runs = kills = restarts = delivered = duplicates = lost = 0
     for strategy in strategies:
         for seed in seeds:
-            async with _fresh_store(args.store) as store:
+            async with fresh_store(args.store, "chaos") as store:
                 report = await run_chaos(
                     seed=seed,
                     steps=args.steps,

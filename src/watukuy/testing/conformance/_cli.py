@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import os
 import sys
-import tempfile
 import time
-import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
-from watukuy.core.ports import StateStore
+from watukuy.testing._fresh_store import fresh_store
 
 from . import DEFAULT_ROUNDS, run_conformance
 from ._config import (
@@ -32,8 +28,6 @@ from ._report import ConformanceReport, assert_conformance, describe, replay_com
 __all__ = ["main"]
 
 _STORES: Final = ("memory", "sqlite", "postgres", "redis")
-_POSTGRES_URL: Final = "postgresql://postgres@127.0.0.1:5432/test"
-_REDIS_URL: Final = "redis://127.0.0.1:6379/15"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,52 +64,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-@contextlib.asynccontextmanager
-async def _fresh_store(kind: str) -> AsyncIterator[StateStore | None]:
-    """An empty store of ``kind`` for one run, removed afterwards."""
-    if kind == "memory":
-        yield None
-    elif kind == "sqlite":
-        from watukuy.stores.sqlite import SqliteStore
-
-        with tempfile.TemporaryDirectory(prefix="watukuy-conformance-") as folder:
-            store = SqliteStore(os.path.join(folder, "conformance.db"))
-            try:
-                yield store
-            finally:
-                await store.close()
-    elif kind == "postgres":
-        import psycopg
-
-        from watukuy.stores.postgres import PostgresStore
-
-        url = os.environ.get("WATUKUY_TEST_POSTGRES_URL", _POSTGRES_URL)
-        schema = f"wk_conf_{uuid.uuid4().hex[:12]}"
-        pg = PostgresStore(url, schema=schema)
-        try:
-            yield pg
-        finally:
-            await pg.close()
-            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-                await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    else:
-        import redis.asyncio
-
-        from watukuy.stores.redis import RedisStore
-
-        client: Any = redis.asyncio.Redis.from_url(
-            os.environ.get("WATUKUY_TEST_REDIS_URL", _REDIS_URL)
-        )
-        prefix = f"wk-conf:{uuid.uuid4().hex[:12]}:"
-        try:
-            yield RedisStore(client, prefix=prefix)
-        finally:
-            doomed = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
-            if doomed:
-                await client.delete(*doomed)
-            await client.aclose()
-
-
 def _configs(args: argparse.Namespace) -> list[ConformanceConfig]:
     if args.config:
         names = [name.strip() for raw in args.config for name in raw.split(",") if name.strip()]
@@ -135,7 +83,7 @@ def _list() -> int:
 
 
 async def _one(args: argparse.Namespace, config: ConformanceConfig, store_kind: str) -> int:
-    async with _fresh_store(store_kind) as store:
+    async with fresh_store(store_kind, "conf") as store:
         report = await run_conformance(
             config,
             seed=args.seed,
@@ -171,7 +119,7 @@ async def _sweep(args: argparse.Namespace, configs: Sequence[ConformanceConfig])
         for config in configs:
             failed = 0
             for seed in seeds:
-                async with _fresh_store(store_kind) as store:
+                async with fresh_store(store_kind, "conf") as store:
                     report = await run_conformance(
                         config, seed=seed, rounds=args.rounds, store=store
                     )
@@ -224,7 +172,9 @@ async def _sweep(args: argparse.Namespace, configs: Sequence[ConformanceConfig])
 async def _regressions(args: argparse.Namespace) -> int:
     status = 0
     for case in REGRESSIONS:
-        async with _fresh_store(case.store if args.store == "memory" else args.store) as store:
+        async with fresh_store(
+            case.store if args.store == "memory" else args.store, "conf"
+        ) as store:
             report = await run_conformance(case.config, plan=case.plan, store=store)
         if report.ok:
             verdict = "ok" if case.defect not in OPEN_DEFECTS else "ok (still listed as open)"
