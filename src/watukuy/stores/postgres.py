@@ -601,19 +601,11 @@ class PostgresStore:
         time; a connection is held only while a batch is read."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"must be at least 1, got {batch_size!r}", field="batch_size")
-        k, after = _k(key), None
-        while True:
-            if after is None:
-                rows = await self._fetch("stream_identities", "stream_first", (*k, batch_size))
-            else:
-                params = (*k, after, batch_size)
-                rows = await self._fetch("stream_identities", "stream_next", params)
-            stored = [row[0] for row in rows]
-            if stored:
-                yield [_dec(identity) for identity in stored]
-            if len(stored) < batch_size:
-                return
-            after = stored[-1]
+        pages = self._keyset_pages(
+            "stream_identities", "stream_first", "stream_next", _k(key), batch_size
+        )
+        async for chunk in pages:
+            yield chunk
 
     async def stream_unseen(
         self, key: PKey, before: int, batch_size: int = 1000
@@ -622,13 +614,28 @@ class PostgresStore:
         keyset-paginated batch at a time."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"must be at least 1, got {batch_size!r}", field="batch_size")
-        k, after = (*_k(key), before), None
+        pages = self._keyset_pages(
+            "stream_unseen", "unseen_first", "unseen_next", (*_k(key), before), batch_size
+        )
+        async for chunk in pages:
+            yield chunk
+
+    async def _keyset_pages(
+        self,
+        operation: str,
+        first: str,
+        after_query: str,
+        params: tuple[Any, ...],
+        batch_size: int,
+    ) -> AsyncIterator[list[str]]:
+        """Identities ``batch_size`` at a time, decoded: ``first`` opens the range,
+        ``after_query`` continues it after the last stored identity returned."""
+        after: str | None = None
         while True:
             if after is None:
-                rows = await self._fetch("stream_unseen", "unseen_first", (*k, batch_size))
+                rows = await self._fetch(operation, first, (*params, batch_size))
             else:
-                params = (*k, after, batch_size)
-                rows = await self._fetch("stream_unseen", "unseen_next", params)
+                rows = await self._fetch(operation, after_query, (*params, after, batch_size))
             stored = [row[0] for row in rows]
             if stored:
                 yield [_dec(identity) for identity in stored]

@@ -669,24 +669,13 @@ class SqliteStore:
         paging by the last identity seen (one short query per batch)."""
         if batch_size < 1:
             raise ConfigError(f"must be at least 1, got {batch_size!r}", field="batch_size")
-        k = (key.poller, key.partition)
-        after: str | None = None
-        while True:
-            if after is None:
-                rows = await self._fetchall(
-                    "stream_identities", self._sql.identities_first, (*k, batch_size)
-                )
-            else:
-                rows = await self._fetchall(
-                    "stream_identities", self._sql.identities_after, (*k, after, batch_size)
-                )
-            if not rows:
-                return
-            chunk = [row[0] for row in rows]
+        sql = self._sql
+        params = (key.poller, key.partition)
+        pages = self._keyset_pages(
+            "stream_identities", sql.identities_first, sql.identities_after, params, batch_size
+        )
+        async for chunk in pages:
             yield chunk
-            if len(chunk) < batch_size:
-                return
-            after = chunk[-1]
 
     async def stream_unseen(
         self, key: PKey, before: int, batch_size: int = 1000
@@ -695,17 +684,30 @@ class SqliteStore:
         by the last identity returned (one walk of the key's primary-key range)."""
         if batch_size < 1:
             raise ConfigError(f"must be at least 1, got {batch_size!r}", field="batch_size")
-        k = (key.poller, key.partition, before)
+        sql = self._sql
+        params = (key.poller, key.partition, before)
+        pages = self._keyset_pages(
+            "stream_unseen", sql.unseen_first, sql.unseen_after, params, batch_size
+        )
+        async for chunk in pages:
+            yield chunk
+
+    async def _keyset_pages(
+        self,
+        operation: str,
+        first: str,
+        after_query: str,
+        params: tuple[Any, ...],
+        batch_size: int,
+    ) -> AsyncIterator[list[str]]:
+        """Identities ``batch_size`` at a time: ``first`` opens the range, ``after_query``
+        continues it after the last identity returned (one short query per batch)."""
         after: str | None = None
         while True:
             if after is None:
-                rows = await self._fetchall(
-                    "stream_unseen", self._sql.unseen_first, (*k, batch_size)
-                )
+                rows = await self._fetchall(operation, first, (*params, batch_size))
             else:
-                rows = await self._fetchall(
-                    "stream_unseen", self._sql.unseen_after, (*k, after, batch_size)
-                )
+                rows = await self._fetchall(operation, after_query, (*params, after, batch_size))
             if not rows:
                 return
             chunk = [row[0] for row in rows]
