@@ -76,8 +76,9 @@ def store_from_url(url: str) -> StateStore:
     ``redis://...`` or ``rediss://...``           ``RedisStore.from_url(url)``
     ============================================  ====================================
 
-    SQLite URLs accept ``?table_prefix=...&busy_timeout=...``. Nothing is connected until
-    the store is first used.
+    SQLite URLs accept ``?table_prefix=...&busy_timeout=...``; PostgreSQL URLs accept
+    ``?schema=...&table_prefix=...`` and the timeouts ``PostgresStore`` takes, next to
+    libpq's own parameters. Nothing is connected until the store is first used.
 
     Raises:
         ConfigError: An unknown scheme or a malformed URL; the message names ``store`` and

@@ -2,7 +2,8 @@
 
 Built on psycopg 3 (async) and ``psycopg_pool``. Pass a DSN and the store owns a pool,
 opened on first use and closed by :meth:`PostgresStore.close`; pass an
-``AsyncConnectionPool`` and the store borrows connections from it and never closes it.
+``AsyncConnectionPool`` and the store borrows connections from it and leaves it open
+(unless ``close_pool=True``).
 
 How it keeps the contract:
 
@@ -44,6 +45,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from importlib import resources
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from watukuy.core import json
 from watukuy.core.durations import Duration
@@ -112,6 +114,8 @@ _CHILD_DELETES = (
     "delete_log_of",
     "delete_tombstones_of",
 )
+# Store options a URL DSN may carry next to the timeouts; libpq would refuse them.
+_URL_OPTIONS = ("schema", "table_prefix")
 _MIN_BIGINT, _MAX_BIGINT = -(2**63), 2**63 - 1
 # The store's own pool: a key that runs holds at most a commit (or an ack) and a renewal at
 # once, so 20 connections let 10 keys run without a renewal waiting behind their commits.
@@ -127,6 +131,24 @@ def _migration_files() -> list[tuple[int, str, str]]:
         if match:
             found.append((int(match.group(1)), match.group(2), entry.read_text("utf-8")))
     return sorted(found)
+
+
+def _split_options(dsn: str) -> tuple[str, dict[str, str]]:
+    """Take ``schema`` and ``table_prefix`` out of a URL DSN's query string.
+
+    Returns:
+        The DSN without them, and their values by name. A ``key=value`` DSN is returned
+        as it is.
+    """
+    if "://" not in dsn:
+        return dsn, {}
+    parts = urlsplit(dsn)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    ours = {name: value for name, value in pairs if name in _URL_OPTIONS}
+    if not ours:
+        return dsn, {}
+    rest = [(name, value) for name, value in pairs if name not in _URL_OPTIONS]
+    return urlunsplit(parts._replace(query=urlencode(rest))), ours
 
 
 def _load_queries(schema: str, prefix: str) -> dict[str, str]:
@@ -192,9 +214,11 @@ class PostgresStore:
     Args:
         dsn_or_pool: A connection string (the store then owns a pool it opens on first use
             and closes in :meth:`close`) or a ``psycopg_pool.AsyncConnectionPool`` you own
-            and open yourself (never closed by the store).
+            and open yourself (closed by :meth:`close` only with ``close_pool=True``).
         schema: Schema holding the tables; created by :meth:`migrate` when missing.
-        table_prefix: Prefix of every table name.
+        table_prefix: Prefix of every table name. Both may also be given as parameters
+            of a URL DSN (``postgresql://db/app?schema=sync&table_prefix=wk_``), which
+            win over the arguments, so a ``--store`` URL reaches any store.
         connect_timeout: Longest wait to open a connection or get one from the pool.
         statement_timeout: Server-side limit on one statement (owned pool only).
         lock_timeout: Server-side limit on waiting for a lock (owned pool only).
@@ -203,6 +227,9 @@ class PostgresStore:
             ``StoreError``. All four may also be given as parameters of a URL DSN
             (``postgresql://db/app?statement_timeout=5s&timeout=8s``; a bare number is
             seconds), which win over the arguments.
+        close_pool: Whether :meth:`close` closes a pool you passed in. Default ``False``:
+            a pool you own stays open for the rest of your code. A pool the store made
+            from a DSN is always closed.
 
     Raises:
         ImportError: psycopg is not installed (``pip install 'watukuy[postgres]'``).
@@ -224,11 +251,18 @@ class PostgresStore:
         statement_timeout: Duration = "10s",
         lock_timeout: Duration = "5s",
         timeout: Duration | None = None,
+        close_pool: bool = False,
     ) -> None:
         if _MISSING is not None:
             raise ImportError(
                 "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'watukuy[postgres]'"
             ) from _MISSING
+        if isinstance(dsn_or_pool, str) and dsn_or_pool.strip():
+            dsn_or_pool, in_url = _split_options(dsn_or_pool)
+            schema = in_url.get("schema", schema)
+            table_prefix = in_url.get("table_prefix", table_prefix)
+        if not isinstance(close_pool, bool):
+            raise ConfigError(f"expected True or False, got {close_pool!r}", field="close_pool")
         rule = "expected letters, digits and underscores, at most 40, not starting with a digit"
         if not isinstance(schema, str) or not _IDENTIFIER.fullmatch(schema):
             raise ConfigError(f"{rule}; got {schema!r}", field="schema")
@@ -276,6 +310,7 @@ class PostgresStore:
         self._schema, self._prefix = schema, table_prefix
         self._q = _load_queries(schema, table_prefix)
         self._opened = not self._owns_pool
+        self._closes_pool = self._owns_pool or close_pool
         self._migrated = False
         self._ready_lock = asyncio.Lock()
 
@@ -311,10 +346,10 @@ class PostgresStore:
         self._migrated = True
 
     async def close(self) -> None:
-        """Close the pool if the store created it (the store cannot be used afterwards);
-        an injected pool is left open."""
+        """Close the pool if the store created it or was given ``close_pool=True`` (the
+        store cannot be used afterwards); any other injected pool is left open."""
         with store_errors("close"):
-            if self._owns_pool and self._opened:
+            if self._closes_pool and self._opened:
                 await self._pool.close()
         self._opened = not self._owns_pool
         self._migrated = False
