@@ -1,0 +1,252 @@
+"""What the Python blocks of the docs assume without writing it.
+
+A block imports from here exactly the names it uses and does not define (see
+``docs_blocks.module_source``). The vendor is a :class:`~watukuy.testing.FakeApi` in process
+(``https://fake.api``, five items, tenants ``t_41`` and ``t_42``); the store is a SQLite
+file in the working directory; ``engine`` has the pollers the docs talk about (``orders``,
+``invoices`` partitioned by tenant, ``catalog`` as a snapshot) and no handler yet, so a
+block may attach its own. The other names stand in for the reader's own code (a queue
+client, a warehouse, a pager) with the smallest thing that behaves like it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+import watukuy as wk
+from watukuy.testing import FakeApi, fake_items
+
+__all__ = [
+    "SECRET",
+    "Tenant",
+    "api",
+    "apply_change",
+    "audit_log",
+    "catalog",
+    "downstream",
+    "engine",
+    "fetch_catalog",
+    "fetch_invoices",
+    "fetch_orders",
+    "handle",
+    "interval_gauge",
+    "invoices",
+    "legacy_client",
+    "log",
+    "on_order",
+    "operator",
+    "orders",
+    "pager",
+    "process",
+    "seen_before",
+    "send_to_queue",
+    "stop_requested",
+    "store",
+    "tenants_db",
+    "vendor_sdk",
+    "warehouse",
+]
+
+api = FakeApi(items=fake_items(5), tenants={"t_41": fake_items(2), "t_42": fake_items(3)})
+
+# A "whsec_<base64>" secret, as Standard Webhooks libraries expect it.
+SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+@dataclass(frozen=True)
+class Tenant:
+    slug: str
+    token: str
+
+
+async def fetch_orders(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
+    response = await ctx.http.get(
+        "https://fake.api/items",
+        params={"since": ctx.cursor.value, "after_id": ctx.cursor.tie_break, "limit": 100},
+    )
+    body = response.json()
+    return wk.Page(items=body["data"], has_more=body["has_more"])
+
+
+orders = wk.define_poller(
+    name="orders",
+    identity=lambda order: order["id"],
+    version=lambda order: order["version"],
+    cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+    fetch=fetch_orders,
+    log=wk.EventLog(retention="7d"),
+)
+
+
+def _tenants() -> list[wk.Partition]:
+    return [
+        wk.Partition(key=name, data=Tenant(name, f"token-{name}")) for name in api.tenants() if name
+    ]
+
+
+async def fetch_invoices(ctx: wk.FetchContext[wk.TokenPosition]) -> wk.Page[Any]:
+    tenant: Tenant | None = ctx.partition.data
+    prefix = "" if tenant is None else f"/t/{tenant.slug}"
+    response = await ctx.http.get(
+        f"https://fake.api{prefix}/items/token",
+        params={"cursor": ctx.cursor.value},
+        headers={} if tenant is None else {"authorization": f"Bearer {tenant.token}"},
+    )
+    body = response.json()
+    return wk.Page(items=body["data"], cursor=body["next"])
+
+
+invoices = wk.define_poller(
+    name="invoices",
+    partitions=_tenants,
+    identity=lambda invoice: invoice["id"],
+    version=lambda invoice: invoice["version"],
+    cursor=wk.TokenCursor(),
+    fetch=fetch_invoices,
+    log=wk.EventLog(retention="7d"),
+)
+
+
+async def fetch_catalog(ctx: wk.FetchContext[None]) -> wk.Page[Any]:
+    response = await ctx.http.get("https://fake.api/items/all")
+    return wk.Page(items=response.json()["data"])
+
+
+catalog = wk.define_poller(
+    name="catalog",
+    identity=lambda product: product["id"],
+    cursor=wk.SnapshotDiff(),
+    fetch=fetch_catalog,
+)
+
+store = wk.SqliteStore("docs-prelude.db")
+engine = wk.Engine(
+    store=store,
+    pollers=[orders, invoices, catalog],
+    http_client=httpx.AsyncClient(transport=api.transport()),
+)
+
+log = logging.getLogger("myapp")
+
+
+async def on_order(event: wk.Event[wk.JsonObject], ctx: wk.HandlerContext) -> None:
+    ctx.logger.info("%s %s", event.type, event.subject)
+
+
+async def handle(event: wk.Event[Any]) -> None:
+    log.info("handled %s", event.id)
+
+
+async def operator(authorization: str = "") -> None:
+    """A FastAPI dependency that lets everyone in (the docs show a real one)."""
+
+
+@dataclass
+class _Recorder:
+    """Keeps what it is given: a queue, a warehouse, a pager, an audit log."""
+
+    calls: list[Any] = field(default_factory=list[Any])
+
+    def push(self, message: Mapping[str, Any]) -> None:
+        self.calls.append(message)
+
+    async def try_enqueue(self, message: Mapping[str, Any]) -> bool:
+        self.calls.append(message)
+        return True
+
+    async def upsert(self, **row: Any) -> None:
+        self.calls.append(row)
+
+    async def send(self, text: str) -> None:
+        self.calls.append(text)
+
+    async def put(self, *, key: str, body: bytes, content_type: str) -> None:
+        self.calls.append((key, body, content_type))
+
+
+legacy_client = downstream = warehouse = pager = audit_log = _Recorder()
+
+
+async def send_to_queue(message: Mapping[str, Any]) -> None:
+    downstream.calls.append(message)
+
+
+def apply_change(db: sqlite3.Connection, event: wk.Event[Any]) -> None:
+    db.execute("CREATE TABLE IF NOT EXISTS changes (subject TEXT, type TEXT)")
+    db.execute("INSERT INTO changes VALUES (?, ?)", (event.subject, event.type))
+
+
+_seen: set[str] = set()
+
+
+async def seen_before(webhook_id: str) -> bool:
+    if webhook_id in _seen:
+        return True
+    _seen.add(webhook_id)
+    return False
+
+
+async def process(payload: Any) -> None:
+    log.info("received %s", payload)
+
+
+class _Gauge:
+    def labels(self, *values: str) -> _Gauge:
+        return self
+
+    def set(self, value: float) -> None:
+        pass
+
+
+interval_gauge = _Gauge()
+
+
+class _Rows:
+    async def fetch(self, sql: str) -> list[dict[str, Any]]:
+        return [{"id": "t_42", "slug": "acme", "api_token": "token-acme"}]
+
+
+tenants_db = _Rows()
+
+
+@dataclass(frozen=True)
+class _Charge:
+    id: str
+    amount: int
+
+
+@dataclass(frozen=True)
+class _ChargePage:
+    data: list[_Charge]
+    has_more: bool
+
+
+class _Charges:
+    async def list(self, starting_after: str | None, limit: int) -> _ChargePage:
+        return _ChargePage([_Charge("ch_1", 100)], has_more=False)
+
+
+@dataclass(frozen=True)
+class _VendorSdk:
+    charges: _Charges
+
+
+vendor_sdk = _VendorSdk(_Charges())
+
+
+class _SoonSet:
+    """An ``asyncio.Event`` someone sets a moment later (a signal handler, in real life)."""
+
+    async def wait(self) -> bool:
+        await asyncio.sleep(0.2)
+        return True
+
+
+stop_requested = _SoonSet()
