@@ -196,6 +196,35 @@ def module_source(block: Block) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The reader's poller module. A script like ``myapp/tick.py`` builds its engine without an
+# HTTP client, so this ``orders`` reads the prelude's fake vendor directly, not over HTTP.
+_MYAPP_POLLERS = """from __future__ import annotations
+
+from typing import Any
+
+import watukuy as wk
+from docs_prelude import api, on_order
+
+__all__ = ["on_order", "orders"]
+
+
+async def fetch_orders(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
+    since, after = ctx.cursor.value, ctx.cursor.tie_break
+    listed = api.list_since(
+        None if since is None else str(since), None if after is None else str(after), limit=100
+    )
+    return wk.Page(items=listed.data, has_more=listed.has_more)
+
+
+orders = wk.define_poller(
+    name="orders",
+    identity=lambda order: order["id"],
+    version=lambda order: order["version"],
+    cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+    fetch=fetch_orders,
+)
+"""
+
 _MY_STORE = """from watukuy.stores import MemoryStore
 
 
@@ -214,10 +243,7 @@ def write_modules(directory: Path, chosen: list[Block]) -> dict[str, Path]:
     # ``from myapp.pollers import orders``: the reader's package, here the prelude's names.
     (directory / "myapp").mkdir(exist_ok=True)
     (directory / "myapp" / "__init__.py").write_text("", encoding="utf-8")
-    (directory / "myapp" / "pollers.py").write_text(
-        "from docs_prelude import on_order, orders\n\n__all__ = ['on_order', 'orders']\n",
-        encoding="utf-8",
-    )
+    (directory / "myapp" / "pollers.py").write_text(_MYAPP_POLLERS, encoding="utf-8")
     # ``from my_package.store import MyStore``: a store of the reader's own.
     (directory / "my_package").mkdir(exist_ok=True)
     (directory / "my_package" / "__init__.py").write_text("", encoding="utf-8")

@@ -12,8 +12,10 @@ client, a warehouse, a pager) with the smallest thing that behaves like it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +27,7 @@ from watukuy.testing import FakeApi, fake_items
 
 __all__ = [
     "SECRET",
+    "TENANT_TOKENS",
     "Tenant",
     "api",
     "apply_change",
@@ -44,6 +47,8 @@ __all__ = [
     "operator",
     "orders",
     "pager",
+    "producer",
+    "vendor_http",
     "process",
     "seen_before",
     "send_to_queue",
@@ -54,7 +59,13 @@ __all__ = [
     "warehouse",
 ]
 
-api = FakeApi(items=fake_items(5), tenants={"t_41": fake_items(2), "t_42": fake_items(3)})
+# Changed in the last minute, so a health check's lag is small.
+_RECENT = int(time.time() * 1000) - 60_000
+_ITEMS = [
+    {**item, "customer_id": f"cus_{n % 2}"}
+    for n, item in enumerate(fake_items(5, start=_RECENT), 1)
+]
+api = FakeApi(items=_ITEMS, tenants={"t_41": fake_items(2), "t_42": fake_items(3)})
 
 # A "whsec_<base64>" secret, as Standard Webhooks libraries expect it.
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -250,3 +261,73 @@ class _SoonSet:
 
 
 stop_requested = _SoonSet()
+
+
+class _RecordingProducer:
+    """Stands in for a started ``aiokafka.AIOKafkaProducer``: keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        self.records.append({"topic": topic, "key": key, "value": value, "headers": headers})
+
+
+producer = _RecordingProducer()
+
+
+# --- https://vendor.example: the other APIs the recipes talk to ------------------------------
+
+_ORDERS = [{"id": f"ord_{n}", "status": "open", "version": 1} for n in range(1, 8)]
+# Order lines: no id of their own; an order number and a line number name one.
+_LINES = [
+    {"order_no": f"A-{order}", "line_no": line, "sku": f"sku-{order}{line}", "qty": line}
+    for order in (1, 2)
+    for line in (1, 2, 3)
+]
+# Changes stamped in epoch seconds.
+_CHANGES: list[dict[str, Any]] = [
+    {"id": f"chg_{n}", "modified": 1_767_225_600 + 60 * n, "amount": 10 * n} for n in range(1, 6)
+]
+# Each tenant's token; a request with another one is refused.
+TENANT_TOKENS = {"acme": "tok-acme", "globex": "tok-globex"}
+_TENANT_INVOICES = {
+    tenant: [{"id": f"{tenant}-inv-{n}", "etag": "1"} for n in range(1, 4)]
+    for tenant in TENANT_TOKENS
+}
+
+
+def _graphql(request: httpx.Request) -> httpx.Response:
+    variables = json.loads(request.content)["variables"]
+    start = 0 if variables.get("after") is None else int(variables["after"]) + 1
+    nodes = _ORDERS[start : start + int(variables["first"])]
+    end = start + len(nodes) - 1
+    info = {"endCursor": str(end) if nodes else None, "hasNextPage": end + 1 < len(_ORDERS)}
+    return httpx.Response(200, json={"data": {"orders": {"nodes": nodes, "pageInfo": info}}})
+
+
+def _vendor(request: httpx.Request) -> httpx.Response:
+    path = request.url.path
+    if request.method == "POST" and path == "/graphql":
+        return _graphql(request)
+    if path == "/lines":
+        return httpx.Response(200, json={"lines": _LINES})
+    if path == "/changes":
+        since = int(request.url.params.get("modified_since", "0"))
+        rows = [row for row in _CHANGES if int(row["modified"]) >= since]
+        return httpx.Response(200, json=rows[: int(request.url.params.get("limit", "100"))])
+    parts = path.strip("/").split("/")
+    if len(parts) == 2 and parts[1] == "invoices" and parts[0] in TENANT_TOKENS:
+        if request.headers.get("authorization") != f"Bearer {TENANT_TOKENS[parts[0]]}":
+            return httpx.Response(401, json={"error": "bad token"})
+        return httpx.Response(200, json={"data": _TENANT_INVOICES[parts[0]], "next": None})
+    return httpx.Response(404, json={"error": f"no route {path}"})
+
+
+vendor_http = httpx.AsyncClient(transport=httpx.MockTransport(_vendor))

@@ -64,9 +64,7 @@ def _environment(block: Block, request: pytest.FixtureRequest) -> dict[str, str]
     env.pop("DATABASE_URL", None)
     for need in block.needs:
         if need == "postgres":
-            url = request.getfixturevalue("postgres_url")
-            schema = request.getfixturevalue("pg_schema")  # dropped after the test
-            env["DATABASE_URL"] = f"{url}?schema={schema}"
+            env["DATABASE_URL"] = request.getfixturevalue("docs_database")
         elif need == "redis":
             request.getfixturevalue("redis_url")
         elif need == "nats":
