@@ -27,11 +27,12 @@ def docs_database(postgres_url: str) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def sqs_endpoint() -> Iterator[str]:
     """A local SQS-compatible server (moto in server mode) on an ephemeral port."""
-    server_module = pytest.importorskip("moto.server", reason="moto[server] is a dev dependency")
+    from moto.server import ThreadedMotoServer  # a development dependency: never skipped
+
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
-    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:
         yield f"http://127.0.0.1:{port}"
