@@ -27,7 +27,6 @@ from watukuy.testing import FakeApi, fake_items
 
 __all__ = [
     "SECRET",
-    "TENANT_TOKENS",
     "Tenant",
     "api",
     "apply_change",
@@ -55,6 +54,7 @@ __all__ = [
     "stop_requested",
     "store",
     "tenants_db",
+    "tenants_table",
     "vendor_sdk",
     "warehouse",
 ]
@@ -295,11 +295,12 @@ _LINES = [
 _CHANGES: list[dict[str, Any]] = [
     {"id": f"chg_{n}", "modified": 1_767_225_600 + 60 * n, "amount": 10 * n} for n in range(1, 6)
 ]
-# Each tenant's token; a request with another one is refused.
-TENANT_TOKENS = {"acme": "tok-acme", "globex": "tok-globex"}
+# The token the vendor accepts for each tenant; a request with another one is a 401.
+_ACCEPTED = {"acme": "tok-acme", "globex": "tok-globex", "initech": "tok-initech-rotated"}
+# The reader's tenants table: initech's token there was revoked at the vendor.
+tenants_table = [("acme", "tok-acme"), ("globex", "tok-globex"), ("initech", "tok-initech-old")]
 _TENANT_INVOICES = {
-    tenant: [{"id": f"{tenant}-inv-{n}", "etag": "1"} for n in range(1, 4)]
-    for tenant in TENANT_TOKENS
+    tenant: [{"id": f"{tenant}-inv-{n}", "etag": "1"} for n in range(1, 4)] for tenant in _ACCEPTED
 }
 
 
@@ -323,8 +324,8 @@ def _vendor(request: httpx.Request) -> httpx.Response:
         rows = [row for row in _CHANGES if int(row["modified"]) >= since]
         return httpx.Response(200, json=rows[: int(request.url.params.get("limit", "100"))])
     parts = path.strip("/").split("/")
-    if len(parts) == 2 and parts[1] == "invoices" and parts[0] in TENANT_TOKENS:
-        if request.headers.get("authorization") != f"Bearer {TENANT_TOKENS[parts[0]]}":
+    if len(parts) == 2 and parts[1] == "invoices" and parts[0] in _ACCEPTED:
+        if request.headers.get("authorization") != f"Bearer {_ACCEPTED[parts[0]]}":
             return httpx.Response(401, json={"error": "bad token"})
         return httpx.Response(200, json={"data": _TENANT_INVOICES[parts[0]], "next": None})
     return httpx.Response(404, json={"error": f"no route {path}"})
