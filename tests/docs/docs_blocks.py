@@ -5,8 +5,9 @@ just before it says otherwise:
 
 - ``<!-- fragment: why -->``: not run on its own (the reason is required: a file of your
   own package, a real cloud account...). It is still type-checked.
-- ``<!-- tested: name -->``: run by a test of its own, which also checks what it prints
-  (``tests/e2e/test_docs.py``).
+- ``<!-- tested: name -->``: run by a test of its own, which checks more than that it
+  runs: what the quickstart prints (``tests/e2e/test_docs.py``), that the store contract
+  example certifies a store (``test_docs_blocks.py``).
 - ``<!-- needs: postgres redis nats rabbitmq sqs -->``: runs against those local servers.
 
 A block may use names it does not define; they come from :mod:`docs_prelude` (an engine

@@ -136,6 +136,41 @@ def test_the_block_runs(
     assert returncode == 0, f"{block.file}:{block.line}\n{stderr}"
 
 
+def test_the_store_contract_example_certifies_a_store(tmp_path: Path) -> None:
+    """docs/stores.md's test module, run by pytest as a user's suite would run it (``MyStore``
+    is a ``MemoryStore`` of the reader's own package, see ``docs_blocks``)."""
+    [block] = [b for b in ALL if b.kind == "tested" and b.note == "store-contract"]
+    path = write_modules(tmp_path, [block])[block.name]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-o",
+            "asyncio_mode=auto",
+            "-o",
+            "asyncio_default_fixture_loop_scope=function",
+            "--rootdir",
+            str(tmp_path),
+            str(path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    summary = result.stdout.strip().splitlines()[-1]
+    passed = re.match(r"(\d+) passed", summary)
+    assert passed is not None, summary
+    assert int(passed[1]) > 100, summary  # the whole contract, not an empty class
+
+
 # --- types ----------------------------------------------------------------------------------
 
 
