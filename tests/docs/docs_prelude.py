@@ -5,8 +5,10 @@ A block imports from here exactly the names it uses and does not define (see
 (``https://fake.api``, five items, tenants ``t_41`` and ``t_42``); the store is a SQLite
 file in the working directory; ``engine`` has the pollers the docs talk about (``orders``,
 ``invoices`` partitioned by tenant, ``catalog`` as a snapshot) and no handler yet, so a
-block may attach its own. The other names stand in for the reader's own code (a queue
-client, a warehouse, a pager) with the smallest thing that behaves like it.
+block may attach its own. ``vendor_http`` answers for ``https://vendor.example``, the other
+APIs of docs/recipes.md (GraphQL, lines without ids, epoch timestamps, per-tenant tokens).
+The other names stand in for the reader's own code (a queue client, a Kafka producer, a
+warehouse, a pager) with the smallest thing that behaves like it.
 """
 
 from __future__ import annotations
