@@ -85,6 +85,7 @@ from .rows import (
 __all__ = ["LaneCycle"]
 
 _IDENTITY_BATCH = 1000
+_DISAGREEMENT_WARNING = 3
 
 
 def _stuck_cursor(page: int, cursor: str) -> WatukuyError:
@@ -775,6 +776,8 @@ class LaneCycle:
         emitted = 0
         held = state.held_deletes  # another lane's hold stays as it is
         clean = progress.clean
+        last_missed, last_repeats = progress.last_missed, progress.last_repeats
+        disagreed = progress.disagreed
         # A listing answered 304 is only ever one page (see _idle): it is the previous pass
         # again, and confirms that pass when it was complete (its marks stand for both).
         repeat = (
@@ -796,32 +799,58 @@ class LaneCycle:
         else:
             last_clean = True
             clean = (*clean, clean[-1] if repeat else pass_id)[-rules.confirm_passes :]
+            # The pair of confirming passes is judged only where it decides anything:
+            # verify= rules phantoms out by itself, and one pass has nothing to agree with.
+            judge = rules.confirm_passes > 1 and rules.verify is None
+            missed = await self._count_unseen(clean[-1]) if judge else None
+            if judge and not repeat:
+                assert missed is not None
+                listed = await self._deps.store.count_items(self._key) - missed
+                repeats: int | None = max(progress.items - listed, 0)
+            else:
+                repeats = progress.last_repeats if repeat else None
             if len(clean) < rules.confirm_passes:
                 outcome = f"no deletes yet: {len(clean)} of {rules.confirm_passes} complete passes"
             else:
                 below = clean[0]
                 count = await self._count_unseen(below)
-                snapshot = await self._deps.store.count_items(self._key)
-                ours = held if held is not None and held.lane == self._lane else None
-                passes = ours.passes + 1 if ours is not None else 1
-                release = rules.guard_release_passes
-                if rules.holds(count, snapshot) and (release is None or passes <= release):
-                    held = HeldDeletes(
-                        lane=self._lane,
-                        below=below,
-                        count=count,
-                        snapshot=snapshot,
-                        held_at=ours.held_at if ours is not None else now,
-                        passes=passes,
-                        confirmed=ours.confirmed if ours is not None else False,
+                why = None
+                if judge:
+                    assert missed is not None
+                    why = await self._disagreement(progress, clean[-2], clean[-1], missed)
+                if why is not None:
+                    disagreed += 1
+                    outcome = (
+                        f"{why}; {count} delete(s) wait for passes that agree, "
+                        "or give Deletes(verify=)"
                     )
-                    outcome = f"held {count} delete(s) of {snapshot} (mass-delete guard)"
-                    await self._report_held(held)
+                    self._report_disagreement(disagreed, outcome)
                 else:
-                    state, emitted = await self._emit_deletes(state, below)
-                    if ours is not None:
-                        held = None
-                    outcome = f"deleted {emitted}"
+                    disagreed = 0
+                    snapshot = await self._deps.store.count_items(self._key)
+                    ours = held if held is not None and held.lane == self._lane else None
+                    passes = ours.passes + 1 if ours is not None else 1
+                    release = rules.guard_release_passes
+                    if rules.holds(count, snapshot) and (release is None or passes <= release):
+                        held = HeldDeletes(
+                            lane=self._lane,
+                            below=below,
+                            count=count,
+                            snapshot=snapshot,
+                            held_at=ours.held_at if ours is not None else now,
+                            passes=passes,
+                            confirmed=ours.confirmed if ours is not None else False,
+                        )
+                        outcome = f"held {count} delete(s) of {snapshot} (mass-delete guard)"
+                        await self._report_held(held)
+                    else:
+                        state, emitted = await self._emit_deletes(state, below)
+                        if ours is not None:
+                            held = None
+                        outcome = f"deleted {emitted}"
+                        if emitted and missed is not None:
+                            missed = await self._count_unseen(clean[-1])
+            last_missed, last_repeats = missed, repeats
         closed = dataclasses.replace(
             progress,
             pass_id=None,
@@ -837,6 +866,9 @@ class LaneCycle:
             completed=progress.completed + 1,
             last_completed_at=now,
             last_outcome=outcome,
+            last_missed=last_missed,
+            last_repeats=last_repeats,
+            disagreed=disagreed,
         )
         patch: StatePatch = {
             "listing": self._listing_with(closed),
@@ -845,6 +877,53 @@ class LaneCycle:
         }
         await self._deps.store.save_state(self._key, self._keeper.lease, patch)
         return apply_patch(state, patch), emitted
+
+    async def _disagreement(
+        self, progress: ListingPass, older: int, newer: int, missed: int
+    ) -> str | None:
+        """Why the confirming passes ``older`` and ``newer`` (the newest) disagree, or
+        ``None`` when they agree.
+
+        In an offset listing with a stable order, a pass misses a live item only when,
+        between two of its pages, more items went away before its position than arrived
+        there. Counting what one pass listed: the items it read equal the listing's length
+        at its last page, so the live items it never listed are exactly as many as the
+        items it listed that were gone by its last page plus the items it listed twice.
+        ``older`` is then trusted when it listed nothing twice, nothing it listed is
+        missing from ``newer`` (no row has a mark from ``older`` up to ``newer``), and
+        nothing it missed turned up again in ``newer`` (a page that lied, an item that
+        came back): what it missed was absent at its last page. See docs/guarantees.md.
+        """
+        repeats = progress.last_repeats
+        before = progress.last_missed
+        if repeats is None or before is None:
+            return f"pass {older} was not counted when it closed"
+        still = await self._count_unseen(older)
+        gone = missed - still
+        if gone > 0:
+            return (
+                f"the listing changed under pass {older}: {gone} item(s) it listed are gone "
+                f"from pass {newer}"
+            )
+        if before > still:
+            return f"pass {older} missed {before - still} item(s) that pass {newer} listed"
+        if repeats > 0:
+            return (
+                f"pass {older} listed {repeats} item(s) twice (the listing moved under it)"
+            )
+        return None
+
+    def _report_disagreement(self, disagreed: int, outcome: str) -> None:
+        if disagreed == _DISAGREEMENT_WARNING or (disagreed and disagreed % 10 == 0):
+            self._logger.warning(
+                "full listing: %d pass(es) in a row disagreed with the one before, no deletes "
+                "meanwhile: %s",
+                disagreed,
+                outcome,
+                extra={"disagreed": disagreed},
+            )
+        else:
+            self._logger.info("full listing: %s", outcome)
 
     async def _verify(
         self, verify: Callable[..., Any], candidates: list[str]

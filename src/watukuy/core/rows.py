@@ -225,6 +225,13 @@ class ListingPass:
         completed: Complete passes so far.
         last_completed_at: When the last pass completed.
         last_outcome: What the last complete pass did with deletes, in words.
+        last_missed: Rows the newest pass of :attr:`clean` did not list, counted when it
+            closed (after its deletes); ``None`` when unknown. The next pass compares it
+            with what is still unlisted: a row found again means that pass missed a live
+            item (see ``Deletes``: the confirming passes must agree).
+        last_repeats: Items the newest pass of :attr:`clean` listed more than once (the
+            listing moved under it); ``None`` when unknown.
+        disagreed: Complete passes in a row whose pair of confirming passes disagreed.
     """
 
     pass_id: int | None = None
@@ -240,6 +247,9 @@ class ListingPass:
     completed: int = 0
     last_completed_at: int | None = None
     last_outcome: str | None = None
+    last_missed: int | None = None
+    last_repeats: int | None = None
+    disagreed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -669,6 +679,9 @@ def _pass_to_json(progress: ListingPass) -> dict[str, Any]:
         "completed": progress.completed,
         "last_completed_at": progress.last_completed_at,
         "last_outcome": progress.last_outcome,
+        "last_missed": progress.last_missed,
+        "last_repeats": progress.last_repeats,
+        "disagreed": progress.disagreed,
     }
 
 
@@ -687,6 +700,9 @@ def _pass_from_json(data: Mapping[str, Any]) -> ListingPass:
         completed=int(data.get("completed") or 0),
         last_completed_at=_optional_int(data.get("last_completed_at")),
         last_outcome=data.get("last_outcome"),
+        last_missed=_optional_int(data.get("last_missed")),
+        last_repeats=_optional_int(data.get("last_repeats")),
+        disagreed=int(data.get("disagreed") or 0),
     )
 
 

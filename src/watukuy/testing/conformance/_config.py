@@ -189,27 +189,10 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
 )
 """The named configurations (``python -m watukuy.testing.conformance --list``)."""
 
-OPEN_DEFECTS: Final[dict[str, str]] = {
-    "14.1-verify": (
-        "without Deletes(verify=), an offset listing that shifts between the pages (or the "
-        "cycles) of a pass can make one item fall between pages twice in a row: two "
-        "confirming passes narrow phantom deletes, only verify= rules them out"
-    ),
-    "14.3-partial": (
-        "a page answered 200 and empty ends a listing early; below the mass-delete guard's "
-        "threshold an item deleted and re-created around it is reported deleted while the "
-        "vendor holds it (verify= rules it out)"
-    ),
-}
+OPEN_DEFECTS: Final[dict[str, str]] = {}
 """Defects found and not fixed yet: label -> what breaks."""
 
-KNOWN_OPEN: Final[dict[str, str]] = {
-    "snapshot": "14.1-verify",
-    "snapshot-cap": "14.1-verify",
-    "snapshot-etag": "14.1-verify",
-    "snapshot-empty": "14.3-partial",
-    "snapshot-counter": "14.1-verify",
-}
+KNOWN_OPEN: Final[dict[str, str]] = {}
 """Configuration name -> the open defect (a key of :data:`OPEN_DEFECTS`) it finds on
 today's code, with ``@store`` when it shows on one store only. The test tier leaves these
 to the long sweep until the fix lands."""

@@ -40,7 +40,8 @@ TRACE_KEEP: Final = 400
 
 
 class _Recorder(ForwardingStore):
-    """Notes after which request each event was committed (for the ``[phantom]`` check)."""
+    """Notes after which request each event was committed, and which requests' answers
+    reached the store (for the ``[phantom]`` check)."""
 
     def __init__(self, inner: StateStore, run: ConformanceRun) -> None:
         super().__init__(inner)
@@ -50,6 +51,7 @@ class _Recorder(ForwardingStore):
         """Forwarded; records the commit."""
         await super().commit_poll(key, lease, batch)
         at = self._conformance.vendor.next_request - 1
+        self._conformance.committed.add(at)
         for row in batch.events:
             self._conformance.commits.setdefault(row.event_id, at)
 
@@ -105,6 +107,7 @@ class ConformanceRun:
         self.kills: dict[str, int] = {}
         self.deliveries: list[Delivery] = []
         self.commits: dict[str, int] = {}
+        self.committed: set[int] = set()
         self.clears: list[ClearOp] = []
         self.backfills: list[BackfillOp] = []
         self.violations: list[str] = []
@@ -370,6 +373,7 @@ class ConformanceRun:
                 self.clears,
                 self.backfills,
                 self.stats,
+                committed=self.committed,
             )
             self.violations[:0] = problems
         finally:
