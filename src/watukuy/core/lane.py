@@ -820,6 +820,7 @@ class LaneCycle:
                     why = await self._disagreement(progress, clean[-2], clean[-1], missed)
                 if why is not None:
                     disagreed += 1
+                    held = await self._recount_held(held)
                     outcome = (
                         f"{why}; {count} delete(s) wait for passes that agree, "
                         "or give Deletes(verify=)"
@@ -912,6 +913,16 @@ class LaneCycle:
                 f"pass {older} listed {repeats} item(s) twice (the listing moved under it)"
             )
         return None
+
+    async def _recount_held(self, held: HeldDeletes | None) -> HeldDeletes | None:
+        """This lane's hold, counting only the rows still below its mark (a listing seen
+        whole again leaves none, and clears it); another lane's hold stays as it is."""
+        if held is None or held.lane != self._lane:
+            return held
+        count = await self._count_unseen(held.below)
+        if count == 0:
+            return None
+        return dataclasses.replace(held, count=count) if count != held.count else held
 
     def _report_disagreement(self, disagreed: int, outcome: str) -> None:
         if disagreed == _DISAGREEMENT_WARNING or (disagreed and disagreed % 10 == 0):

@@ -483,6 +483,7 @@ def listing_report(state: PollerState | None) -> dict[str, Any]:
             "completed": progress["completed"],
             "last_completed_at": progress["last_completed_at"],
             "last_outcome": progress["last_outcome"],
+            "disagreed": progress["disagreed"],
         }
     return report
 

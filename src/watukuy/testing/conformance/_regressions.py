@@ -85,6 +85,23 @@ REGRESSIONS: Final[tuple[Regression, ...]] = (
         "the pages and was reported deleted",
     ),
     Regression(
+        "phantom-delete-on-two-shifted-passes",
+        "14.1-verify",
+        "snapshot",
+        "+k12=1 ~k00=1 t1752 ~k10=0 t1519 ~k02=1 p +k01=1 ~k07=1 +k11=0 p !500 t498 -k10 p "
+        "+k08=2 t2321 p p -k08",
+        "[phantom]: an insert read k10 twice and its delete moved k12 back a page; the next "
+        "pass shifted past k12 again, and two passes that both missed it deleted it",
+    ),
+    Regression(
+        "phantom-delete-after-a-shift-and-an-empty-answer",
+        "14.3-partial",
+        "snapshot-empty",
+        "+k01=2 +k03=0 +k00=0 t2228 +k02=2 t2435 p -k02 !500 t2263 t602 !empty t1888",
+        "[phantom]: a pass resumed after a 500 missed k03 (k02's delete moved it to page 1), "
+        "the next pass was a 200 with an empty list, and the two deleted k03",
+    ),
+    Regression(
         "delete-after-incomplete-listing",
         "14.2",
         "snapshot-bad",
