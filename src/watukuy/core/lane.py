@@ -909,9 +909,7 @@ class LaneCycle:
         if before > still:
             return f"pass {older} missed {before - still} item(s) that pass {newer} listed"
         if repeats > 0:
-            return (
-                f"pass {older} listed {repeats} item(s) twice (the listing moved under it)"
-            )
+            return f"pass {older} listed {repeats} item(s) twice (the listing moved under it)"
         return None
 
     async def _recount_held(self, held: HeldDeletes | None) -> HeldDeletes | None:

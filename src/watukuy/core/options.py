@@ -280,8 +280,11 @@ class Deletes:
     empty list would delete everything. Two rules keep both from reaching a handler:
 
     - an identity is deleted only after ``confirm_passes`` consecutive complete passes
-      all missed it (a pass with an invalid item or a ``304`` page is not complete and
-      deletes nothing);
+      all missed it, and the newest two of them agree: the older one listed nothing the
+      newer one is missing, missed nothing the newer one listed and listed no item twice
+      (otherwise the listing changed under it, and the deletes wait for passes that
+      agree); a pass with an invalid item or a ``304`` page is not complete and deletes
+      nothing;
     - the **mass-delete guard**: when one pass would delete more than ``guard_share`` of
       the snapshot, and at least ``guard_min`` items, the deletes are held, reported
       (``inspect()``, the ``on_deletes_held`` hook, a WARNING, the health check) and wait
@@ -289,8 +292,8 @@ class Deletes:
 
     Args:
         confirm_passes: Consecutive complete passes that must miss an identity before it is
-            deleted; ``1`` deletes on the first miss (only for listings that cannot shift,
-            such as keyset pagination).
+            deleted (from ``2`` on, the newest two must also agree); ``1`` deletes on the
+            first miss (only for listings that cannot shift, such as keyset pagination).
         guard_share: The guard's threshold, a share of the snapshot in ``(0, 1]``;
             ``None`` turns the guard off.
         guard_min: The guard holds nothing smaller than this many deletes.
@@ -303,7 +306,8 @@ class Deletes:
             ``ctx`` is a ``FetchContext`` (``ctx.http`` included) with ``cursor=None``.
             An exception fails the cycle; the deletes are tried again on the next one.
             With ``verify`` no live item is ever reported deleted, whatever the listing
-            does between pages; it costs one call per delete.
+            does between pages, and the passes need not agree; it costs one call per
+            delete.
     """
 
     confirm_passes: int = 2

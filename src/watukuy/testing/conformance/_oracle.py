@@ -499,7 +499,9 @@ class _Checker:
                     and self.vendor.present_at(identity, request.number)
                 )
                 lied = lied or hidden
-            elif request.status in (200, 304) and any(shown == identity for shown, _ in request.items):
+            elif request.status in (200, 304) and any(
+                shown == identity for shown, _ in request.items
+            ):
                 return False
         return lied
 
