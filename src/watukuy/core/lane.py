@@ -815,9 +815,11 @@ class LaneCycle:
                 below = clean[0]
                 count = await self._count_unseen(below)
                 why = None
-                if judge:
+                if judge and count:  # with nothing to delete, agreement decides nothing
                     assert missed is not None
-                    why = await self._disagreement(progress, clean[-2], clean[-1], missed)
+                    older = clean[-2]
+                    still = count if older == below else await self._count_unseen(older)
+                    why = self._disagreement(progress, older, clean[-1], missed, still)
                 if why is not None:
                     disagreed += 1
                     held = await self._recount_held(held)
@@ -879,27 +881,26 @@ class LaneCycle:
         await self._deps.store.save_state(self._key, self._keeper.lease, patch)
         return apply_patch(state, patch), emitted
 
-    async def _disagreement(
-        self, progress: ListingPass, older: int, newer: int, missed: int
+    def _disagreement(
+        self, progress: ListingPass, older: int, newer: int, missed: int, still: int
     ) -> str | None:
         """Why the confirming passes ``older`` and ``newer`` (the newest) disagree, or
-        ``None`` when they agree.
+        ``None`` when they agree. ``missed`` and ``still`` count the rows ``newer`` and
+        ``older`` did not list, now.
 
-        In an offset listing with a stable order, a pass misses a live item only when,
-        between two of its pages, more items went away before its position than arrived
-        there. Counting what one pass listed: the items it read equal the listing's length
-        at its last page, so the live items it never listed are exactly as many as the
-        items it listed that were gone by its last page plus the items it listed twice.
-        ``older`` is then trusted when it listed nothing twice, nothing it listed is
-        missing from ``newer`` (no row has a mark from ``older`` up to ``newer``), and
-        nothing it missed turned up again in ``newer`` (a page that lied, an item that
-        came back): what it missed was absent at its last page. See docs/guarantees.md.
+        Each page of an offset listing starts where the previous one ended, so a pass reads
+        as many items as the listing holds at its last page: the live items it never listed
+        are exactly as many as the items it listed that were gone by its last page, plus the
+        items it listed twice. ``older`` is trusted when it listed nothing twice, nothing it
+        listed is missing from ``newer`` (no row has a mark from ``older`` up to ``newer``),
+        and nothing it missed turned up in ``newer`` (a page that answered an empty list, an
+        item that came back): what it missed was absent at its last page. See
+        docs/guarantees.md.
         """
         repeats = progress.last_repeats
         before = progress.last_missed
         if repeats is None or before is None:
             return f"pass {older} was not counted when it closed"
-        still = await self._count_unseen(older)
         gone = missed - still
         if gone > 0:
             return (
@@ -992,6 +993,16 @@ class LaneCycle:
         state, emitted = await self._emit_deletes(state, held.below)
         now = self._deps.clock.now()
         patch: StatePatch = {"held_deletes": None, "updated_at": now}
+        progress = state.listing.lanes.get(held.lane)
+        if progress is not None and progress.last_missed is not None:
+            # The rows it removed were unlisted by the newest complete pass too: without
+            # this, the next pass would count them as found again and disagree.
+            missed = max(progress.last_missed - emitted, 0)
+            lanes = {
+                **state.listing.lanes,
+                held.lane: dataclasses.replace(progress, last_missed=missed),
+            }
+            patch["listing"] = dataclasses.replace(state.listing, lanes=lanes)
         await self._deps.store.save_state(self._key, self._keeper.lease, patch)
         self._logger.info("emitted %d confirmed delete(s)", emitted)
         return apply_patch(state, patch), emitted
