@@ -184,8 +184,8 @@ async def test_every_key_of_a_partition_shares_one_hash_slot(
         "orders:a%3A%7Bb%7D%7Cc%2F%C3%A9%F0%9F%98%80",
     ]
     assert all(len(slots) == 1 for slots in per_tag.values())
-    # The known-keys set, 15 keys per partition, and one due index per poller.
-    assert len(names) == 1 + 3 * 15 + 3
+    # The known-keys set, 17 keys per partition, and one due index per poller.
+    assert len(names) == 1 + 3 * 17 + 3
     assert f"{redis_prefix}{{orders%3Ax}}:due" in names
     assert await redis_store.list_keys() == sorted(awkward)
 

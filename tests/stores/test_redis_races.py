@@ -3,6 +3,7 @@ right after a script returns, or the command that follows a script never arrives
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import socket
 import subprocess
@@ -16,10 +17,19 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from watukuy.core.errors import ConfigError, StoreError
-from watukuy.core.rows import LoggedEvent, PKey
+from watukuy.core.rows import LoggedEvent, ParkedRow, PKey
 from watukuy.stores import redis as redis_module
 from watukuy.stores.redis import RedisBudgetStore, RedisStore
-from watukuy.testing.store_contract import KEY, T0, TTL, batch, event_json, outbox_row
+from watukuy.testing.store_contract import (
+    KEY,
+    T0,
+    TTL,
+    batch,
+    event_json,
+    outbox_row,
+    parked_invalid,
+    parked_poison,
+)
 
 pytestmark = pytest.mark.redis
 
@@ -270,3 +280,83 @@ async def test_server_time_is_the_redis_clock(redis_store: RedisStore) -> None:
     after = time.time_ns() // 1_000_000
     # Same host: the two clocks agree to well within a second.
     assert before - 1_000 <= server <= after + 1_000
+
+
+# --- list_parked: the rows asked for, never the whole hash --------------------------------
+
+
+def _parked_rows(count: int) -> list[ParkedRow]:
+    """Rows of both kinds whose parked_at repeat and go back and forth (ties by id)."""
+    return [
+        parked_poison(f"p{n:05}", n, parked_at=T0 + (n * 7919) % 97)
+        if n % 3
+        else parked_invalid(f"i{n:05}", parked_at=T0 + (n * 7919) % 97)
+        for n in range(count)
+    ]
+
+
+def _oldest(rows: list[ParkedRow], kind: str | None, limit: int | None) -> list[ParkedRow]:
+    wanted = sorted(
+        (row for row in rows if kind is None or row.kind == kind),
+        key=lambda row: (row.parked_at, row.id),
+    )
+    return wanted if limit is None else wanted[:limit]
+
+
+async def test_list_parked_reads_the_index_not_the_hash(private_redis_url: str) -> None:
+    client = aioredis.Redis.from_url(private_redis_url)
+    try:
+        store = RedisStore(client, prefix="wk:")
+        await store.migrate()
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        rows = _parked_rows(3_000)
+        for first in range(0, len(rows), 500):
+            await store.commit_poll(KEY, lease, batch(parked=rows[first : first + 500]))
+        await store.park_event(KEY, lease, dataclasses.replace(rows[0], parked_at=T0 + 500))
+        rows[0] = dataclasses.replace(rows[0], parked_at=T0 + 500)
+        for kind in (None, "poison", "invalid"):
+            await client.config_resetstat()
+            got = await store.list_parked(KEY, kind, limit=10)  # type: ignore[arg-type]
+            assert got == _oldest(rows, kind, 10)
+            # A range of each wanted kind's index and one read of those rows: no HVALS,
+            # HGETALL or HSCAN of the 3,000 rows.
+            assert await _calls(client, "zrange") == (2 if kind is None else 1)
+            assert await _calls(client, "hmget") == (2 if kind is None else 1)
+            for whole in ("hvals", "hgetall", "hscan", "zscan"):
+                assert await _calls(client, whole) == 0, whole
+        assert await store.list_parked(KEY) == _oldest(rows, None, None)
+        # Retried and discarded rows leave the indexes with their rows.
+        poison = [row.id for row in rows if row.kind == "poison"][:5]
+        assert await store.retry_parked(KEY, poison[:2]) == 2
+        assert await store.discard_parked(KEY, [poison[2], "i00000"]) == 2
+        left = [row for row in rows if row.id not in {*poison[:3], "i00000"}]
+        assert await store.list_parked(KEY, limit=50) == _oldest(left, None, 50)
+        assert await client.zcard(f"wk:{{{KEY.poller}:}}:parkpoison") + await client.zcard(
+            f"wk:{{{KEY.poller}:}}:parkinvalid"
+        ) == len(left)
+    finally:
+        await client.aclose()
+
+
+async def test_list_parked_builds_the_indexes_of_rows_parked_without_them(
+    redis_store: RedisStore, redis_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rows parked by a version that kept no indexes: the hash only, plus an index entry
+    # whose row is gone. The first list_parked builds the indexes in small steps.
+    monkeypatch.setattr(redis_module, "_PRUNE_BATCH", 7)
+    store = redis_store
+    keys = store._keys(KEY)
+    lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+    assert lease is not None
+    rows = _parked_rows(400)  # beyond a small hash's compact encoding: HSCAN takes steps
+    await store.commit_poll(KEY, lease, batch(parked=rows))
+    await redis_client.unlink(keys.parkpoison, keys.parkinvalid)
+    await redis_client.zadd(keys.parkpoison, {"gone": T0})
+    await redis_client.zadd(keys.parkinvalid, {"gone-too": 0})
+    assert await store.list_parked(KEY, "invalid", limit=5) == _oldest(rows, "invalid", 5)
+    assert await redis_client.zcard(keys.parkpoison) == sum(r.kind == "poison" for r in rows)
+    assert await redis_client.zcard(keys.parkinvalid) == sum(r.kind == "invalid" for r in rows)
+    assert await redis_client.zscore(keys.parkpoison, "gone") is None
+    assert await store.list_parked(KEY) == _oldest(rows, None, None)
+    assert await store.list_parked(KEY, "poison", limit=3) == _oldest(rows, "poison", 3)

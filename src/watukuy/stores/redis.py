@@ -58,6 +58,8 @@ Layout under ``<prefix>{<tag>}:``::
     tombs       hash   identity -> "<reason>:<removed_at>:<the items row it was>"
     tombtime    zset   identity by removed_at (for prune_tombstones)
     seen        hash   identity -> seen mark of a full-listing pass (absent: 0)
+    parkpoison  zset   poison id by parked_at  } the parked-row indexes list_parked reads
+    parkinvalid zset   invalid id by parked_at }  (built from ``parked`` when missing)
 
 plus ``<prefix>keys`` (a set of JSON ``[poller, partition]``), ``<prefix>{<poller>}:due``
 (sorted set: partition by ``wake_at``, keys with a ``None`` wake time left out) and, for
@@ -128,6 +130,8 @@ _STORE_SCRIPTS = (
     "prune_log",
     "clear_items",
     "prune_tombstones",
+    "list_parked",
+    "index_parked",
 )
 _PRUNE_BATCH = 1000
 # read_log: a time window of at most _WINDOW_MAX entries is read from the time index in one
@@ -234,7 +238,7 @@ def _parked_args(row: ParkedRow) -> list[str]:
         ]
     )
     hold = "" if row.hold_key is None else "+" + row.hold_key
-    return [row.id, encoded, hold, _retry_form(row)]
+    return [row.id, encoded, hold, _retry_form(row), row.kind, row.parked_at]
 
 
 def _parked_from(text: bytes | str) -> ParkedRow:
@@ -273,6 +277,8 @@ class _Keys(NamedTuple):
     tombs: str
     tombtime: str
     seen: str
+    parkpoison: str
+    parkinvalid: str
 
     @property
     def epoch(self) -> str:
@@ -736,6 +742,8 @@ class RedisStore:
             k.tombs,
             k.tombtime,
             k.seen,
+            k.parkpoison,
+            k.parkinvalid,
             *self._script_due(key),
         ]
         paused = await self._fenced("commit_poll", "commit", key, lease, keys, args)
@@ -798,20 +806,62 @@ class RedisStore:
     async def park_event(self, key: PKey, lease: Lease, row: ParkedRow) -> None:
         """Insert the parked row and delete the outbox row of the same id, atomically."""
         k = self._keys(key)
-        keys = [k.meta, k.parked, k.retry, k.hold, k.outbox, k.rows, k.attempts, k.errors]
+        keys = [
+            k.meta,
+            k.parked,
+            k.retry,
+            k.hold,
+            k.outbox,
+            k.rows,
+            k.attempts,
+            k.errors,
+            k.parkpoison,
+            k.parkinvalid,
+        ]
         await self._fenced("park_event", "park", key, lease, keys, _parked_args(row))
 
     async def list_parked(
         self, key: PKey, kind: ParkedKind | None = None, limit: int | None = None
     ) -> list[ParkedRow]:
-        """Parked rows ordered by (parked_at, id), optionally of one kind, at most ``limit``."""
-        with store_errors("list_parked"):
-            values = await self._redis.hvals(self._keys(key).parked)
+        """Parked rows ordered by (parked_at, id), optionally of one kind, at most ``limit``.
+
+        Reads ``limit`` entries of each kind's index (sorted sets by ``parked_at``; members
+        of one score come in byte order, code-point order for UTF-8), never the whole hash.
+        A key whose rows were parked before the indexes existed gets them built first, in
+        bounded steps (see :meth:`_index_parked`).
+        """
+        if limit is not None and limit <= 0:
+            return []
+        k = self._keys(key)
+        keys = [k.parked, k.parkpoison, k.parkinvalid]
+        args = [kind or "", limit or 0]
+        values = await self._eval("list_parked", "list_parked", keys, args)
+        if values is None:
+            await self._index_parked(keys)
+            values = await self._eval("list_parked", "list_parked", keys, args)
+            if values is None:  # a writer without the indexes is still at work: read it all
+                with store_errors("list_parked"):
+                    values = await self._redis.hvals(k.parked)
         rows = sorted(
             (row for row in map(_parked_from, values) if kind is None or row.kind == kind),
             key=lambda row: (row.parked_at, row.id),
         )
-        return rows if limit is None else rows[: max(limit, 0)]
+        return rows if limit is None else rows[:limit]
+
+    async def _index_parked(self, keys: list[str]) -> None:
+        """Build a key's parked-row indexes from its ``parked`` hash (rows parked by a
+        version without them): an ``HSCAN`` walk that indexes every row, then a ``ZSCAN``
+        walk of each index that drops entries without a row; one script per step of
+        about ``_PRUNE_BATCH`` entries, so a large hash never holds the server for long."""
+        for what in ("rows", "2", "3"):
+            cursor: Any = 0
+            while True:
+                reply = await self._eval(
+                    "list_parked", "index_parked", keys, [cursor, _PRUNE_BATCH, what]
+                )
+                cursor = _text(reply)
+                if cursor == "0":
+                    break
 
     async def count_parked(self, key: PKey) -> int:
         """Number of parked rows of either kind."""
@@ -823,7 +873,17 @@ class RedisStore:
         if not ids:
             return 0
         k = self._keys(key)
-        keys = [k.parked, k.retry, k.hold, k.outbox, k.rows, k.attempts, k.errors]
+        keys = [
+            k.parked,
+            k.retry,
+            k.hold,
+            k.outbox,
+            k.rows,
+            k.attempts,
+            k.errors,
+            k.parkpoison,
+            k.parkinvalid,
+        ]
         return int(await self._eval("retry_parked", "retry_parked", keys, list(ids)))
 
     async def discard_parked(self, key: PKey, ids: Sequence[str]) -> int:
@@ -831,7 +891,7 @@ class RedisStore:
         if not ids:
             return 0
         k = self._keys(key)
-        keys = [k.parked, k.retry, k.hold]
+        keys = [k.parked, k.retry, k.hold, k.parkpoison, k.parkinvalid]
         return int(await self._eval("discard_parked", "discard_parked", keys, list(ids)))
 
     async def held_keys(self, key: PKey) -> set[str]:

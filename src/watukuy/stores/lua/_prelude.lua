@@ -60,3 +60,15 @@ local function sync_due(state, due, member)
     redis.call('ZREM', due, member)
   end
 end
+
+-- Keep the parked-row indexes in step with a parked row written as `kind`: `poison` and
+-- `invalid` are sorted sets of ids scored by parked_at (list_parked reads `limit` of them).
+local function index_parked(poison, invalid, id, kind, parked_at)
+  if kind == 'poison' then
+    redis.call('ZREM', invalid, id)
+    redis.call('ZADD', poison, parked_at, id)
+  else
+    redis.call('ZREM', poison, id)
+    redis.call('ZADD', invalid, parked_at, id)
+  end
+end

@@ -1,6 +1,6 @@
 -- One page, all or nothing.
 -- KEYS: meta, state, items, ids, outbox, rows, attempts, errors, parked, retry, hold,
---       log, logrows, logtime, tombs, tombtime, seen[, due].
+--       log, logrows, logtime, tombs, tombtime, seen, poison index, invalid index[, due].
 -- ARGV: owner, epoch, now, partition, then the sections, each a count and its entries:
 --       (field, value)                      state patch
 --       (identity, row)                     item upserts
@@ -11,7 +11,7 @@
 --       (id, seq, row)                      outbox rows, row = "<seq>:<created_at>:<event>"
 --       (id, attempts, error)               delivery data of the outbox rows that carry any
 --       (seq, entry)                        log entries, entry = "<now>:<event>"
---       (id, row, hold, retry)              parked rows
+--       (id, row, hold, retry, kind, at)    parked rows (at: parked_at)
 -- `error` is '' or the JSON of [last_error, next_attempt_at]; `hold` is '' or '+' and the
 -- held key; `retry` is '' or the outbox form of the event.
 -- Entries apply in order, so a repeated id ends with its last row, and deletes follow
@@ -25,7 +25,7 @@ local i = 5
 local n = tonumber(ARGV[i])
 if n > 0 then
   patch_state(KEYS[2], slice(i + 1, 2 * n))
-  sync_due(KEYS[2], KEYS[18], ARGV[4])
+  sync_due(KEYS[2], KEYS[20], ARGV[4])
 end
 i = i + 1 + 2 * n
 
@@ -126,9 +126,10 @@ i = i + 1 + 2 * n
 
 n = tonumber(ARGV[i])
 for j = 0, n - 1 do
-  local at = i + 1 + 4 * j
+  local at = i + 1 + 6 * j
   local id, row, hold, retry = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   redis.call('HSET', KEYS[9], id, row)
+  index_parked(KEYS[18], KEYS[19], id, ARGV[at + 4], ARGV[at + 5])
   if retry ~= '' then
     redis.call('HSET', KEYS[10], id, retry)
   else

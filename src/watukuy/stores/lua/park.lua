@@ -1,11 +1,13 @@
 -- Move an outbox row to parked.  KEYS: meta, parked, retry, hold, outbox, rows, attempts,
--- errors.  ARGV: owner, epoch, id, row, hold, retry (as in commit.lua).
+-- errors, poison index, invalid index.  ARGV: owner, epoch, id, row, hold, retry, kind,
+-- parked_at (as in commit.lua).
 -- Returns 0 when the lease is lost, 1 otherwise.
 if not fenced() then
   return 0
 end
 local id = ARGV[3]
 redis.call('HSET', KEYS[2], id, ARGV[4])
+index_parked(KEYS[9], KEYS[10], id, ARGV[7], ARGV[8])
 if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[3], id, ARGV[6])
 else

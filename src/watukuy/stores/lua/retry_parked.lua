@@ -1,5 +1,6 @@
 -- Put parked poison events back in the outbox at their original sequence, fresh.
--- KEYS: parked, retry, hold, outbox, rows, attempts, errors.  ARGV: id...
+-- KEYS: parked, retry, hold, outbox, rows, attempts, errors, poison index, invalid index.
+-- ARGV: id...
 -- Only ids with a retry form move (invalid items have none). Returns how many moved.
 local moved = 0
 for j = 1, #ARGV do
@@ -14,6 +15,8 @@ for j = 1, #ARGV do
     redis.call('HDEL', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
     redis.call('HDEL', KEYS[3], id)
+    redis.call('ZREM', KEYS[8], id)
+    redis.call('ZREM', KEYS[9], id)
     moved = moved + 1
   end
 end
