@@ -360,3 +360,47 @@ async def test_list_parked_builds_the_indexes_of_rows_parked_without_them(
     assert await redis_client.zscore(keys.parkpoison, "gone") is None
     assert await store.list_parked(KEY) == _oldest(rows, None, None)
     assert await store.list_parked(KEY, "poison", limit=3) == _oldest(rows, "poison", 3)
+
+
+# --- the known-keys set in a cluster: the rolling audit drops ghosts ----------------------
+
+
+async def test_in_a_cluster_due_keys_walks_the_known_keys_and_drops_ghosts(
+    failing: _FailingRedis, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A crash between delete_key's script and its SREM leaves an entry without a key. Its
+    # partition may be gone from partitions() for good (nobody ever reads its state again),
+    # so the audit step of due_keys, which the engine's resync calls for every poller,
+    # finds it by walking the set, a few entries per call.
+    monkeypatch.setattr(redis_module, "_AUDIT_COUNT", 2, raising=False)
+    store = RedisStore(failing, prefix=redis_prefix)
+    store._due_in_script = False
+    live = [PKey("orders", f"t{n:03}") for n in range(150)]  # beyond a small set's encoding
+    for key in live:
+        await store.save_state_unfenced(key, {"paused": False}, T0)
+    ghosts = [PKey("orders", "gone"), PKey("invoices", "gone")]
+    for key in ghosts:
+        assert await store.acquire_lease(key, "node-a", TTL, T0) is not None
+        failing.fail = {"SREM"}
+        with pytest.raises(StoreError):
+            await store.delete_key(key)
+        failing.fail = set()
+    assert await store.list_keys() == sorted([*live, *ghosts])
+    failing.sent.clear()
+    for _ in range(200):
+        await store.due_keys("orders", T0)
+        if await store.list_keys() == live:
+            break
+    assert await store.list_keys() == live
+    assert "HGETALL" not in failing.sent  # found by the walk, not by reading the states
+    assert await _states(store, live) == live
+
+
+async def test_on_a_standalone_server_due_keys_leaves_the_known_keys_alone(
+    failing: _FailingRedis, redis_prefix: str
+) -> None:
+    store = RedisStore(failing, prefix=redis_prefix)
+    await store.save_state_unfenced(KEY, {"paused": False}, T0)
+    failing.sent.clear()
+    await store.due_keys(KEY.poller, T0)
+    assert failing.sent == ["ZRANGEBYSCORE"]

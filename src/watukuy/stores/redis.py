@@ -19,8 +19,10 @@ How :class:`RedisStore` keeps the contract:
 - **The known keys.** ``<prefix>keys``, the set ``list_keys`` reads, lives outside the
   tags. On a standalone server the scripts that create (``acquire``,
   ``save_state_unfenced``) or delete a key update it in the same atomic step. In a
-  cluster it is updated right after the script, and ``load_state`` (which the engine's
-  rolling audit calls for a few keys every resync) repairs the entry of the key it reads.
+  cluster it is updated right after the script, and a crash in between is repaired by the
+  engine's rolling audit: ``load_state`` (called for a few listed keys every resync) adds
+  a missing entry of the key it reads, and ``due_keys`` (called for every poller every
+  resync) walks the set a few entries at a time and drops entries whose key is gone.
 - **Epochs never repeat.** ``delete_key`` keeps the key's last epoch in
   ``<prefix>{<tag>}:epoch`` (never deleted, one small string per deleted key) and
   ``acquire`` continues after it.
@@ -134,6 +136,8 @@ _STORE_SCRIPTS = (
     "index_parked",
 )
 _PRUNE_BATCH = 1000
+# Cluster: how many known-keys entries each due_keys call checks (the rolling audit).
+_AUDIT_COUNT = 16
 # read_log: a time window of at most _WINDOW_MAX entries is read from the time index in one
 # call; a larger one is walked in sequence order, at most _SCAN_MAX entries per call.
 _WINDOW_MAX = 10_000
@@ -325,6 +329,7 @@ class RedisStore:
         # Scripts may only touch the slots of their KEYS; in a cluster the due index lives
         # in another slot than the state it mirrors, so it is updated outside the script.
         self._due_in_script = not isinstance(client, aioredis.RedisCluster)
+        self._audit_cursor = 0  # cluster: where the known-keys audit goes on (SSCAN)
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "watukuy:", **options: Any) -> RedisStore:
@@ -417,6 +422,27 @@ class RedisStore:
             exists = bool(await self._redis.exists(self._keys(key).state))
         if exists:
             await self._redis.sadd(self._known, member)
+
+    async def _audit_known(self) -> None:
+        """Cluster: check one ``SSCAN`` step (about ``_AUDIT_COUNT`` entries) of the
+        known-keys set and drop the entries whose key has no state any more (a crash
+        between ``delete_key``'s script and its ``SREM`` leaves one). ``due_keys`` calls it,
+        and the engine's resync calls ``due_keys`` for every poller: the rolling audit goes
+        through the whole set, listed partitions or not, a few entries per resync."""
+        cursor, members = await self._redis.sscan(
+            self._known, self._audit_cursor, count=_AUDIT_COUNT
+        )
+        self._audit_cursor = int(cursor)
+        found = [PKey(*json.loads(member)) for member in members]
+        if not found:
+            return
+        pipe = self._redis.pipeline(transaction=False)
+        for key in found:
+            pipe.exists(self._keys(key).state)
+        present = await pipe.execute()
+        for key, exists in zip(found, present, strict=True):
+            if not exists:
+                await self._repair_known(key, False)
 
     async def _remember(self, what: str, key: PKey) -> None:
         with store_errors(what):
@@ -548,7 +574,10 @@ class RedisStore:
         """``(partition, wake_at)`` of the keys of ``poller`` due at ``until``, ordered by
         ``(wake_at, partition)``: one ``ZRANGEBYSCORE`` on the poller's due index (members
         of one score come in byte order, which for UTF-8 is code-point order). Scores are
-        doubles, exact for every wake time up to 2**53 ms (the year 287396)."""
+        doubles, exact for every wake time up to 2**53 ms (the year 287396).
+
+        In a cluster each call also takes one step of the known-keys audit
+        (:meth:`_audit_known`)."""
         if limit is not None and limit <= 0:
             return []
         page = {} if limit is None else {"start": 0, "num": limit}
@@ -556,6 +585,8 @@ class RedisStore:
             found = await self._redis.zrangebyscore(
                 self._due_key(poller), "-inf", until, withscores=True, **page
             )
+            if not self._due_in_script:
+                await self._audit_known()
         return [(_text(partition), int(score)) for partition, score in found]
 
     async def delete_key(self, key: PKey) -> None:
