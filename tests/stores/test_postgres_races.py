@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from watukuy.core.errors import LeaseLostError
+from watukuy.core.errors import LeaseLostError, StoreError
 from watukuy.core.rows import Lease, PKey
 from watukuy.stores.postgres import PostgresStore
 from watukuy.testing.store_contract import (
@@ -260,3 +260,46 @@ async def test_renewals_do_not_queue_behind_commits_in_flight(
         assert await renewal is True
     finally:
         await store.close()
+
+
+async def test_a_session_holding_the_keys_row_lock_fails_commits_after_lock_timeout(
+    postgres_url: str, pg_schema: str
+) -> None:
+    # A stuck session (an open transaction that locked the key's row and went quiet) makes
+    # the key's commit give up after lock_timeout instead of waiting as long as it stays;
+    # statement_timeout and the client's limit are far away, so the lock limit is what acts.
+    store = PostgresStore(
+        postgres_url,
+        schema=pg_schema,
+        lock_timeout="200ms",
+        statement_timeout="60s",
+        timeout="90s",
+    )
+    await store.migrate()
+    try:
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        async with await psycopg.AsyncConnection.connect(postgres_url) as stuck:
+            await stuck.execute(
+                f'SELECT 1 FROM "{pg_schema}"."watukuy_pollers" WHERE poller = %s FOR UPDATE',
+                (KEY.poller,),
+            )
+            page = batch(state_patch={"sequence": 1})
+            with pytest.raises(StoreError) as caught:
+                await asyncio.wait_for(store.commit_poll(KEY, lease, page), 60)
+            assert isinstance(caught.value.__cause__, psycopg.errors.LockNotAvailable)
+            await stuck.rollback()
+        await store.commit_poll(KEY, lease, batch(state_patch={"sequence": 2}))
+        state = await store.load_state(KEY)
+        assert state is not None
+        assert state.sequence == 2
+    finally:
+        await store.close()
+
+
+async def test_the_stores_own_pool_sets_a_lock_timeout_by_default(
+    postgres_store: PostgresStore,
+) -> None:
+    async with postgres_store.pool.connection() as conn:
+        cur = await conn.execute("SHOW lock_timeout")
+        assert await cur.fetchone() == ("5s",)
