@@ -926,7 +926,10 @@ class RedisStore:
         return int(await self._eval("discard_parked", "discard_parked", keys, list(ids)))
 
     async def held_keys(self, key: PKey) -> set[str]:
-        """Ordering keys held back by parked rows."""
+        """Ordering keys held back by parked rows: the whole set (the dispatcher needs
+        every one), read from the ``hold`` hash, which holds one entry per parked row with
+        a held key (about one per held key: a held key's later events wait in the outbox,
+        they are not parked)."""
         with store_errors("held_keys"):
             values = await self._redis.hvals(self._keys(key).hold)
         return {_text(value) for value in values}
