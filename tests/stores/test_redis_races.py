@@ -26,6 +26,7 @@ from watukuy.testing.store_contract import (
     TTL,
     batch,
     event_json,
+    item_row,
     outbox_row,
     parked_invalid,
     parked_poison,
@@ -404,3 +405,29 @@ async def test_on_a_standalone_server_due_keys_leaves_the_known_keys_alone(
     failing.sent.clear()
     await store.due_keys(KEY.poller, T0)
     assert failing.sent == ["ZRANGEBYSCORE"]
+
+
+async def test_delete_key_and_clear_items_unlink_and_never_del(private_redis_url: str) -> None:
+    # DEL frees a large hash on the main thread, with every client waiting; UNLINK does it
+    # in the background. Counted on a private server, inside the scripts too.
+    client = aioredis.Redis.from_url(private_redis_url)
+    try:
+        store = RedisStore(client, prefix="wk:")
+        await store.migrate()
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        items = [item_row(f"i{n}") for n in range(300)]
+        events = [outbox_row(f"e{n}", n) for n in range(300)]
+        parked = _parked_rows(300)
+        page = batch(upserts=items, events=events, parked=parked, log=True)
+        await store.commit_poll(KEY, lease, page)
+        await client.config_resetstat()
+        await store.clear_items(KEY)
+        assert await store.count_items(KEY) == 0
+        await store.delete_key(KEY)
+        assert await store.load_state(KEY) is None
+        assert await _calls(client, "del") == 0
+        assert await _calls(client, "unlink") >= 2
+        assert sorted(k.decode() for k in await client.keys("wk:*")) == ["wk:{orders:}:epoch"]
+    finally:
+        await client.aclose()
