@@ -7,6 +7,7 @@ here again, and the races of that gap are driven on the cluster itself.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import shutil
 import socket
@@ -21,11 +22,13 @@ import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
+import watukuy as wk
 from watukuy.core.errors import StoreError
 from watukuy.core.ports import StateStore
 from watukuy.core.rows import PKey
 from watukuy.stores import redis as redis_module
 from watukuy.stores.redis import RedisStore
+from watukuy.testing import SeededRandom, VirtualClock
 from watukuy.testing.store_contract import KEY, T0, TTL, StoreContract, batch
 
 pytestmark = pytest.mark.redis
@@ -206,4 +209,65 @@ async def test_the_cluster_fixture_is_a_cluster(cluster_url: str) -> None:
         text = info.decode() if isinstance(info, bytes) else str(info)
         assert "cluster_known_nodes:3" in text
     finally:
+        await client.aclose()
+
+
+async def test_the_engines_resync_drops_a_ghost_of_a_partition_it_does_not_list(
+    cluster_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An operator's delete_key of a tenant gone from partitions() crashed between its
+    # script and its SREM, while a daemon runs. The daemon never reads that key's state
+    # (it is not listed), yet its resync (due_keys for every poller) drops the ghost.
+    monkeypatch.setattr(redis_module, "_AUDIT_COUNT", 2, raising=False)
+    client = _DroppingCluster.from_url(cluster_url)
+    store = RedisStore(client, prefix=f"wk-{time.monotonic_ns()}:")
+    tenants = [f"t{n}" for n in range(6)]
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        return wk.Page(items=[])
+
+    poller = wk.define_poller(
+        name="orders",
+        identity=lambda item: item["id"],
+        cursor=wk.SnapshotDiff(),
+        fetch=fetch,
+        partitions=lambda: tenants,
+        schedule=wk.Schedule(min="1h", max="2h", jitter=0),
+    )
+    clock = VirtualClock()
+    engine = wk.Engine(
+        store=store,
+        pollers=[poller],
+        clock=clock,
+        random=SeededRandom(3),
+        instance_id="daemon",
+        resync_every="15s",
+    )
+    await engine.start()
+    try:
+        listed = [PKey("orders", tenant) for tenant in tenants]
+        for _ in range(60):  # every tenant runs once (a small random spread between them)
+            await clock.advance("1s")
+            if await store.list_keys() == listed:
+                break
+        assert await store.list_keys() == listed
+        gone = PKey("orders", "gone")
+        operator = RedisStore(client, prefix=store._prefix)
+        await operator.save_state_unfenced(gone, {"paused": True}, clock.now())
+        client.fail = frozenset({"SREM"})
+        with pytest.raises(StoreError):
+            await operator.delete_key(gone)
+        client.fail = frozenset()
+        assert gone in await store.list_keys()
+        for _ in range(20):
+            await clock.advance("15s")
+            if gone not in await store.list_keys():
+                break
+        assert await store.list_keys() == listed
+    finally:
+        stopping = asyncio.create_task(engine.stop())
+        while not stopping.done():  # the engine's timers run on the virtual clock
+            await clock.advance("1s")
+            await asyncio.sleep(0.01)
+        await stopping
         await client.aclose()
