@@ -242,7 +242,7 @@ def _parked_args(row: ParkedRow) -> list[str]:
         ]
     )
     hold = "" if row.hold_key is None else "+" + row.hold_key
-    return [row.id, encoded, hold, _retry_form(row), row.kind, row.parked_at]
+    return [row.id, encoded, hold, _retry_form(row), row.kind, str(row.parked_at)]
 
 
 def _parked_from(text: bytes | str) -> ParkedRow:
