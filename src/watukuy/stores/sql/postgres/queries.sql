@@ -130,8 +130,21 @@ ON CONFLICT (poller, "partition", identity) DO UPDATE SET
     removed_at = EXCLUDED.removed_at
 
 -- name: load_versions
-SELECT identity, version, hash, schema_version, payload::text, seen_at, revision FROM {items}
-WHERE poller = %s AND "partition" = %s AND identity = ANY(%b::text[])
+-- load_versions, mark_items and delete_items take one primary-key probe per listed
+-- identity, whatever the table statistics say: "identity = ANY(list)" leaves the plan to
+-- estimates, and on a table without statistics yet (a fresh store, before autovacuum) the
+-- planner scans every row of the key and filters, so a first sync turns quadratic (80 s
+-- instead of 6 for 100,000 items). A LATERAL subquery with OFFSET 0 cannot be flattened
+-- into a join, so it runs as one probe per identity. (items has no other index a probe
+-- could wander into; the tombstones and the outbox have, so they keep "= ANY".)
+SELECT f.identity, f.version, f.hash, f.schema_version, f.payload::text, f.seen_at, f.revision
+FROM (SELECT %s::text AS poller, %s::text AS part) AS k
+CROSS JOIN unnest(%b::text[]) AS w(identity)
+CROSS JOIN LATERAL (
+    SELECT * FROM {items} AS x
+    WHERE x.poller = k.poller AND x."partition" = k.part AND x.identity = w.identity
+    OFFSET 0
+) AS f
 
 -- name: load_tombstones
 SELECT identity, version, hash, schema_version, revision, reason, removed_at FROM {tombstones}
@@ -162,10 +175,21 @@ WHERE poller = %s AND "partition" = %s AND seen_pass < %s AND identity > %s
 ORDER BY identity LIMIT %s
 
 -- name: mark_items
--- The upsert above keeps seen_pass; only these marks move it.
-UPDATE {items} AS i SET seen_pass = m.pass
-FROM (SELECT %s::text AS poller, %s::text AS part, %s::bigint AS pass) AS m
-WHERE i.poller = m.poller AND i."partition" = m.part AND i.identity = ANY(%b::text[])
+-- The upsert above keeps seen_pass; only these marks move it. The rows are found by the
+-- probes of load_versions and written by ctid: every writer of a key's rows holds the
+-- key's row lock (the lease fence), so no row moves between the probe and the write.
+UPDATE {items} AS i SET seen_pass = hit.pass
+FROM (
+    SELECT k.pass, f.row_id
+    FROM (SELECT %s::text AS poller, %s::text AS part, %s::bigint AS pass) AS k
+    CROSS JOIN unnest(%b::text[]) AS w(identity)
+    CROSS JOIN LATERAL (
+        SELECT x.ctid AS row_id FROM {items} AS x
+        WHERE x.poller = k.poller AND x."partition" = k.part AND x.identity = w.identity
+        OFFSET 0
+    ) AS f
+) AS hit
+WHERE i.ctid = hit.row_id
 
 -- name: count_items
 SELECT count(*) FROM {items} WHERE poller = %s AND "partition" = %s
@@ -189,8 +213,18 @@ ON CONFLICT (poller, "partition", identity) DO UPDATE SET
 -- name: delete_items
 -- Each deleted row leaves a 'deleted' tombstone stamped with the commit time.
 WITH gone AS (
-    DELETE FROM {items} WHERE poller = %s AND "partition" = %s AND identity = ANY(%b::text[])
-    RETURNING poller, "partition", identity, version, hash, schema_version, revision
+    DELETE FROM {items} AS i USING (
+        SELECT f.row_id FROM (SELECT %s::text AS poller, %s::text AS part) AS k
+        CROSS JOIN unnest(%b::text[]) AS w(identity)
+        CROSS JOIN LATERAL (
+            SELECT x.ctid AS row_id FROM {items} AS x
+            WHERE x.poller = k.poller AND x."partition" = k.part AND x.identity = w.identity
+            OFFSET 0
+        ) AS f
+    ) AS hit
+    WHERE i.ctid = hit.row_id
+    RETURNING i.poller, i."partition", i.identity, i.version, i.hash, i.schema_version,
+        i.revision
 )
 INSERT INTO {tombstones} AS t
     (poller, "partition", identity, version, hash, schema_version, revision, reason,
