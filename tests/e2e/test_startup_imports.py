@@ -22,10 +22,37 @@ def _loaded_after(code: str) -> set[str]:
     return set(json.loads(done.stdout.splitlines()[-1]))
 
 
-def test_import_watukuy_loads_no_http_client_cli_or_metadata() -> None:
+def test_import_watukuy_loads_none_of_its_modules_until_a_name_is_used() -> None:
     loaded = _loaded_after("import watukuy")
+    assert sorted(name for name in loaded if name.startswith("watukuy.")) == []
+    assert sorted(loaded & set(HEAVY)) == []
+
+
+def test_the_names_a_script_uses_load_no_http_client_cli_or_metadata() -> None:
+    loaded = _loaded_after(
+        "import watukuy as wk\n"
+        "wk.Engine, wk.SqliteStore, wk.define_poller, wk.TimestampCursor, wk.Page, wk.Event"
+    )
     assert "watukuy.engine" in loaded
     assert sorted(loaded & set(HEAVY)) == []
+
+
+def test_every_public_name_resolves_and_star_import_matches_all() -> None:
+    code = (
+        "import watukuy as wk\n"
+        "names = {}\n"
+        "exec('from watukuy import *', names)\n"
+        "assert sorted(n for n in names if n != '__builtins__') == sorted(wk.__all__)\n"
+        "assert set(wk.__all__) <= set(dir(wk))\n"
+        "assert all(getattr(wk, n) is names[n] for n in wk.__all__)\n"
+        "try:\n"
+        "    wk.NoSuchName\n"
+        "except AttributeError as error:\n"
+        "    assert 'NoSuchName' in str(error)\n"
+        "else:\n"
+        "    raise AssertionError('no AttributeError')"
+    )
+    _loaded_after(code)
 
 
 def test_the_help_of_the_command_loads_click_but_not_rich_or_httpx() -> None:
