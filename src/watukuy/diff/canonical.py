@@ -15,8 +15,10 @@ work, each used only when it can prove its bytes right:
 
 1. **orjson as is.** orjson writes plain JSON data almost exactly as JCS does; three
    C-speed scans of its output prove that nothing it writes differently is present
-   (integral or extreme floats, a rare key-order case) and that every ``null`` in it
-   comes from a None, not from a NaN or an Infinity, which orjson writes as null too.
+   (extreme floats, a rare key-order case) and that every ``null`` in it comes from a
+   None, not from a NaN or an Infinity, which orjson writes as null too. Integral floats
+   (``4.0``, which JCS writes ``4``) are fixed in the text and the fix checked by parsing
+   it back (:func:`_integral_floats_fixed`).
 2. **orjson after a walk.** Otherwise the value is walked once in Python: typed values go
    through ``to_jsonable``, and the numbers orjson would write differently are replaced
    by :class:`orjson.Fragment` holding JavaScript's text. The output is checked again.
@@ -44,6 +46,7 @@ __all__ = ["canonical_json", "content_hash"]
 _sha256: Final = hashlib.sha256
 _isfinite: Final = math.isfinite
 _dumps: Final = orjson.dumps
+_loads: Final = orjson.loads
 _Fragment: Final = orjson.Fragment
 _MAX_SAFE_INT: Final = 2**53 - 1
 
@@ -75,6 +78,7 @@ _supplementary: Final = re.compile(rb"[\xf0-\xf4]").search
 _nulls: Final = re.compile(rb"null").findall
 # Single bytes are tested with `in`, which is a memchr: next to free, unlike any scan.
 _PLUS: Final = ord("+")
+_MINUS_ZERO: Final = b"-0.0"
 _LEAD_EE: Final = 0xEE
 _LEAD_EF: Final = 0xEF
 
@@ -110,6 +114,29 @@ def _keys_in_order(out: bytes) -> bool:
     or EF) and one above U+FFFF; unless both kinds occur, they agree.
     """
     return (_LEAD_EE not in out and _LEAD_EF not in out) or _supplementary(out) is None
+
+
+def _integral_floats_fixed(value: Any, out: bytes) -> bytes | None:
+    """orjson's text for ``value`` with its integral floats written as JavaScript writes
+    them (``100.0`` as ``100``), or ``None`` when that cannot be proved right.
+
+    Feeds often carry whole amounts as floats (a price of ``4.0``), which orjson writes
+    with ``.0``. Dropping every ``.0`` before a delimiter is a C-speed pass; it is right
+    unless one of them sat inside a string, which parsing the result back and comparing it
+    with ``value`` would show (``100 == 100.0``, but a changed string or key differs).
+    ``-0.0`` (JavaScript writes ``0``) and plain-notation tiny numbers are left to the
+    walk.
+    """
+    if _MINUS_ZERO in out:
+        return None
+    fixed = out.replace(b".0,", b",").replace(b".0}", b"}").replace(b".0]", b"]")
+    if _integral_or_tiny(fixed) is not None:
+        return None
+    try:
+        same = _loads(fixed) == value
+    except orjson.JSONDecodeError:  # pragma: no cover - the text is orjson's own, edited
+        return None
+    return fixed if same else None
 
 
 def _only_finite_floats(value: Any) -> bool:
@@ -172,9 +199,11 @@ def _fast(value: dict[str, Any] | list[Any]) -> bytes | None:
         TypeError: orjson refused the value (typed values, non-string keys, integers
             beyond 2**53, lone surrogates, deep nesting).
     """
-    out = _dumps(value, option=_OPTIONS)
+    out: bytes | None = _dumps(value, option=_OPTIONS)
+    if _integral_or_tiny(out) is not None:
+        out = _integral_floats_fixed(value, out)
     if (
-        _integral_or_tiny(out) is None
+        out is not None
         and _plain_in_js_small(out) is None
         and (_PLUS not in out or _plain_in_js_big(out) is None)
         and ((_LEAD_EE not in out and _LEAD_EF not in out) or _supplementary(out) is None)
@@ -333,11 +362,13 @@ def content_hash(value: Any) -> str:
         # it saves is worth the repetition. Keep the two in step (the differential test
         # test_content_hash_is_the_hash_of_canonical_json holds them to the same results).
         try:
-            out = _dumps(value, option=_OPTIONS)
+            out: bytes | None = _dumps(value, option=_OPTIONS)
         except TypeError:
             return _sha256(_slow(value)).hexdigest()
+        if _integral_or_tiny(out) is not None:
+            out = _integral_floats_fixed(value, out)
         if (
-            _integral_or_tiny(out) is None
+            out is not None
             and _plain_in_js_small(out) is None
             and (_PLUS not in out or _plain_in_js_big(out) is None)
             and ((_LEAD_EE not in out and _LEAD_EF not in out) or _supplementary(out) is None)

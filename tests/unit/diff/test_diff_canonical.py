@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import enum
 import hashlib
+import math
 import struct
 import uuid
 from decimal import Decimal
@@ -430,8 +431,10 @@ def test_fast_path_takes_everyday_items_as_orjson_writes_them() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        {"price": 100.0},
         {"n": -0.0},
+        {"n": [2.0, -0.0]},
+        {"price": 4.0, "note": "v1.0, then v2.0}"},
+        {"price": 4.0, "1.0]": 1},
         [1e16],
         [1e20],
         [1e-6],
@@ -444,6 +447,32 @@ def test_fast_path_takes_everyday_items_as_orjson_writes_them() -> None:
 )
 def test_fast_path_declines_what_orjson_writes_differently(value: Any) -> None:
     assert canonical._fast(value) is None
+    if not any(isinstance(x, float) and not math.isfinite(x) for x in _leaves(value)):
+        assert canonical.canonical_json(value) == reference_json(value)
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ({"price": 100.0}, b'{"price":100}'),
+        ({"a": [1.0, 2.5, {"b": 3.0}], "c": -7.0}, b'{"a":[1,2.5,{"b":3}],"c":-7}'),
+        ([0.0, 12345678.0], b"[0,12345678]"),
+        ({"s": "x.0", "n": 1.0}, b'{"n":1,"s":"x.0"}'),
+    ],
+)
+def test_fast_path_writes_integral_floats_as_javascript_does(value: Any, text: bytes) -> None:
+    # Whole amounts as floats are everyday data (a price of 4.0): orjson writes "4.0",
+    # JCS "4"; the fast path fixes the text instead of walking the value.
+    assert canonical._fast(value) == text == reference_json(value) == rfc8785.dumps(value)
+    assert canonical.content_hash(value) == hashlib.sha256(text).hexdigest()
 
 
 @pytest.mark.parametrize(
@@ -478,7 +507,7 @@ def test_float_heavy_items_take_the_prepared_path() -> None:
     value = {"a": 100.0, "b": [1.0, 1e21, 1e-7, 0.5, 1e16, 5e-324, -0.0], "c": 2**60}
     with pytest.raises(TypeError):  # the big integer
         canonical._fast(value)
-    assert canonical._fast({"a": 100.0}) is None
+    assert canonical._fast({"a": 100.0, "b": 1e16}) is None  # 1e16: JavaScript writes it plain
     assert canonical._slow(value) == reference_json(value)
     assert canonical_json(value) == (
         b'{"a":100,"b":[1,1e+21,1e-7,0.5,10000000000000000,5e-324,0],"c":1152921504606847000}'
