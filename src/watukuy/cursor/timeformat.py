@@ -33,6 +33,7 @@ __all__ = [
     "normalise_timestamp",
     "parse_ns",
     "parse_timestamp",
+    "text_ns",
 ]
 
 TimestampValue: TypeAlias = str | int | float
@@ -178,7 +179,7 @@ def parse_ns(value: TimestampValue) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
-        return _text_ns(value)
+        return text_ns(value)
     if isinstance(value, int | float) and math.isfinite(value) and value > 0:
         digits = _integer_digits(value)
         if digits not in (10, 13):
@@ -191,7 +192,8 @@ def parse_ns(value: TimestampValue) -> int | None:
 # A page's stamps are read more than once (to drop items inside ``lag``, then to move the
 # watermark): remembering the latest few thousand makes every read after the first a lookup.
 @functools.lru_cache(maxsize=4096)
-def _text_ns(value: str) -> int | None:
+def text_ns(value: str) -> int | None:
+    """:func:`parse_ns` of a text value (cached)."""
     fast = _utc_seconds_or_millis_ns(value)
     if fast is not None:
         return fast

@@ -41,7 +41,14 @@ from watukuy.core.page import InvalidPageError, Page
 from ._shared import load_stored, stored_cursor_error
 from .config import TieBreakValue, TimestampCursor, TimestampPosition, read_timestamp_ms
 from .path import MISSING, resolve_path
-from .timeformat import NS_PER_MS, TimestampValue, format_ns, normalise_timestamp, parse_ns
+from .timeformat import (
+    NS_PER_MS,
+    TimestampValue,
+    format_ns,
+    normalise_timestamp,
+    parse_ns,
+    text_ns,
+)
 
 __all__ = ["TimestampStrategy"]
 
@@ -85,6 +92,12 @@ class TimestampStrategy:
         self.config = config
         # Instants are nanoseconds (int) under the default rules, milliseconds under `parse`.
         self._per_ms = NS_PER_MS if config.parse is None else 1
+        # A page's stamps are read several times (lag, the watermark, the next request):
+        # for the usual item (a decoded JSON object, a top-level field holding text, the
+        # default rules) _stamp goes straight to the cached parse.
+        self._key = config.field if config.parse is None and "." not in config.field else None
+        tie = config.tie_break
+        self._tie_key = tie if tie is not None and "." not in tie else None
 
     # -- reading values ------------------------------------------------------------------
 
@@ -94,6 +107,12 @@ class TimestampStrategy:
         return read_timestamp_ms(value, self.config.parse)
 
     def _stamp(self, item: object) -> tuple[TimestampValue, _Instant] | None:
+        key = self._key
+        if key is not None and type(item) is dict:
+            value = item.get(key)
+            if type(value) is str:
+                instant = text_ns(value)
+                return None if instant is None else (value, instant)
         raw = normalise_timestamp(resolve_path(item, self.config.field))
         if raw is None:
             return None
@@ -101,6 +120,11 @@ class TimestampStrategy:
         return None if instant is None else (raw, instant)
 
     def _tie(self, item: object) -> TieBreakValue | None:
+        key = self._tie_key
+        if key is not None and type(item) is dict:
+            value = item.get(key)
+            if type(value) is str or type(value) is int:
+                return value
         if self.config.tie_break is None:
             return None
         return _tie_value(resolve_path(item, self.config.tie_break))
