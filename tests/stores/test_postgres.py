@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import dataclasses
+import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -759,9 +759,7 @@ async def test_lookups_by_a_list_of_keys_probe_the_index_without_table_statistic
     rows = 20_000
     async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
         for name in ("watukuy_items", "watukuy_tombstones"):
-            await conn.execute(
-                f'ALTER TABLE "{pg_schema}".{name} SET (autovacuum_enabled = false)'
-            )
+            await conn.execute(f'ALTER TABLE "{pg_schema}".{name} SET (autovacuum_enabled = false)')
         poller, part = _k_of()
         await conn.execute(
             f'INSERT INTO "{pg_schema}".watukuy_items (poller, "partition", identity, hash,'

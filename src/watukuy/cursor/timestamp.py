@@ -111,8 +111,8 @@ class TimestampStrategy:
         if key is not None and type(item) is dict:
             value = item.get(key)
             if type(value) is str:
-                instant = text_ns(value)
-                return None if instant is None else (value, instant)
+                ns = text_ns(value)
+                return None if ns is None else (value, ns)
         raw = normalise_timestamp(resolve_path(item, self.config.field))
         if raw is None:
             return None

@@ -199,9 +199,8 @@ def _fast(value: dict[str, Any] | list[Any]) -> bytes | None:
         TypeError: orjson refused the value (typed values, non-string keys, integers
             beyond 2**53, lone surrogates, deep nesting).
     """
-    out: bytes | None = _dumps(value, option=_OPTIONS)
-    if _integral_or_tiny(out) is not None:
-        out = _integral_floats_fixed(value, out)
+    text = _dumps(value, option=_OPTIONS)
+    out = text if _integral_or_tiny(text) is None else _integral_floats_fixed(value, text)
     if (
         out is not None
         and _plain_in_js_small(out) is None
@@ -362,11 +361,10 @@ def content_hash(value: Any) -> str:
         # it saves is worth the repetition. Keep the two in step (the differential test
         # test_content_hash_is_the_hash_of_canonical_json holds them to the same results).
         try:
-            out: bytes | None = _dumps(value, option=_OPTIONS)
+            text = _dumps(value, option=_OPTIONS)
         except TypeError:
             return _sha256(_slow(value)).hexdigest()
-        if _integral_or_tiny(out) is not None:
-            out = _integral_floats_fixed(value, out)
+        out = text if _integral_or_tiny(text) is None else _integral_floats_fixed(value, text)
         if (
             out is not None
             and _plain_in_js_small(out) is None
