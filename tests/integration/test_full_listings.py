@@ -8,7 +8,7 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -62,7 +62,7 @@ def listing_of(count: int, size: int) -> Listing:
     return Listing(size=size, items=[item(n, T) for n in range(1, count + 1)])
 
 
-def catalog(listing: Listing, **options: Any) -> wk.PollerDefinition[Any]:
+def catalog(listing: Listing | KeysetListing, **options: Any) -> wk.PollerDefinition[Any]:
     return wk.define_poller(
         name="catalog",
         identity=lambda o: o["id"],
@@ -435,6 +435,67 @@ async def test_a_pass_cut_short_by_an_empty_page_confirms_nothing(world: World) 
         await world.clock.advance("10m")
         await engine.tick()
     assert subjects(recorder, "deleted") == ["item-001"]
+
+
+@dataclass
+class KeysetListing:
+    """A listing paged by key: each page continues after the last id of the page before
+    (ids sort by their number), so no change between pages shifts a live item out."""
+
+    size: int
+    items: list[dict[str, Any]]
+    between: Callable[[int], None] | None = None
+    after: dict[int, str] = field(default_factory=dict)
+
+    async def fetch(self, ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        if ctx.page > 1 and self.between is not None:
+            self.between(ctx.page)
+        last = self.after.get(ctx.page - 1, "") if ctx.page > 1 else ""
+        rest = [i for i in self.items if i["id"] > last]
+        chunk = rest[: self.size]
+        if chunk:
+            self.after[ctx.page] = chunk[-1]["id"]
+        return wk.Page(items=[dict(i) for i in chunk], has_more=len(rest) > self.size)
+
+    def ids(self) -> set[str]:
+        return {i["id"] for i in self.items}
+
+
+@pytest.mark.parametrize("paging", ["keyset", "offset"])
+async def test_a_keyset_listing_gets_its_deletes_on_time_while_the_vendor_deletes(
+    world: World, paging: Literal["keyset", "offset"]
+) -> None:
+    # In every pass the vendor deletes, between pages 1 and 2, an item page 1 just listed.
+    # Keyset pages cannot shift, so paging="keyset" reports each delete two passes after
+    # it, while the vendor keeps deleting; an offset listing's passes never agree then, so
+    # its deletes wait (correctly: for an offset listing that delete shifts a live item).
+    listing = KeysetListing(size=3, items=[item(n, T) for n in range(1, 25)])
+    engine = world.engine(catalog(listing, deletes=wk.Deletes(paging=paging, guard_share=None)))
+    recorder = Recorder()
+    engine.on("catalog", recorder)
+    await engine.tick()
+    removed: list[str] = []
+
+    def delete_one_just_read(page: int) -> None:
+        if page == 2:
+            removed.append(listing.items.pop(0)["id"])
+
+    listing.between = delete_one_just_read
+    for _ in range(6):
+        await world.clock.advance("10m")
+        await engine.tick()
+        assert not set(subjects(recorder, "deleted")) & listing.ids()
+    if paging == "keyset":
+        # The removals of the last two passes are not confirmed yet.
+        assert subjects(recorder, "deleted") == removed[:-2]
+    else:
+        assert subjects(recorder, "deleted") == []
+        assert "the listing changed under pass" in (await listing_report(engine))["last_outcome"]
+
+
+def test_paging_must_be_offset_or_keyset() -> None:
+    with pytest.raises(wk.ConfigError, match=r"deletes\.paging"):
+        wk.Deletes(paging="cursor")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("confirm_passes", [1, 2])

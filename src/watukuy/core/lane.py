@@ -800,8 +800,9 @@ class LaneCycle:
             last_clean = True
             clean = (*clean, clean[-1] if repeat else pass_id)[-rules.confirm_passes :]
             # The pair of confirming passes is judged only where it decides anything:
-            # verify= rules phantoms out by itself, and one pass has nothing to agree with.
-            judge = rules.confirm_passes > 1 and rules.verify is None
+            # verify= rules phantoms out by itself, one pass has nothing to agree with, and
+            # a keyset listing cannot shift a live item out of a pass.
+            judge = rules.confirm_passes > 1 and rules.verify is None and rules.paging == "offset"
             missed = await self._count_unseen(clean[-1]) if judge else None
             if judge and not repeat:
                 assert missed is not None

@@ -41,6 +41,7 @@ IdMode = Literal["distinct", "compat"]
 PoisonAction = Literal["park", "halt"]
 AckMode = Literal["auto", "manual"]
 Fairness = Literal["round-robin", "weighted"]
+Paging = Literal["offset", "keyset"]
 
 
 def _set(obj: object, name: str, value: Any) -> None:
@@ -292,8 +293,16 @@ class Deletes:
 
     Args:
         confirm_passes: Consecutive complete passes that must miss an identity before it is
-            deleted (from ``2`` on, the newest two must also agree); ``1`` deletes on the
-            first miss (only for listings that cannot shift, such as keyset pagination).
+            deleted (from ``2`` on, with ``paging="offset"``, the newest two must also
+            agree); ``1`` deletes on the first miss (only for listings that cannot shift,
+            such as keyset pagination).
+        paging: How the listing pages. ``"offset"`` (default, the safe choice): by page
+            number or offset, where a delete or insert between two pages shifts items, so
+            the confirming passes must agree. ``"keyset"``: each page continues after the
+            last item's key or an opaque token, so no change between pages can move a live
+            item out of the listing (as long as the sort key of an item never changes);
+            the passes then need not agree, and a vendor that deletes something between
+            every two passes still gets its deletes reported on time.
         guard_share: The guard's threshold, a share of the snapshot in ``(0, 1]``;
             ``None`` turns the guard off.
         guard_min: The guard holds nothing smaller than this many deletes.
@@ -315,6 +324,7 @@ class Deletes:
     guard_min: int = 10
     guard_release_passes: int | None = None
     verify: Callable[..., Any] | None = None
+    paging: Paging = "offset"
 
     def __post_init__(self) -> None:
         _positive_int(self.confirm_passes, "deletes.confirm_passes")
@@ -328,6 +338,10 @@ class Deletes:
         _positive_int(self.guard_min, "deletes.guard_min", minimum=0)
         if self.guard_release_passes is not None:
             _positive_int(self.guard_release_passes, "deletes.guard_release_passes")
+        if self.paging not in ("offset", "keyset"):
+            raise ConfigError(
+                f"expected 'offset' or 'keyset', got {self.paging!r}", field="deletes.paging"
+            )
         if self.verify is not None and not callable(self.verify):
             raise ConfigError(f"expected a callable, got {self.verify!r}", field="deletes.verify")
 

@@ -163,9 +163,12 @@ def build_poller(strategy: str, api: str) -> wk.PollerDefinition[Any]:
             version=lambda o: o["version"],
             fetch=since,
             reconcile=wk.Reconcile(every="1s", fetch=listing),
+            deletes=wk.Deletes(paging="keyset"),  # the listing pages by token
             **common,
         )
-    return wk.define_poller(cursor=wk.SnapshotDiff(), fetch=listing, **common)
+    return wk.define_poller(
+        cursor=wk.SnapshotDiff(), fetch=listing, deletes=wk.Deletes(paging="keyset"), **common
+    )
 
 
 async def main(args: argparse.Namespace) -> None:
