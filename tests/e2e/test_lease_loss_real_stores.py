@@ -17,13 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import pwd
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _private_servers import Server, private_postgres, private_redis
 
 import watukuy as wk
 from watukuy.core import json as wkjson
@@ -47,73 +41,11 @@ ITEMS = 40
 PASSWORD = "s3cret-lease-loss"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], seconds: float = 30) -> None:
-    give_up = time.monotonic() + seconds
-    while time.monotonic() < give_up:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on port {port} after {seconds} s")
-
-
-class _Server:
-    """A private server process and the children it forks (PostgreSQL backends)."""
-
-    def __init__(self, process: subprocess.Popen[bytes], port: int) -> None:
-        self.process = process
-        self.port = port
-
-    def _family(self) -> list[int]:
-        pids = [self.process.pid]
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == self.process.pid:
-                pids.append(int(entry.name))
-        return pids
-
-    def freeze(self) -> None:
-        os.kill(self.process.pid, signal.SIGSTOP)  # first: it forks no new backend now
-        for pid in self._family():
-            os.kill(pid, signal.SIGSTOP)
-
-    def thaw(self) -> None:
-        for pid in reversed(self._family()):
-            os.kill(pid, signal.SIGCONT)
-
-    def stop(self) -> None:
-        try:
-            self.thaw()
-            os.kill(self.process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-
 @dataclass
 class _Real:
     """A private server and how to open a store on it."""
 
-    server: _Server
+    server: Server
     kind: str
 
     def store(self) -> StateStore:
@@ -132,71 +64,10 @@ class _Real:
         )
 
 
-def _postgres_user() -> dict[str, Any]:
-    """``postgres`` refuses to run as root: as root, run it as the ``postgres`` user."""
-    if os.geteuid() != 0:
-        return {}
-    try:
-        entry = pwd.getpwnam("postgres")
-    except KeyError:
-        pytest.skip("running as root and there is no 'postgres' user to run a server as")
-    return {"user": "postgres", "group": entry.pw_gid}
-
-
-def _start_postgres() -> Iterator[_Server]:
-    initdb, postgres = shutil.which("initdb"), shutil.which("postgres")
-    if initdb is None or postgres is None:
-        pytest.skip("initdb/postgres are not installed")
-    run_as = _postgres_user()
-    home = Path(tempfile.mkdtemp(prefix="watukuy-lease-pg-"))  # as root, tmp_path is closed
-    (home / "pw").write_text(PASSWORD)
-    if run_as:
-        shutil.chown(home, user="postgres")
-        shutil.chown(home / "pw", user="postgres")
-    data = home / "data"
-    subprocess.run(
-        [initdb, "-D", str(data), "-U", "postgres", "--auth=scram-sha-256",
-         f"--pwfile={home / 'pw'}", "-E", "UTF8", "--no-sync"],
-        check=True, capture_output=True, **run_as,
-    )  # fmt: skip
-    port = _free_port()
-    process = subprocess.Popen(
-        [postgres, "-D", str(data), "-p", str(port), "-c", "listen_addresses=127.0.0.1",
-         "-c", f"unix_socket_directories={home}", "-c", "fsync=off"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **run_as,
-    )  # fmt: skip
-    server = _Server(process, port)
-    try:
-        _wait_for_port(port, process)
-        time.sleep(0.5)  # accepting TCP is not yet accepting logins
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(home, ignore_errors=True)
-
-
-def _start_redis(directory: Path) -> Iterator[_Server]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed")
-    port = _free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(directory)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    server = _Server(process, port)
-    try:
-        _wait_for_port(port, process)
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture(params=["redis", "postgres"])
 def real(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[_Real]:
     kind: str = request.param
-    servers = _start_redis(tmp_path) if kind == "redis" else _start_postgres()
+    servers = private_redis(tmp_path) if kind == "redis" else private_postgres(PASSWORD)
     for server in servers:
         yield _Real(server, kind)
 
