@@ -497,6 +497,22 @@ async def test_two_connections_fence_each_other(db: Path) -> None:
     await second.close()
 
 
+async def test_one_ack_call_longer_than_a_statement_chunk_removes_exactly_its_rows(
+    db: Path,
+) -> None:
+    # Acks are deleted 500 ids per statement: 1,203 ids (one repeated, one unknown) span
+    # three statements, and the rows left are exactly the ones not acked.
+    store = SqliteStore(db)
+    lease = await _lease(store)
+    events = [outbox_row(f"e{n:04d}", n) for n in range(1, 1301)]
+    await store.commit_poll(KEY, lease, batch(events=events))
+    acked = [f"e{n:04d}" for n in range(1, 1202)] + ["e0001", "unknown"]
+    await store.ack_events(KEY, lease, acked)
+    left = await store.load_pending(KEY, 1000)
+    assert [row.event_id for row in left] == [f"e{n:04d}" for n in range(1202, 1301)]
+    await store.close()
+
+
 # --- store URLs ------------------------------------------------------------------------------
 
 

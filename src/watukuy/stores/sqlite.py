@@ -219,6 +219,7 @@ class _Sql:
         )
         self.count_pending = f"SELECT COUNT(*) FROM {o} WHERE {_K}"
         self.delete_event = f"DELETE FROM {o} WHERE {_K} AND event_id = ?"
+        self.delete_events_in = f"DELETE FROM {o} WHERE {_K} AND event_id IN "
         self.attempt = (
             f"UPDATE {o} SET attempts = attempts + 1, last_error = ?, next_attempt_at = ? "
             f"WHERE {_K} AND event_id = ?"
@@ -863,15 +864,18 @@ class SqliteStore:
             groups.setdefault((key, lease), []).append(index)
         outcomes: list[BaseException | None] = [None] * len(batch)
         for (key, lease), indexes in groups.items():
-            params = [
-                (key.poller, key.partition, event_id)
-                for index in indexes
-                for event_id in batch[index][2]
-            ]
+            ids = list(dict.fromkeys(event_id for index in indexes for event_id in batch[index][2]))
+            k = (key.poller, key.partition)
             try:
                 with self._transaction(conn):
                     self._fence(conn, key, lease)
-                    conn.executemany(self._sql.delete_event, params)
+                    # One statement per chunk, not one per id: each statement is one step of
+                    # the SQLite library, and each step hands the GIL back and forth with
+                    # the event loop's thread.
+                    for start in range(0, len(ids), _IN_CHUNK):
+                        chunk = ids[start : start + _IN_CHUNK]
+                        sql = self._sql.delete_events_in + "(" + ",".join("?" * len(chunk)) + ")"
+                        conn.execute(sql, (*k, *chunk))
             except LeaseLostError as error:
                 for index in indexes:
                     outcomes[index] = error
