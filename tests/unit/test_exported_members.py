@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+
 import watukuy as wk
 
 EXPECTED = {
@@ -75,6 +78,28 @@ EXPECTED = {
 
 def test_all_lists_exactly_the_public_names() -> None:
     assert set(wk.__all__) == EXPECTED
+
+
+def test_the_lazy_exports_and_the_type_checkers_imports_name_the_same_modules() -> None:
+    # watukuy/__init__.py lists each public name three times, because type checkers read
+    # only literal imports and a literal __all__: in __all__, in the lazy _EXPORTS map
+    # (name -> module, loaded on first use) and under `if TYPE_CHECKING:`. They must agree.
+    tree = ast.parse(inspect.getsource(wk))
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+    )  # fmt: skip
+    checked = {
+        alias.name: "." * node.level + (node.module or "")
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    exports: dict[str, str] = wk.__dict__["_EXPORTS"]
+    assert checked == exports
+    assert {*exports, "__version__"} == set(wk.__all__)  # __version__ is read on first use
 
 
 def test_every_listed_name_resolves() -> None:
