@@ -220,23 +220,12 @@ class HttpClient:
             timeout=httpx.USE_CLIENT_DEFAULT if seconds is None else httpx.Timeout(seconds),
         )
         slots = None if self._slots is None else self._slots()
-        if slots is None:
-            return await self._send(
-                client,
-                request,
-                verb,
-                final_url,
-                shown_url,
-                key,
-                request_headers,
-                held,
-                raise_for_status,
-            )
-        try:
-            await slots.acquire()
-        except BaseException:
-            await self._settle(held)  # cancelled while waiting: nothing was sent
-            raise
+        if slots is not None:
+            try:
+                await slots.acquire()
+            except BaseException:
+                await self._settle(held)  # cancelled while waiting: nothing was sent
+                raise
         try:
             return await self._send(
                 client,
@@ -250,7 +239,8 @@ class HttpClient:
                 raise_for_status,
             )
         finally:
-            slots.release()
+            if slots is not None:
+                slots.release()
 
     async def _send(
         self,
