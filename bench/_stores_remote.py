@@ -24,9 +24,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from watukuy.core import json as wkjson
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import (
+from watukuy.model import json as wkjson
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import (
     CommitBatch,
     PKey,
     empty_poller_state,

@@ -29,8 +29,8 @@ import orjson
 import pydantic
 import rfc8785
 
-from watukuy.core.json import to_jsonable
 from watukuy.diff import canonical, canonical_json, content_hash
+from watukuy.model.json import to_jsonable
 
 ROUNDS = 7
 ROUND_SECONDS = 0.03

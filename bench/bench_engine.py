@@ -61,8 +61,8 @@ from typing import Any
 import httpx
 
 import watukuy as wk
-from watukuy.core.hooks import HOOK_NAMES
-from watukuy.core.rows import PKey
+from watukuy.model.rows import PKey
+from watukuy.runtime.hooks import HOOK_NAMES
 from watukuy.testing import FakeApi, fake_items
 
 try:

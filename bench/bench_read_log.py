@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from watukuy.core.rows import PKey
+from watukuy.model.rows import PKey
 
 SIZES = (10_000, 100_000, 1_000_000)
 WINDOW = 1_000

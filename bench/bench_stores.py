@@ -42,9 +42,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, context
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from watukuy.core import json as wkjson
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import (
+from watukuy.model import json as wkjson
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import (
     CommitBatch,
     ItemRow,
     OutboxRow,

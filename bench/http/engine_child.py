@@ -101,7 +101,7 @@ async def run(args: Any) -> dict[str, Any]:
 
 
 def wk_key() -> Any:
-    from watukuy.core.rows import PKey
+    from watukuy.model.rows import PKey
 
     return PKey(POLLER)
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import watukuy as wk
-from watukuy.core.rows import PKey
+from watukuy.model.rows import PKey
 from watukuy.testing import FakeApi
 from watukuy.testing.fake_api import RequestRecord
 

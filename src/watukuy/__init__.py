@@ -26,40 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._system import SystemClock, SystemRandom
-    from .core.consumers import Subscription
-    from .core.context import FetchContext, HandlerContext
-    from .core.durations import Duration, format_duration, parse_duration
-    from .core.errors import (
-        BudgetTimeoutError,
-        ConfigError,
-        HandlerError,
-        HttpError,
-        LeaseLostError,
-        ReplayUnavailableError,
-        StoreError,
-        ValidationError,
-        WatukuyError,
-    )
-    from .core.events import Event, EventType
-    from .core.operations import InspectReport, PollerInspect
-    from .core.options import (
-        Backoff,
-        Budget,
-        Circuit,
-        Deletes,
-        Delivery,
-        EventIds,
-        EventLog,
-        Poison,
-        Reconcile,
-        Retry,
-        Schedule,
-    )
-    from .core.page import Page
-    from .core.poller import JsonObject, Partition, PollerDefinition, define_poller
-    from .core.redact import Redaction
-    from .core.results import EngineStatus, LeaseOptions, ReplayResult, TickPollResult, TickResult
-    from .core.rows import HeldDeletes, Lane, RateLimitInfo
     from .cursor import (
         AdvanceContext,
         CursorConfig,
@@ -74,6 +40,46 @@ if TYPE_CHECKING:
         TokenPosition,
     )
     from .engine import Engine
+    from .model.durations import Duration, format_duration, parse_duration
+    from .model.errors import (
+        BudgetTimeoutError,
+        ConfigError,
+        HandlerError,
+        HttpError,
+        LeaseLostError,
+        ReplayUnavailableError,
+        StoreError,
+        ValidationError,
+        WatukuyError,
+    )
+    from .model.events import Event, EventType
+    from .model.options import (
+        Backoff,
+        Budget,
+        Circuit,
+        Deletes,
+        Delivery,
+        EventIds,
+        EventLog,
+        Poison,
+        Reconcile,
+        Retry,
+        Schedule,
+    )
+    from .model.page import Page
+    from .model.redact import Redaction
+    from .model.rows import HeldDeletes, Lane, RateLimitInfo
+    from .runtime.consumers import Subscription
+    from .runtime.context import FetchContext, HandlerContext
+    from .runtime.operations import InspectReport, PollerInspect
+    from .runtime.poller import JsonObject, Partition, PollerDefinition, define_poller
+    from .runtime.results import (
+        EngineStatus,
+        LeaseOptions,
+        ReplayResult,
+        TickPollResult,
+        TickResult,
+    )
     from .stores import MemoryStore, SqliteStore, store_from_url
     from .stores.postgres import PostgresStore
     from .stores.redis import RedisBudgetStore, RedisStore
@@ -87,50 +93,50 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "SystemClock": "._system",
     "SystemRandom": "._system",
-    "Subscription": ".core.consumers",
-    "FetchContext": ".core.context",
-    "HandlerContext": ".core.context",
-    "Duration": ".core.durations",
-    "format_duration": ".core.durations",
-    "parse_duration": ".core.durations",
-    "BudgetTimeoutError": ".core.errors",
-    "ConfigError": ".core.errors",
-    "HandlerError": ".core.errors",
-    "HttpError": ".core.errors",
-    "LeaseLostError": ".core.errors",
-    "ReplayUnavailableError": ".core.errors",
-    "StoreError": ".core.errors",
-    "ValidationError": ".core.errors",
-    "WatukuyError": ".core.errors",
-    "Event": ".core.events",
-    "EventType": ".core.events",
-    "InspectReport": ".core.operations",
-    "PollerInspect": ".core.operations",
-    "Backoff": ".core.options",
-    "Budget": ".core.options",
-    "Circuit": ".core.options",
-    "Deletes": ".core.options",
-    "Delivery": ".core.options",
-    "EventIds": ".core.options",
-    "EventLog": ".core.options",
-    "Poison": ".core.options",
-    "Reconcile": ".core.options",
-    "Retry": ".core.options",
-    "Schedule": ".core.options",
-    "Page": ".core.page",
-    "JsonObject": ".core.poller",
-    "Partition": ".core.poller",
-    "PollerDefinition": ".core.poller",
-    "define_poller": ".core.poller",
-    "Redaction": ".core.redact",
-    "EngineStatus": ".core.results",
-    "LeaseOptions": ".core.results",
-    "ReplayResult": ".core.results",
-    "TickPollResult": ".core.results",
-    "TickResult": ".core.results",
-    "HeldDeletes": ".core.rows",
-    "Lane": ".core.rows",
-    "RateLimitInfo": ".core.rows",
+    "Subscription": ".runtime.consumers",
+    "FetchContext": ".runtime.context",
+    "HandlerContext": ".runtime.context",
+    "Duration": ".model.durations",
+    "format_duration": ".model.durations",
+    "parse_duration": ".model.durations",
+    "BudgetTimeoutError": ".model.errors",
+    "ConfigError": ".model.errors",
+    "HandlerError": ".model.errors",
+    "HttpError": ".model.errors",
+    "LeaseLostError": ".model.errors",
+    "ReplayUnavailableError": ".model.errors",
+    "StoreError": ".model.errors",
+    "ValidationError": ".model.errors",
+    "WatukuyError": ".model.errors",
+    "Event": ".model.events",
+    "EventType": ".model.events",
+    "InspectReport": ".runtime.operations",
+    "PollerInspect": ".runtime.operations",
+    "Backoff": ".model.options",
+    "Budget": ".model.options",
+    "Circuit": ".model.options",
+    "Deletes": ".model.options",
+    "Delivery": ".model.options",
+    "EventIds": ".model.options",
+    "EventLog": ".model.options",
+    "Poison": ".model.options",
+    "Reconcile": ".model.options",
+    "Retry": ".model.options",
+    "Schedule": ".model.options",
+    "Page": ".model.page",
+    "JsonObject": ".runtime.poller",
+    "Partition": ".runtime.poller",
+    "PollerDefinition": ".runtime.poller",
+    "define_poller": ".runtime.poller",
+    "Redaction": ".model.redact",
+    "EngineStatus": ".runtime.results",
+    "LeaseOptions": ".runtime.results",
+    "ReplayResult": ".runtime.results",
+    "TickPollResult": ".runtime.results",
+    "TickResult": ".runtime.results",
+    "HeldDeletes": ".model.rows",
+    "Lane": ".model.rows",
+    "RateLimitInfo": ".model.rows",
     "AdvanceContext": ".cursor",
     "CursorConfig": ".cursor",
     "CursorOf": ".cursor",

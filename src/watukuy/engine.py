@@ -1,6 +1,6 @@
 """``watukuy.Engine``: the engine with real-world defaults.
 
-:class:`~watukuy.core.engine.EngineCore` takes every dependency explicitly; this subclass
+:class:`~watukuy.runtime.engine.EngineCore` takes every dependency explicitly; this subclass
 fills in the system clock, process randomness, an httpx-based ``ctx.http`` and an instance
 id made of host name and process id, and adds :meth:`Engine.run`, the blocking daemon with
 SIGINT/SIGTERM handling.
@@ -17,14 +17,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._system import SystemClock, SystemRandom
-from .core.durations import Duration
-from .core.engine import EngineCore
-from .core.errors import ConfigError
-from .core.options import Budget
-from .core.poller import PollerDefinition
-from .core.ports import BudgetStore, Clock, Random, StateStore
-from .core.redact import Redaction
-from .core.results import LeaseOptions
+from .model.durations import Duration
+from .model.errors import ConfigError
+from .model.options import Budget
+from .model.ports import BudgetStore, Clock, Random, StateStore
+from .model.redact import Redaction
+from .runtime.engine import EngineCore
+from .runtime.poller import PollerDefinition
+from .runtime.results import LeaseOptions
 
 if TYPE_CHECKING:
     import httpx

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.rows import CommitBatch, Lease, OutboxRow, PKey
+from watukuy.model.errors import ConfigError
+from watukuy.model.rows import CommitBatch, Lease, OutboxRow, PKey
 from watukuy.stores.memory import MemoryStore
 from watukuy.testing.chaos import (
     KILL_POINTS,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from watukuy.core.ports import StateStore
+from watukuy.model.ports import StateStore
 from watukuy.stores.sqlite import SqliteStore
 from watukuy.testing.chaos import STRATEGIES, ChaosReport, assert_chaos_report, run_chaos
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from watukuy.core.rows import CommitBatch, Lease, OutboxRow, PKey, PollerState
+from watukuy.model.rows import CommitBatch, Lease, OutboxRow, PKey, PollerState
 from watukuy.stores.memory import MemoryStore
 from watukuy.testing.faulty import (
     KILL_POINTS,

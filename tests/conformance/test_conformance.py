@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from watukuy.core.ports import StateStore
+from watukuy.model.ports import StateStore
 from watukuy.stores.sqlite import SqliteStore
 from watukuy.testing.conformance import (
     CONFIGS,

@@ -24,7 +24,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 import watukuy as wk
-from watukuy.core.ports import BudgetPolicy
+from watukuy.model.ports import BudgetPolicy
 from watukuy.stores.redis import RedisBudgetStore
 
 BUDGET = "shared"

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from _children.supervisor import Child, Dataset, create_consumer_log, read_deliveries
 
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import PKey
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import PKey
 from watukuy.stores.sqlite import SqliteStore
 from watukuy.testing import FakeApi
 from watukuy.testing.chaos._checks import convergence, evaluate

@@ -22,8 +22,8 @@ from typing import IO, Any
 
 import pytest
 
-from watukuy.core import json as wkjson
 from watukuy.demo import CATALOG, DELIVERY_CONCURRENCY, ORDERS, TENANTS, ConsumerLog, VendorWorld
+from watukuy.model import json as wkjson
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from _children.supervisor import Child, Dataset, create_consumer_log, read_deliveries
 
-from watukuy.core import json as wkjson
-from watukuy.core.rows import PKey
+from watukuy.model import json as wkjson
+from watukuy.model.rows import PKey
 from watukuy.testing import FakeApi
 from watukuy.testing.chaos._checks import convergence, evaluate
 

@@ -27,9 +27,9 @@ import pytest
 from _private_servers import Server, private_postgres, private_redis
 
 import watukuy as wk
-from watukuy.core import json as wkjson
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import Lease, PKey
+from watukuy.model import json as wkjson
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import Lease, PKey
 from watukuy.testing.faulty import ForwardingStore
 
 pytestmark = [pytest.mark.slow]

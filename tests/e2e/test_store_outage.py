@@ -25,7 +25,7 @@ from _private_servers import private_postgres as start_private_postgres
 from _private_servers import private_redis as start_private_redis
 
 import watukuy as wk
-from watukuy.core.rows import PKey
+from watukuy.model.rows import PKey
 
 pytestmark = [pytest.mark.slow]
 

@@ -249,9 +249,9 @@ def _m(
     return Mutant(name, guarantee, path, tuple(edits), tests, bug)
 
 
-LANE = "src/watukuy/core/lane.py"
-DISPATCHER = "src/watukuy/core/dispatcher.py"
-RUNNER = "src/watukuy/core/runner.py"
+LANE = "src/watukuy/runtime/lane.py"
+DISPATCHER = "src/watukuy/runtime/dispatcher.py"
+RUNNER = "src/watukuy/runtime/runner.py"
 MEMORY = "src/watukuy/stores/memory.py"
 SQLITE = "src/watukuy/stores/sqlite.py"
 POSTGRES = "src/watukuy/stores/postgres.py"
@@ -488,7 +488,7 @@ MUTANTS: tuple[Mutant, ...] = (
     _m(
         "redaction-by-exact-name-only",
         "redaction",
-        "src/watukuy/core/redact.py",
+        "src/watukuy/model/redact.py",
         [
             (
                 "        elif lowered in self._names or self._parts_re.search(lowered) is not None:\n",

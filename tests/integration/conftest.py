@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 import watukuy as wk
-from watukuy.core.ports import StateStore
+from watukuy.model.ports import StateStore
 from watukuy.testing import FakeApi, SeededRandom, VirtualClock
 
 BASE = "https://fake.api"

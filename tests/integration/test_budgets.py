@@ -18,10 +18,10 @@ import pytest
 
 import watukuy as wk
 from watukuy.budget import InMemoryBudgetStore
-from watukuy.core.hooks import BudgetWaitDetails
-from watukuy.core.options import Fairness
-from watukuy.core.ports import BudgetPolicy
-from watukuy.core.rows import PKey
+from watukuy.model.options import Fairness
+from watukuy.model.ports import BudgetPolicy
+from watukuy.model.rows import PKey
+from watukuy.runtime.hooks import BudgetWaitDetails
 from watukuy.testing import FakeApi, VirtualClock
 
 from .conftest import BASE, Recorder, World, item, timestamp_fetch

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import watukuy as wk
-from watukuy.core.rows import PKey
+from watukuy.model.rows import PKey
 from watukuy.testing.fake_api._items import encode_token
 
 from .conftest import Recorder, World, item, page_fetch, timestamp_fetch, token_fetch

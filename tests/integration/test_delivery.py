@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import watukuy as wk
-from watukuy.core.rows import PKey
+from watukuy.model.rows import PKey
 
 from .conftest import Recorder, World, item, timestamp_fetch
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import watukuy as wk
-from watukuy.core.rows import CommitBatch, OutboxRow, PKey
+from watukuy.model.rows import CommitBatch, OutboxRow, PKey
 from watukuy.testing import VirtualClock
 from watukuy.testing.store_contract import event_json
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import watukuy as wk
-from watukuy.core.rows import PKey
 from watukuy.diff import content_hash, event_id
+from watukuy.model.rows import PKey
 
 from .conftest import Recorder, World, page_fetch
 

@@ -22,9 +22,9 @@ import pytest
 from fastapi import FastAPI
 
 import watukuy as wk
-from watukuy.core.rows import PKey
 from watukuy.integrations import HealthCheck
 from watukuy.integrations.fastapi import health_router, inspect_router, watukuy_lifespan
+from watukuy.model.rows import PKey
 from watukuy.testing import FakeApi, SeededRandom, VirtualClock, fake_items
 
 T0 = 1_767_225_600_000  # the VirtualClock's default start, 2026-01-01T00:00:00Z

@@ -13,9 +13,9 @@ from typing import Any, Literal
 import pytest
 
 import watukuy as wk
-from watukuy.core.hooks import DeletesHeldDetails
-from watukuy.core.rows import PKey
 from watukuy.integrations import HealthCheck
+from watukuy.model.rows import PKey
+from watukuy.runtime.hooks import DeletesHeldDetails
 
 from .conftest import Recorder, World, item, page_fetch, timestamp_fetch
 

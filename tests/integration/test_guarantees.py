@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 import watukuy as wk
-from watukuy.core.rows import CommitBatch, Lease, PKey
+from watukuy.model.rows import CommitBatch, Lease, PKey
 from watukuy.testing import FakeApi, VirtualClock, fake_items
 
 from .conftest import Recorder, World, item, page_fetch, timestamp_fetch

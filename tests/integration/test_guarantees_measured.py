@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 import watukuy as wk
-from watukuy.core.rows import ItemRow, OutboxRow, PKey
+from watukuy.model.rows import ItemRow, OutboxRow, PKey
 from watukuy.testing import FakeApi, VirtualClock
 from watukuy.testing.faulty import ForwardingStore
 

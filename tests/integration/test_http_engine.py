@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 import watukuy as wk
-from watukuy.core.hooks import ScheduleChangeDetails
-from watukuy.core.rows import PKey
+from watukuy.model.rows import PKey
+from watukuy.runtime.hooks import ScheduleChangeDetails
 from watukuy.testing import SeededRandom
 
 from .conftest import BASE, Recorder, World, item, page_fetch, timestamp_fetch

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 import watukuy as wk
-from watukuy.core.events import iso_time
-from watukuy.core.rows import PKey
+from watukuy.model.events import iso_time
+from watukuy.model.rows import PKey
 
 from .conftest import Recorder, World, item, page_fetch, timestamp_fetch
 

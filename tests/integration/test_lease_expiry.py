@@ -16,8 +16,8 @@ from typing import Any, Literal, TypeVar
 import pytest
 
 import watukuy as wk
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import PKey
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import PKey
 from watukuy.testing import SeededRandom, VirtualClock
 from watukuy.testing.faulty import ForwardingStore
 

@@ -26,10 +26,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import watukuy as wk
-from watukuy.core import hooks as wk_hooks
-from watukuy.core.hooks import PollEndDetails, PollStartDetails
-from watukuy.core.rows import EventCounts, PKey, PollSummary
+from watukuy.model.rows import EventCounts, PKey, PollSummary
 from watukuy.otel import DURATION_BUCKETS_MS, INSTRUMENT_NAMES, OtelHooks
+from watukuy.runtime import hooks as wk_hooks
+from watukuy.runtime.hooks import PollEndDetails, PollStartDetails
 from watukuy.testing import FakeApi, SeededRandom, VirtualClock, fake_items
 
 T0 = 1_767_225_600_000  # the VirtualClock's default start, 2026-01-01T00:00:00Z
@@ -708,8 +708,8 @@ def test_defaults_use_the_global_providers_with_the_package_scope() -> None:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-        from watukuy.core.hooks import PollStartDetails, PollEndDetails
-        from watukuy.core.rows import PollSummary
+        from watukuy.runtime.hooks import PollStartDetails, PollEndDetails
+        from watukuy.model.rows import PollSummary
         from watukuy.otel import OtelHooks
 
         exporter = InMemorySpanExporter()

@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 import watukuy as wk
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import CircuitState, PKey
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import CircuitState, PKey
 from watukuy.testing import SeededRandom, VirtualClock
 
 BASE = "https://vendor.test"

@@ -21,10 +21,10 @@ import httpx
 import pytest
 
 import watukuy as wk
-from watukuy.core.errors import HttpError
-from watukuy.core.http_port import HttpObservations, HttpScope
-from watukuy.core.rows import Lease, PKey
 from watukuy.http import HttpxFactory
+from watukuy.model.errors import HttpError
+from watukuy.model.http_port import HttpObservations, HttpScope
+from watukuy.model.rows import Lease, PKey
 from watukuy.sinks import WebhookDeliveryError, webhook_sink
 from watukuy.testing import VirtualClock
 

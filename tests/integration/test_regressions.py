@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import watukuy as wk
-from watukuy.core.rows import PKey
+from watukuy.model.rows import PKey
 
 from .conftest import BASE, Recorder, World, item, page_fetch, timestamp_fetch
 
@@ -75,7 +75,7 @@ async def test_an_interrupted_reconcile_listing_resumes_without_phantom_deletes(
 async def test_validators_are_not_stored_for_a_page_lag_held_back(world: World) -> None:
     """ETags stored for a page whose newest items ``lag`` held back made the next identical
     request a 304, so those items stayed hidden until the listing changed."""
-    from watukuy.core.events import iso_time
+    from watukuy.model.events import iso_time
 
     now = world.clock.now()
     world.api.add(item(1, iso_time(now - 60_000)))

@@ -35,9 +35,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import watukuy as wk
 from watukuy.cli import main
-from watukuy.core.hooks import HOOK_NAMES
 from watukuy.integrations.fastapi import health_router, inspect_router
 from watukuy.otel import OtelHooks
+from watukuy.runtime.hooks import HOOK_NAMES
 from watukuy.testing import SeededRandom, VirtualClock
 
 MARKERS = {

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import watukuy as wk
-from watukuy.core.rows import CommitBatch, Lease, PKey
+from watukuy.model.rows import CommitBatch, Lease, PKey
 from watukuy.sinks import (
     SinkError,
     celery_sink,

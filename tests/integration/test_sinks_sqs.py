@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 import watukuy as wk
-from watukuy.core.errors import ConfigError
-from watukuy.core.rows import PKey
+from watukuy.model.errors import ConfigError
+from watukuy.model.rows import PKey
 from watukuy.sinks import sqs_group_id, sqs_sink
 from watukuy.testing import FakeApi, SeededRandom, VirtualClock, fake_items
 

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 import watukuy as wk
-from watukuy.core.rows import PKey, PollerState
 from watukuy.integrations import HealthCheck
+from watukuy.model.rows import PKey, PollerState
 from watukuy.testing import SeededRandom, VirtualClock
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import watukuy as wk
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import PKey
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import PKey
 
 from .conftest import Recorder, World
 

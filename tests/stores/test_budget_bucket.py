@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watukuy.budget import Grant, InMemoryBudgetStore, take
-from watukuy.core.errors import ConfigError
-from watukuy.core.ports import BudgetPolicy, BudgetStore
+from watukuy.model.errors import ConfigError
+from watukuy.model.ports import BudgetPolicy, BudgetStore
 from watukuy.stores.redis import RedisBudgetStore
 
 POLICY = BudgetPolicy(requests=10, per_ms=1_000)  # at most 10 in any second

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from watukuy.core.errors import ConfigError, StoreError, WatukuyError
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import (
+from watukuy.model.errors import ConfigError, StoreError, WatukuyError
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import (
     CommitBatch,
     Lease,
     LoggedEvent,

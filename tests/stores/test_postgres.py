@@ -16,10 +16,10 @@ import pytest
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from watukuy.core import json as wkjson
-from watukuy.core.errors import ConfigError, StoreError
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import (
+from watukuy.model import json as wkjson
+from watukuy.model.errors import ConfigError, StoreError
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import (
     CommitBatch,
     Lease,
     OutboxRow,

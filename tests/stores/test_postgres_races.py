@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from watukuy.core.errors import LeaseLostError, StoreError
-from watukuy.core.rows import Lease, PKey
+from watukuy.model.errors import LeaseLostError, StoreError
+from watukuy.model.rows import Lease, PKey
 from watukuy.stores.postgres import PostgresStore
 from watukuy.testing.store_contract import (
     KEY,

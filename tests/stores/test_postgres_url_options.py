@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from watukuy.core.errors import ConfigError
+from watukuy.model.errors import ConfigError
 from watukuy.stores import store_from_url
 from watukuy.stores.postgres import PostgresStore
 from watukuy.testing.store_contract import KEY, T0, TTL

@@ -16,9 +16,9 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from watukuy.core.errors import ConfigError, StoreError
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import Lease, PKey, StatePatch, Validator
+from watukuy.model.errors import ConfigError, StoreError
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import Lease, PKey, StatePatch, Validator
 from watukuy.stores.redis import RedisStore
 from watukuy.testing.store_contract import (
     KEY,

@@ -23,9 +23,9 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
 import watukuy as wk
-from watukuy.core.errors import StoreError
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import PKey
+from watukuy.model.errors import StoreError
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import PKey
 from watukuy.stores import redis as redis_module
 from watukuy.stores.redis import RedisStore
 from watukuy.testing import SeededRandom, VirtualClock

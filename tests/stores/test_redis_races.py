@@ -16,8 +16,8 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from watukuy.core.errors import ConfigError, StoreError
-from watukuy.core.rows import LoggedEvent, ParkedRow, PKey
+from watukuy.model.errors import ConfigError, StoreError
+from watukuy.model.rows import LoggedEvent, ParkedRow, PKey
 from watukuy.stores import redis as redis_module
 from watukuy.stores.redis import RedisBudgetStore, RedisStore
 from watukuy.testing.store_contract import (

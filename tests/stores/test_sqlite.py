@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from watukuy.core import json as wkjson
-from watukuy.core.errors import ConfigError, LeaseLostError, StoreError
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import Lease, ListingState, PKey, empty_poller_state, state_to_fields
+from watukuy.model import json as wkjson
+from watukuy.model.errors import ConfigError, LeaseLostError, StoreError
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import Lease, ListingState, PKey, empty_poller_state, state_to_fields
 from watukuy.stores import MemoryStore, store_from_url
 from watukuy.stores.sqlite import SqliteStore, sqlite_migrations
 from watukuy.testing.store_contract import (

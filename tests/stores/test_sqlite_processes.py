@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from watukuy.core.errors import LeaseLostError
-from watukuy.core.rows import CommitBatch, ItemRow, Lease, OutboxRow, PKey
+from watukuy.model.errors import LeaseLostError
+from watukuy.model.rows import CommitBatch, ItemRow, Lease, OutboxRow, PKey
 from watukuy.stores.sqlite import SqliteStore, sqlite_migrations
 
 pytestmark = pytest.mark.slow
@@ -29,7 +29,7 @@ KEY = PKey("orders", "tenant:\u00e9")
 # commits its own page.
 _TAKE_OVER = """
 import asyncio, json, sys, time
-from watukuy.core.rows import CommitBatch, ItemRow, OutboxRow, PKey
+from watukuy.model.rows import CommitBatch, ItemRow, OutboxRow, PKey
 from watukuy.stores.sqlite import SqliteStore
 
 async def main(path):
@@ -61,7 +61,7 @@ asyncio.run(main(sys.argv[1]))
 
 _MIGRATE = """
 import asyncio, sys
-from watukuy.core.rows import PKey
+from watukuy.model.rows import PKey
 from watukuy.stores.sqlite import SqliteStore
 
 async def main(path):
@@ -76,7 +76,7 @@ asyncio.run(main(sys.argv[1]))
 
 _WRITER = """
 import asyncio, sys
-from watukuy.core.rows import CommitBatch, ItemRow, OutboxRow, PKey
+from watukuy.model.rows import CommitBatch, ItemRow, OutboxRow, PKey
 from watukuy.stores.sqlite import SqliteStore
 
 async def main(path, name):

@@ -11,8 +11,8 @@ from typing import Any, assert_type
 from pydantic import BaseModel
 
 import watukuy as wk
-from watukuy.core.errors import SerializedError
 from watukuy.http import HttpResponse
+from watukuy.model.errors import SerializedError
 
 
 class Order(BaseModel):

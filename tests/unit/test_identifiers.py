@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import watukuy as wk
-from watukuy.core.errors import ConfigError
+from watukuy.model.errors import ConfigError
 from watukuy.stores.postgres import PostgresStore
 from watukuy.stores.sqlite import SqliteStore, sqlite_migrations
 

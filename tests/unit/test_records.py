@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from watukuy.core.events import Event
-from watukuy.core.hooks import DeliveredDetails
-from watukuy.core.poller import Partition
-from watukuy.core.records import fast_init
-from watukuy.core.rows import OutboxRow
+from watukuy.model.events import Event
+from watukuy.model.records import fast_init
+from watukuy.model.rows import OutboxRow
+from watukuy.runtime.hooks import DeliveredDetails
+from watukuy.runtime.poller import Partition
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from watukuy.core.ports import BudgetPolicy
+from watukuy.model.ports import BudgetPolicy
 
 __all__ = ["take_bucket"]
 

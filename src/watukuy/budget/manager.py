@@ -1,9 +1,9 @@
 """Who is granted next on a budget: lane priority first, then fairness among requesters.
 
-:class:`BudgetManager` is the engine's :class:`~watukuy.core.http_port.BudgetGate`. Every
+:class:`BudgetManager` is the engine's :class:`~watukuy.model.http_port.BudgetGate`. Every
 request ``ctx.http`` sends on a poller with a ``budget`` first calls :meth:`acquire
 <BudgetManager.acquire>`, which has its cost granted by the
-:class:`~watukuy.core.ports.BudgetStore` before anything goes on the wire, so a budget is
+:class:`~watukuy.model.ports.BudgetStore` before anything goes on the wire, so a budget is
 never exceeded.
 
 While the window has room, requests are granted as they arrive. When it is full, requests
@@ -20,10 +20,10 @@ queue per budget and one worker per budget serves them as earlier grants leave t
 
 3. **Arrival order** breaks every remaining tie.
 
-The worker sleeps through the :class:`~watukuy.core.ports.Clock` until the store says the
+The worker sleeps through the :class:`~watukuy.model.ports.Clock` until the store says the
 head of the queue can be served, or until the earliest waiter's deadline, whichever comes
 first, so a ``VirtualClock`` drives it exactly. A waiter gives up with
-:class:`~watukuy.core.errors.BudgetTimeoutError` when its ``max_wait`` has passed without a
+:class:`~watukuy.model.errors.BudgetTimeoutError` when its ``max_wait`` has passed without a
 grant; cancelling a waiting task removes it from the queue.
 """
 
@@ -37,10 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from watukuy.core.errors import BudgetTimeoutError, ConfigError
-from watukuy.core.options import Budget
-from watukuy.core.ports import BudgetPolicy, BudgetStore, Clock
-from watukuy.core.rows import Lane
+from watukuy.model.errors import BudgetTimeoutError, ConfigError
+from watukuy.model.options import Budget
+from watukuy.model.ports import BudgetPolicy, BudgetStore, Clock
+from watukuy.model.rows import Lane
 
 __all__ = ["LANE_PRIORITY", "BudgetHold", "BudgetManager"]
 

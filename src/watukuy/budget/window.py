@@ -40,13 +40,11 @@ answer, and a request granted ``per_ms`` after an earlier answer arrives at leas
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.ports import BudgetPolicy
+from watukuy.model.ports import BudgetPolicy, check_budget_args
 
 from .bucket import take_bucket
 
@@ -71,40 +69,6 @@ class Grant:
 
 def _grant_time(grant: Grant) -> int:
     return grant.time
-
-
-def check_budget_args(policy: BudgetPolicy, cost: float, now: int) -> None:
-    """Reject a policy, cost or time the window arithmetic cannot work with.
-
-    Raises:
-        ConfigError: ``requests`` or ``per_ms`` is not a positive integer, ``cost`` is
-            negative, not a finite number, or larger than ``requests`` (it could never be
-            granted), or ``now`` is not an integer.
-    """
-    requests, per_ms = policy.requests, policy.per_ms
-    if isinstance(requests, bool) or not isinstance(requests, int) or requests <= 0:
-        raise ConfigError(f"expected a positive integer, got {requests!r}", field="requests")
-    if isinstance(per_ms, bool) or not isinstance(per_ms, int) or per_ms <= 0:
-        raise ConfigError(f"expected a positive integer, got {per_ms!r}", field="per_ms")
-    if (
-        isinstance(cost, bool)
-        or not isinstance(cost, int | float)
-        or not math.isfinite(cost)
-        or cost < 0
-    ):
-        raise ConfigError(f"expected a finite number >= 0, got {cost!r}", field="cost")
-    burst = policy.burst
-    if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int) or burst <= 0):
-        raise ConfigError(f"expected a positive integer, got {burst!r}", field="burst")
-    if cost > requests or (burst is not None and cost > burst):
-        capacity = (
-            f"a burst of {burst}"
-            if burst is not None and burst < requests
-            else (f"a budget of {requests} requests per window")
-        )
-        raise ConfigError(f"a cost of {cost!r} can never be granted by {capacity}", field="cost")
-    if isinstance(now, bool) or not isinstance(now, int):
-        raise ConfigError(f"expected an integer epoch in ms, got {now!r}", field="now")
 
 
 def take(

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from watukuy.core import json as wkjson
-from watukuy.core.durations import parse_duration
-from watukuy.core.rows import ParkedKind, ParkedRow, held_deletes_to_json
+from watukuy.model import json as wkjson
+from watukuy.model.durations import parse_duration
+from watukuy.model.rows import ParkedKind, ParkedRow, held_deletes_to_json
 
 from ._errors import CliError
 from ._operators import EngineOperator

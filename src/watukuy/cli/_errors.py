@@ -20,8 +20,8 @@ import traceback
 
 import click
 
-from watukuy.core.errors import WatukuyError
-from watukuy.core.redact import redact_text
+from watukuy.model.errors import WatukuyError
+from watukuy.model.redact import redact_text
 
 __all__ = ["EXIT_FAILED", "EXIT_MISTAKE", "CliError", "describe_failure"]
 

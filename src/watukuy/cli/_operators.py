@@ -24,15 +24,10 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from watukuy.core import json as wkjson
-from watukuy.core.engine import EngineCore
-from watukuy.core.operations import (
-    confirm_held_deletes,
-    discard_held_deletes,
-    listing_report,
-)
-from watukuy.core.ports import Clock, StateStore
-from watukuy.core.rows import (
+from watukuy.cursor.config import read_timestamp_ms
+from watukuy.model import json as wkjson
+from watukuy.model.ports import Clock, StateStore
+from watukuy.model.rows import (
     HeldDeletes,
     ParkedKind,
     ParkedRow,
@@ -41,7 +36,12 @@ from watukuy.core.rows import (
     held_deletes_to_json,
     schedule_to_json,
 )
-from watukuy.cursor.config import read_timestamp_ms
+from watukuy.runtime.engine import EngineCore
+from watukuy.runtime.operations import (
+    confirm_held_deletes,
+    discard_held_deletes,
+    listing_report,
+)
 from watukuy.scheduler import trigger as trigger_schedule
 
 from ._errors import CliError

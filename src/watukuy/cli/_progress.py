@@ -24,12 +24,12 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from watukuy.core import json as wkjson
-from watukuy.core.engine import EngineCore
-from watukuy.core.results import TickResult
-from watukuy.core.rows import PKey
 from watukuy.cursor import TimestampCursor
 from watukuy.cursor.config import read_timestamp_ms
+from watukuy.model import json as wkjson
+from watukuy.model.rows import PKey
+from watukuy.runtime.engine import EngineCore
+from watukuy.runtime.results import TickResult
 
 from ._render import cursor_text, inspect_view
 

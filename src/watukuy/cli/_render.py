@@ -19,7 +19,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from watukuy.core import json as wkjson
+from watukuy.model import json as wkjson
 
 __all__ = [
     "Col",

@@ -23,10 +23,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from watukuy._system import SystemClock
-from watukuy.core.durations import parse_duration
-from watukuy.core.engine import EngineCore
-from watukuy.core.ports import StateStore
-from watukuy.core.redact import redact_url as core_redact_url
+from watukuy.model.durations import parse_duration
+from watukuy.model.ports import StateStore
+from watukuy.model.redact import redact_url as core_redact_url
+from watukuy.runtime.engine import EngineCore
 from watukuy.stores import store_from_url
 
 from ._errors import CliError

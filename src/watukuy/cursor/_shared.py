@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.json import loads
+from watukuy.model.errors import ConfigError
+from watukuy.model.json import loads
 
 __all__ = ["load_stored", "stored_cursor_error"]
 

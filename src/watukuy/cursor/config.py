@@ -3,7 +3,7 @@
 
 Each configuration is a frozen dataclass that checks itself when it is built, so a typo in a
 field path or a timestamp that cannot be read fails at import time with a
-:class:`~watukuy.core.errors.ConfigError` naming the option (``cursor.field``,
+:class:`~watukuy.model.errors.ConfigError` naming the option (``cursor.field``,
 ``cursor.initial``, ...) and the value it received.
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar
 
-from watukuy.core.durations import Duration, parse_duration
-from watukuy.core.errors import ConfigError
-from watukuy.core.json import dumps
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError
+from watukuy.model.json import dumps
 
 from .path import check_path
 from .timeformat import TimestampValue, normalise_timestamp, parse_ns

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.json import dumps, loads
-from watukuy.core.page import Page
+from watukuy.model.errors import ConfigError
+from watukuy.model.json import dumps, loads
+from watukuy.model.page import Page
 
 from .config import AdvanceContext, CustomCursor
 

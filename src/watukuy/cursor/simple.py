@@ -6,9 +6,9 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final, Literal
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.json import dumps
-from watukuy.core.page import InvalidPageError, Page
+from watukuy.model.errors import ConfigError
+from watukuy.model.json import dumps
+from watukuy.model.page import InvalidPageError, Page
 
 from ._shared import load_stored, stored_cursor_error
 from .config import PageCursor, PagePosition, SnapshotDiff, TokenCursor, TokenPosition

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, TypeAlias, TypeVar, overload
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.page import Page
+from watukuy.model.errors import ConfigError
+from watukuy.model.page import Page
 
 from .config import (
     CursorConfig,

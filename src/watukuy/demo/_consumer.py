@@ -13,8 +13,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from watukuy.core import json as wkjson
-from watukuy.core.events import Event
+from watukuy.model import json as wkjson
+from watukuy.model.events import Event
 
 __all__ = ["ConsumerLog"]
 

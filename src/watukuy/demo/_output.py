@@ -22,7 +22,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from watukuy.core import json as wkjson
+from watukuy.model import json as wkjson
 
 __all__ = ["DemoOutput", "JsonOutput", "LiveOutput", "PlainOutput", "summarize"]
 

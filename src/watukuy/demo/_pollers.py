@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from watukuy.core.context import FetchContext
-from watukuy.core.options import Backoff, Delivery, EventLog, Reconcile, Schedule
-from watukuy.core.page import Page
-from watukuy.core.poller import PollerDefinition, define_poller
 from watukuy.cursor import SnapshotDiff, TimestampCursor, TokenCursor
+from watukuy.model.options import Backoff, Delivery, EventLog, Reconcile, Schedule
+from watukuy.model.page import Page
+from watukuy.runtime.context import FetchContext
+from watukuy.runtime.poller import PollerDefinition, define_poller
 
 from ._world import CATALOG, ORDERS, TENANTS
 

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from watukuy._system import SystemClock
-from watukuy.core import json as wkjson
-from watukuy.core.context import HandlerContext
-from watukuy.core.errors import ConfigError
-from watukuy.core.events import Event
-from watukuy.core.options import Budget
-from watukuy.core.results import LeaseOptions
 from watukuy.engine import Engine
+from watukuy.model import json as wkjson
+from watukuy.model.errors import ConfigError
+from watukuy.model.events import Event
+from watukuy.model.options import Budget
+from watukuy.runtime.context import HandlerContext
+from watukuy.runtime.results import LeaseOptions
 from watukuy.stores import SqliteStore
 
 from ._consumer import ConsumerLog

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from watukuy.core import json as wkjson
-from watukuy.core.errors import ConfigError
-from watukuy.core.events import iso_time
+from watukuy.model import json as wkjson
+from watukuy.model.errors import ConfigError
+from watukuy.model.events import iso_time
 from watukuy.testing import FakeApi
 
 __all__ = [

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from watukuy.core.durations import parse_duration
+from watukuy.model.durations import parse_duration
 
 from ._output import DemoOutput, JsonOutput, LiveOutput, PlainOutput
 from ._run import DemoOptions, DemoPaths, run_demo

@@ -37,7 +37,7 @@ from typing import Any, Final
 
 import orjson
 
-from watukuy.core.json import to_jsonable
+from watukuy.model.json import to_jsonable
 
 from .jcs import format_number, reference_json, utf16_sorted
 
@@ -314,7 +314,7 @@ def canonical_json(value: Any) -> bytes:
 
     Args:
         value: Plain JSON data (dict, list, tuple, str, int, float, bool, None) or typed
-            values that :func:`watukuy.core.json.to_jsonable` understands (pydantic models,
+            values that :func:`watukuy.model.json.to_jsonable` understands (pydantic models,
             msgspec structs, dataclasses, datetimes, enums, UUIDs, decimals).
 
     Returns:
@@ -324,7 +324,7 @@ def canonical_json(value: Any) -> bytes:
         ValueError: NaN or Infinity in plain data, a lone surrogate in a string, an
             integer too large for a double, or a value that contains itself.
         TypeError: A value with no JSON form, including a non-finite float inside a typed
-            value (reported by :func:`~watukuy.core.json.to_jsonable`).
+            value (reported by :func:`~watukuy.model.json.to_jsonable`).
     """
     kind = type(value)
     if FAST_PATHS and kind is not dict and kind is not list and not _is_plain_scalar(value):

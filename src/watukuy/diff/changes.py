@@ -40,10 +40,10 @@ from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from watukuy.core import json as wkjson
-from watukuy.core.errors import ConfigError
-from watukuy.core.records import fast_init
-from watukuy.core.rows import ItemRow, Tombstone
+from watukuy.model import json as wkjson
+from watukuy.model.errors import ConfigError
+from watukuy.model.records import fast_init
+from watukuy.model.rows import ItemRow, Tombstone
 
 from .canonical import content_hash
 from .ids import version_text

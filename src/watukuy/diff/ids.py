@@ -9,7 +9,7 @@ different tuples of parts share a material. The same observation therefore has t
 in every process, after every restart and replay, and in the original watukuy.
 
 From an item's second event on, its *revision* (how many events of the identity came
-before, see :class:`~watukuy.core.rows.ItemRow`) is appended as a ninth part,
+before, see :class:`~watukuy.model.rows.ItemRow`) is appended as a ninth part,
 ``...|<type>|<revision>``, so an item that goes back to an earlier version, or is deleted
 and re-created, still gets ids it never had. Revision ``0`` adds nothing: the first event
 of an item has exactly the original id. (A poller with ``ids="compat"`` passes ``0`` for
@@ -22,7 +22,7 @@ import hashlib
 import math
 from typing import Any, Final
 
-from watukuy.core.json import to_jsonable
+from watukuy.model.json import to_jsonable
 
 from .jcs import format_number
 
@@ -126,7 +126,7 @@ def version_text(value: Any) -> str | None:
     written the way JavaScript's ``String(n)`` writes them (``1.0`` is ``"1"``), as the
     original watukuy does, so ids agree across the two. ``None`` means "no version".
     Other values (datetimes, UUIDs, decimals, enums) are first turned into JSON data with
-    :func:`~watukuy.core.json.to_jsonable`.
+    :func:`~watukuy.model.json.to_jsonable`.
 
     Raises:
         TypeError: The value has no JSON form, or its JSON form is not a string, number

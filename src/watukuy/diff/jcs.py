@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from json.encoder import encode_basestring
 from typing import Any, Final
 
-from watukuy.core.json import to_jsonable
+from watukuy.model.json import to_jsonable
 
 __all__ = ["format_number", "reference_json", "utf16_sorted"]
 
@@ -90,7 +90,7 @@ def reference_json(value: Any) -> bytes:
     """Canonical JSON by the book: a direct, unhurried RFC 8785 writer.
 
     Plain data is written natively; anything else (pydantic models, dataclasses,
-    datetimes, ...) goes through :func:`~watukuy.core.json.to_jsonable` first.
+    datetimes, ...) goes through :func:`~watukuy.model.json.to_jsonable` first.
     :func:`~watukuy.diff.canonical_json` returns the same bytes, faster; this writer is
     its fallback and the reference the tests hold it to.
 

@@ -9,7 +9,7 @@ every request exactly once and:
 - sends ``If-None-Match`` / ``If-Modified-Since`` from stored validators on ``GET`` and
   ``HEAD``, stores new ones, and reports ``304 Not Modified`` to the runner;
 - parses rate-limit headers (:func:`parse_rate_limit`) for the scheduler's pacing;
-- raises :class:`~watukuy.core.errors.HttpError` with ``Retry-After``
+- raises :class:`~watukuy.model.errors.HttpError` with ``Retry-After``
   (:func:`parse_retry_after`) and RFC 9457 Problem Details
   (:func:`parse_problem_details`) for error answers;
 - never puts a credential in a log line, an error or a hook record (:class:`Redaction`,

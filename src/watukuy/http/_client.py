@@ -3,7 +3,7 @@
 For every request the helper builds the URL, charges the budget, adds conditional
 headers from stored validators, sends exactly once (it never retries: the scheduler owns
 retries), reads rate-limit headers, stores new validators, and turns error answers into
-:class:`~watukuy.core.errors.HttpError`. Network errors and timeouts propagate as httpx
+:class:`~watukuy.model.errors.HttpError`. Network errors and timeouts propagate as httpx
 raised them; the scheduler treats them as fetch failures.
 """
 
@@ -17,15 +17,15 @@ from typing import Any, Final
 
 import httpx
 
-from watukuy.core.durations import Duration, parse_duration
-from watukuy.core.errors import (
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import (
     ConfigError,
     HttpError,
     LeaseLostError,
     serialize_error,
 )
-from watukuy.core.http_port import HttpScope
-from watukuy.core.rows import RateLimitInfo, Validator
+from watukuy.model.http_port import HttpScope
+from watukuy.model.rows import RateLimitInfo, Validator
 
 from ._problem import parse_problem_details, problem_summary
 from ._ratelimit import parse_rate_limit, parse_retry_after

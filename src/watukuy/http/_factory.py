@@ -8,9 +8,9 @@ from typing import Final
 
 import httpx
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.http_port import HttpScope
-from watukuy.core.redact import Redaction
+from watukuy.model.errors import ConfigError
+from watukuy.model.http_port import HttpScope
+from watukuy.model.redact import Redaction
 
 from ._client import HttpClient
 from ._redact import guard_library_logs

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from watukuy.core import json as wkjson
+from watukuy.model import json as wkjson
 
 __all__ = ["parse_problem_details", "problem_summary"]
 

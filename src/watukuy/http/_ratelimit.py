@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Final
 
-from watukuy.core.options import MAX_THROTTLE_MS
-from watukuy.core.rows import RateLimitInfo, RateLimitSource
+from watukuy.model.options import MAX_THROTTLE_MS
+from watukuy.model.rows import RateLimitInfo, RateLimitSource
 
 from ._sfv import Item, SfvError, parse_dictionary, parse_list
 

@@ -1,6 +1,6 @@
 """Keeping credentials out of logs, errors and hook records.
 
-The policy itself (:class:`~watukuy.core.redact.Redaction`) lives in the pure core, so the
+The policy itself (:class:`~watukuy.model.redact.Redaction`) lives in the pure core, so the
 engine applies it to every error it serialises; this module is its HTTP-facing surface:
 header and URL helpers, and a logging filter for your own log records.
 """
@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from watukuy.core.redact import (
+from watukuy.model.redact import (
     DEFAULT_REDACTION,
     REDACTED,
     SENSITIVE_NAMES,
@@ -60,7 +60,7 @@ SENSITIVE_HEADERS: Final[frozenset[str]] = frozenset(
     }
 )
 """Common credential headers (lower case). Every one is caught by the default
-:class:`~watukuy.core.redact.Redaction` rules, which also catch any other name containing
+:class:`~watukuy.model.redact.Redaction` rules, which also catch any other name containing
 ``token``, ``secret``, ``auth``, ``key`` suffixes and more; this list documents them."""
 
 # A log record carries these attributes itself; anything else on it came from ``extra``.
@@ -84,7 +84,7 @@ def redact_headers(
 
     Args:
         headers: Request or response headers.
-        redaction: The policy (default: :data:`~watukuy.core.redact.DEFAULT_REDACTION`).
+        redaction: The policy (default: :data:`~watukuy.model.redact.DEFAULT_REDACTION`).
 
     Returns:
         A new dict, safe to log.

@@ -6,9 +6,9 @@ along. watukuy follows redirects itself, one hop at a time:
 
 - within one origin (same scheme, host and port) the request is repeated as it was;
 - to another origin, every header and query parameter the
-  :class:`~watukuy.core.redact.Redaction` policy calls sensitive is dropped, and so is the
+  :class:`~watukuy.model.redact.Redaction` policy calls sensitive is dropped, and so is the
   URL's user info (``Authorization``, ``Cookie``, ``X-Api-Key``, ``X-Auth-Token``, ...);
-- ``https`` to ``http`` is refused (an :class:`~watukuy.core.errors.HttpError`), as is any
+- ``https`` to ``http`` is refused (an :class:`~watukuy.model.errors.HttpError`), as is any
   other scheme, and more than :data:`MAX_REDIRECTS` hops;
 - 303 (and 301/302 after a ``POST``) become a ``GET`` without body, as browsers do.
 """
@@ -19,8 +19,8 @@ from typing import Final, Literal
 
 import httpx
 
-from watukuy.core.errors import HttpError
-from watukuy.core.redact import DEFAULT_REDACTION, Redaction
+from watukuy.model.errors import HttpError
+from watukuy.model.redact import DEFAULT_REDACTION, Redaction
 
 __all__ = ["MAX_REDIRECTS", "REDIRECT_STATUSES", "CrossOrigin", "same_origin", "send_following"]
 

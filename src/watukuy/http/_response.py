@@ -9,9 +9,9 @@ from typing import Any, ClassVar, Final, Self, cast
 
 import httpx
 
-from watukuy.core import json as wkjson
-from watukuy.core.errors import ErrorCode, HttpError, WatukuyError
-from watukuy.core.rows import RateLimitInfo
+from watukuy.model import json as wkjson
+from watukuy.model.errors import ErrorCode, HttpError, WatukuyError
+from watukuy.model.rows import RateLimitInfo
 
 __all__ = ["MAX_ERROR_BODY", "BodyError", "HttpResponse", "read_error_text"]
 
@@ -26,7 +26,7 @@ class BodyError(WatukuyError, ValueError):
 
 
 MAX_ERROR_BODY: Final = 64 * 1024
-"""Bytes of an error body kept on :class:`~watukuy.core.errors.HttpError` (the rest is
+"""Bytes of an error body kept on :class:`~watukuy.model.errors.HttpError` (the rest is
 never downloaded)."""
 
 
@@ -95,7 +95,7 @@ class HttpResponse:
         return self.ok
 
     def raise_for_status(self) -> Self:
-        """Raise the :class:`~watukuy.core.errors.HttpError` ``ctx.http`` would have
+        """Raise the :class:`~watukuy.model.errors.HttpError` ``ctx.http`` would have
         raised, for an answer other than 2xx and 304; returns the response otherwise.
 
         Only useful after ``raise_for_status=False``: by default ``ctx.http`` raises

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from watukuy.core.errors import ConfigError
+from watukuy.model.errors import ConfigError
 
 __all__ = ["QueryParams", "QueryScalar", "QueryValue", "build_url", "url_hash"]
 

@@ -15,14 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from watukuy.core.deadline import finish_by
-from watukuy.core.durations import Duration, format_duration, parse_duration
-from watukuy.core.engine import EngineCore
-from watukuy.core.errors import ConfigError, StoreError
-from watukuy.core.operations import InspectReport, PollerInspect
-from watukuy.core.redact import RedactingLogger
-from watukuy.core.results import EngineStatus
-from watukuy.core.rows import PKey
+from watukuy.model.durations import Duration, format_duration, parse_duration
+from watukuy.model.errors import ConfigError, StoreError
+from watukuy.model.redact import RedactingLogger
+from watukuy.model.rows import PKey
+from watukuy.runtime.deadline import finish_by
+from watukuy.runtime.engine import EngineCore
+from watukuy.runtime.operations import InspectReport, PollerInspect
+from watukuy.runtime.results import EngineStatus
 
 __all__ = ["Finding", "HealthCheck", "HealthResult", "KeyHealth"]
 

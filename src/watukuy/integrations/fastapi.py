@@ -39,9 +39,9 @@ except ImportError as _error:  # pragma: no cover - exercised in a child process
         "watukuy.integrations.fastapi needs FastAPI: pip install 'watukuy[fastapi]'"
     ) from _error
 
-from watukuy.core.durations import Duration, parse_duration
-from watukuy.core.engine import EngineCore
-from watukuy.core.errors import ConfigError
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError
+from watukuy.runtime.engine import EngineCore
 
 from ._health import HealthCheck
 

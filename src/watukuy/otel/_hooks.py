@@ -10,8 +10,10 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from watukuy._system import SystemClock
-from watukuy.core.errors import ConfigError
-from watukuy.core.hooks import (
+from watukuy.model.errors import ConfigError
+from watukuy.model.ports import Clock
+from watukuy.model.redact import redact_text
+from watukuy.runtime.hooks import (
     BudgetWaitDetails,
     CircuitCloseDetails,
     CircuitOpenDetails,
@@ -29,8 +31,6 @@ from watukuy.core.hooks import (
     RetryDetails,
     ScheduleChangeDetails,
 )
-from watukuy.core.ports import Clock
-from watukuy.core.redact import redact_text
 
 from ._gauges import CIRCUIT_CLOSED, CIRCUIT_OPEN, KeyGauges
 from ._instruments import create_instruments

@@ -1,10 +1,10 @@
 """When each key polls next: AIMD intervals, jitter, pacing, throttling, backoff, circuit.
 
 Every function here is pure and synchronous. It takes the persisted
-:class:`~watukuy.core.rows.ScheduleState` of one (poller, partition) key, the poller's
-:class:`~watukuy.core.options.Schedule` and :class:`~watukuy.core.options.Circuit`, the
+:class:`~watukuy.model.rows.ScheduleState` of one (poller, partition) key, the poller's
+:class:`~watukuy.model.options.Schedule` and :class:`~watukuy.model.options.Circuit`, the
 time ``now`` in epoch milliseconds and, where a wait is randomised, the injected
-:class:`~watukuy.core.ports.Random`; it returns a new state to persist. The runner calls:
+:class:`~watukuy.model.ports.Random`; it returns a new state to persist. The runner calls:
 
 - :func:`initial_schedule` for a key seen for the first time;
 - :func:`is_due` and :func:`begin_cycle` before a live cycle (an open circuit whose probe

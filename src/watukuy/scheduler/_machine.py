@@ -1,9 +1,9 @@
-"""Transitions of the persisted :class:`~watukuy.core.rows.ScheduleState`.
+"""Transitions of the persisted :class:`~watukuy.model.rows.ScheduleState`.
 
 A key's schedule moves only through the functions below. Each takes the current state, the
-poller's :class:`~watukuy.core.options.Schedule` and :class:`~watukuy.core.options.Circuit`,
+poller's :class:`~watukuy.model.options.Schedule` and :class:`~watukuy.model.options.Circuit`,
 what the cycle observed, the time and (where a wait is randomised) the injected
-:class:`~watukuy.core.ports.Random`, and returns a new state; nothing is mutated and nothing
+:class:`~watukuy.model.ports.Random`, and returns a new state; nothing is mutated and nothing
 is read from the outside world. Because the result is persisted, a daemon, a one-shot
 ``tick()`` and every other instance sharing the store plan the same next run.
 
@@ -22,10 +22,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from watukuy.core.errors import SerializedError
-from watukuy.core.options import Circuit, Schedule
-from watukuy.core.ports import Random
-from watukuy.core.rows import CircuitState, PollSummary, RateLimitInfo, ScheduleState
+from watukuy.model.errors import SerializedError
+from watukuy.model.options import Circuit, Schedule
+from watukuy.model.ports import Random
+from watukuy.model.rows import CircuitState, PollSummary, RateLimitInfo, ScheduleState
 
 from ._timing import apply_jitter, backoff_delay, pacing_delay, throttle_wait
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from watukuy.core.rows import CircuitState, ScheduleState
+from watukuy.model.rows import CircuitState, ScheduleState
 
 __all__ = ["PollerPhase", "phase_of"]
 

@@ -1,7 +1,7 @@
 """Waits: jitter, exponential backoff and rate-limit pacing.
 
 Each helper turns configuration (and, where randomness is involved, the injected
-:class:`~watukuy.core.ports.Random`) into a whole number of milliseconds. Halves round up
+:class:`~watukuy.model.ports.Random`) into a whole number of milliseconds. Halves round up
 (``2.5 -> 3``), unlike Python's :func:`round`, so that a scripted random source gives the
 same answer on every platform and in every language that reads these rules.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.options import Backoff, Schedule
-from watukuy.core.ports import Random
-from watukuy.core.rows import RateLimitInfo
+from watukuy.model.errors import ConfigError
+from watukuy.model.options import Backoff, Schedule
+from watukuy.model.ports import Random
+from watukuy.model.rows import RateLimitInfo
 
 __all__ = ["apply_jitter", "backoff_ceiling", "backoff_delay", "pacing_delay", "throttle_wait"]
 

@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from watukuy.core.context import HandlerContext
-from watukuy.core.errors import ConfigError
-from watukuy.core.events import Event
+from watukuy.model.errors import ConfigError
+from watukuy.model.events import Event
+from watukuy.runtime.context import HandlerContext
 
 from ._serialize import SinkFormat, check_format, to_sink_payload
 

@@ -7,10 +7,10 @@ from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any, TypeAlias
 
-from watukuy.core.context import HandlerContext
-from watukuy.core.durations import Duration, parse_duration
-from watukuy.core.errors import ConfigError, HandlerError
-from watukuy.core.events import Event
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError, HandlerError
+from watukuy.model.events import Event
+from watukuy.runtime.context import HandlerContext
 
 __all__ = [
     "INSTALL_HINT",

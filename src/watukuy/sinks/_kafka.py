@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal, TypeAlias
 
-from watukuy.core import json as wkjson
-from watukuy.core.context import HandlerContext
-from watukuy.core.errors import ConfigError
-from watukuy.core.events import Event
+from watukuy.model import json as wkjson
+from watukuy.model.errors import ConfigError
+from watukuy.model.events import Event
+from watukuy.runtime.context import HandlerContext
 
 from ._common import Target, resolve_target, target_of
 from ._serialize import CLOUDEVENTS_CONTENT_TYPE, JSON_CONTENT_TYPE

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from watukuy.core.context import HandlerContext
-from watukuy.core.durations import Duration
-from watukuy.core.errors import ConfigError
-from watukuy.core.events import Event
+from watukuy.model.durations import Duration
+from watukuy.model.errors import ConfigError
+from watukuy.model.events import Event
+from watukuy.runtime.context import HandlerContext
 
 from ._common import Target, optional_seconds, resolve_target, target_of
 from ._serialize import SinkFormat, check_format, serialize_event

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from watukuy.core import json as wkjson
-from watukuy.core.context import HandlerContext
-from watukuy.core.durations import Duration, parse_duration
-from watukuy.core.errors import ConfigError
-from watukuy.core.events import Event
+from watukuy.model import json as wkjson
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError
+from watukuy.model.events import Event
+from watukuy.runtime.context import HandlerContext
 
 from ._common import Target, resolve_target, target_of
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
-from watukuy.core import json as wkjson
-from watukuy.core.errors import ConfigError
-from watukuy.core.events import Event
+from watukuy.model import json as wkjson
+from watukuy.model.errors import ConfigError
+from watukuy.model.events import Event
 
 __all__ = [
     "CLOUDEVENTS_CONTENT_TYPE",

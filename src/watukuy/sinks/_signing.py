@@ -24,8 +24,8 @@ from datetime import datetime
 from typing import Final
 
 from watukuy._system import SystemClock
-from watukuy.core.durations import Duration, parse_duration
-from watukuy.core.errors import ConfigError
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError
 
 __all__ = [
     "DEFAULT_WEBHOOK_TOLERANCE",

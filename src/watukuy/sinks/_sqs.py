@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable
 from typing import Any, Final, TypeAlias
 
-from watukuy.core.context import HandlerContext
-from watukuy.core.errors import ConfigError
-from watukuy.core.events import Event
+from watukuy.model.errors import ConfigError
+from watukuy.model.events import Event
+from watukuy.runtime.context import HandlerContext
 
 from ._serialize import SinkFormat, check_format, serialize_event
 

@@ -9,13 +9,13 @@ from typing import Any, Final
 import httpx
 
 from watukuy._system import SystemClock
-from watukuy.core.context import HandlerContext
-from watukuy.core.durations import Duration
-from watukuy.core.errors import ConfigError, HttpError
-from watukuy.core.events import Event
-from watukuy.core.ports import Clock
 from watukuy.http import DEFAULT_REDACTION, REDACTED, parse_retry_after
 from watukuy.http._redirects import send_following
+from watukuy.model.durations import Duration
+from watukuy.model.errors import ConfigError, HttpError
+from watukuy.model.events import Event
+from watukuy.model.ports import Clock
+from watukuy.runtime.context import HandlerContext
 
 from ._common import optional_seconds
 from ._serialize import SinkFormat, check_format, serialize_event

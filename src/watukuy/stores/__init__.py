@@ -16,9 +16,9 @@ import importlib
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, unquote
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.ports import StateStore
-from watukuy.core.redact import redact_url
+from watukuy.model.errors import ConfigError
+from watukuy.model.ports import StateStore
+from watukuy.model.redact import redact_url
 from watukuy.stores.memory import MemoryKeySnapshot, MemoryStore
 from watukuy.stores.sqlite import SqliteStore, sqlite_migrations
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from watukuy.core.errors import StoreError, WatukuyError
+from watukuy.model.errors import StoreError, WatukuyError
 
 __all__ = ["store_errors", "wrap_store_error"]
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from watukuy.core.durations import Duration, parse_duration
-from watukuy.core.errors import ConfigError, StoreError
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError, StoreError
 
 __all__ = ["Guard", "PgTimeouts", "bounded", "diagnose", "split_dsn"]
 

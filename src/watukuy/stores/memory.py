@@ -1,4 +1,4 @@
-"""MemoryStore: the reference :class:`~watukuy.core.ports.StateStore`, kept in dictionaries.
+"""MemoryStore: the reference :class:`~watukuy.model.ports.StateStore`, kept in dictionaries.
 
 It is a real backend, not a mock: leases are fenced by epoch exactly like the durable
 stores, ``commit_poll`` is all-or-nothing, and nothing a caller passes in or gets back
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, TypeVar, cast
 
-from watukuy.core import json as wkjson
-from watukuy.core.errors import ConfigError, LeaseLostError, SerializedError
-from watukuy.core.rows import (
+from watukuy.model import json as wkjson
+from watukuy.model.errors import ConfigError, LeaseLostError, SerializedError
+from watukuy.model.rows import (
     CommitBatch,
     ItemRow,
     Lease,
@@ -139,7 +139,7 @@ def _new_key(now: int) -> _Key:
 
 
 class MemoryStore:
-    """A :class:`~watukuy.core.ports.StateStore` in process memory.
+    """A :class:`~watukuy.model.ports.StateStore` in process memory.
 
     Example:
         >>> store = MemoryStore()

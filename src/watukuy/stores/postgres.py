@@ -47,10 +47,10 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from watukuy.core import json
-from watukuy.core.durations import Duration
-from watukuy.core.errors import ConfigError, LeaseLostError, SerializedError, StoreError
-from watukuy.core.rows import (
+from watukuy.model import json
+from watukuy.model.durations import Duration
+from watukuy.model.errors import ConfigError, LeaseLostError, SerializedError, StoreError
+from watukuy.model.rows import (
     CommitBatch,
     ItemRow,
     Lease,
@@ -209,7 +209,7 @@ def _parked_columns(parked: Iterable[ParkedRow]) -> tuple[list[Any], ...]:
 
 
 class PostgresStore:
-    """A :class:`~watukuy.core.ports.StateStore` on PostgreSQL.
+    """A :class:`~watukuy.model.ports.StateStore` on PostgreSQL.
 
     Args:
         dsn_or_pool: A connection string (the store then owns a pool it opens on first use

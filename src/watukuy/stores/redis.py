@@ -77,11 +77,10 @@ from importlib import resources
 from typing import Any, NamedTuple, cast
 from urllib.parse import quote
 
-from watukuy.budget.window import check_budget_args
-from watukuy.core import json
-from watukuy.core.errors import ConfigError, LeaseLostError, SerializedError
-from watukuy.core.ports import BudgetPolicy
-from watukuy.core.rows import (
+from watukuy.model import json
+from watukuy.model.errors import ConfigError, LeaseLostError, SerializedError
+from watukuy.model.ports import BudgetPolicy, check_budget_args
+from watukuy.model.rows import (
     CommitBatch,
     ItemRow,
     Lease,
@@ -297,7 +296,7 @@ class _Keys(NamedTuple):
 
 
 class RedisStore:
-    """A :class:`~watukuy.core.ports.StateStore` on Redis (standalone or cluster).
+    """A :class:`~watukuy.model.ports.StateStore` on Redis (standalone or cluster).
 
     Args:
         client: A ``redis.asyncio.Redis`` (or ``RedisCluster``) client; the store never

@@ -1,4 +1,4 @@
-"""SqliteStore: a :class:`~watukuy.core.ports.StateStore` in one SQLite file (stdlib ``sqlite3``).
+"""SqliteStore: a :class:`~watukuy.model.ports.StateStore` in one SQLite file (stdlib ``sqlite3``).
 
 The default for one host. The database runs in WAL mode, so readers never wait for the
 writer and several processes on the same host can share one file: every write that needs
@@ -33,10 +33,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar, cast
 
-from watukuy.core import json as wkjson
-from watukuy.core.durations import Duration, parse_duration
-from watukuy.core.errors import ConfigError, LeaseLostError, SerializedError
-from watukuy.core.rows import (
+from watukuy.model import json as wkjson
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError, LeaseLostError, SerializedError
+from watukuy.model.rows import (
     CommitBatch,
     ItemRow,
     Lease,
@@ -282,7 +282,7 @@ def _parked_row(r: tuple[Any, ...]) -> ParkedRow:
 
 
 class SqliteStore:
-    """A :class:`~watukuy.core.ports.StateStore` in a SQLite database file.
+    """A :class:`~watukuy.model.ports.StateStore` in a SQLite database file.
 
     Args:
         path: The database file (created when missing), or ``":memory:"`` for a private

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
-from watukuy.core.ports import StateStore
+from watukuy.model.ports import StateStore
 
 POSTGRES_URL: Final = "postgresql://postgres@127.0.0.1:5432/test"
 REDIS_URL: Final = "redis://127.0.0.1:6379/15"

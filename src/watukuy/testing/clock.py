@@ -7,8 +7,8 @@ import heapq
 import itertools
 from dataclasses import dataclass, field
 
-from watukuy.core.durations import Duration, parse_duration
-from watukuy.core.events import iso_time
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.events import iso_time
 
 __all__ = ["VirtualClock"]
 
@@ -45,7 +45,7 @@ class _Timer:
 
 
 class VirtualClock:
-    """A :class:`~watukuy.core.ports.Clock` for tests: ``now()`` only changes when you
+    """A :class:`~watukuy.model.ports.Clock` for tests: ``now()`` only changes when you
     ``advance`` it, and ``sleep`` resolves when virtual time reaches its deadline.
 
     ``await clock.advance("30s")`` fires every timer due within the next 30 seconds in

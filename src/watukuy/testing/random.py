@@ -12,7 +12,7 @@ T = TypeVar("T")
 
 
 class SeededRandom:
-    """A :class:`~watukuy.core.ports.Random` that gives the same sequence for the same seed.
+    """A :class:`~watukuy.model.ports.Random` that gives the same sequence for the same seed.
 
     Args:
         seed: Any integer; equal seeds give equal sequences on every platform.

@@ -1,4 +1,4 @@
-"""The store contract suite: one set of tests every :class:`~watukuy.core.ports.StateStore`
+"""The store contract suite: one set of tests every :class:`~watukuy.model.ports.StateStore`
 must pass, shipped so that a third-party store can certify itself.
 
 Subclass :class:`StoreContract` in a test module and override the ``store`` fixture with one
@@ -53,10 +53,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from watukuy.core import json as wkjson
-from watukuy.core.errors import LeaseLostError, SerializedError, StoreError, WatukuyError
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import (
+from watukuy.model import json as wkjson
+from watukuy.model.errors import LeaseLostError, SerializedError, StoreError, WatukuyError
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import (
     BackfillState,
     CircuitState,
     CommitBatch,

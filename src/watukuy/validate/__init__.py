@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
 
-from watukuy.core.errors import ConfigError, ValidationIssue
-from watukuy.core.json import to_jsonable
+from watukuy.model.errors import ConfigError, ValidationIssue
+from watukuy.model.json import to_jsonable
 
 __all__ = [
     "Invalid",

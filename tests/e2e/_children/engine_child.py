@@ -27,11 +27,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import watukuy as wk
-from watukuy.core import json as wkjson
-from watukuy.core.errors import LeaseLostError
-from watukuy.core.hooks import ErrorDetails, LeaseAcquiredDetails, LeaseLostDetails
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import CommitBatch, Lease, PKey, StatePatch
+from watukuy.model import json as wkjson
+from watukuy.model.errors import LeaseLostError
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import CommitBatch, Lease, PKey, StatePatch
+from watukuy.runtime.hooks import ErrorDetails, LeaseAcquiredDetails, LeaseLostDetails
 from watukuy.testing.faulty import ForwardingStore
 
 PAGE_SIZE = 20

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from watukuy.core import json as wkjson
+from watukuy.model import json as wkjson
 from watukuy.testing import FakeApi
 from watukuy.testing.chaos._checks import Delivery
 

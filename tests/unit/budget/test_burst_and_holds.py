@@ -10,9 +10,9 @@ from watukuy.budget import Grant, InMemoryBudgetStore, take
 from watukuy.budget.bucket import take_bucket
 from watukuy.budget.manager import BudgetHold, BudgetManager
 from watukuy.budget.window import settle
-from watukuy.core.errors import ConfigError
-from watukuy.core.options import Budget
-from watukuy.core.ports import BudgetPolicy
+from watukuy.model.errors import ConfigError
+from watukuy.model.options import Budget
+from watukuy.model.ports import BudgetPolicy
 from watukuy.testing.clock import VirtualClock
 
 BUCKET = BudgetPolicy(requests=10, per_ms=1_000, burst=3)

@@ -10,10 +10,10 @@ import pytest
 
 from watukuy.budget import InMemoryBudgetStore
 from watukuy.budget.manager import BudgetManager
-from watukuy.core.errors import BudgetTimeoutError, ConfigError
-from watukuy.core.options import Budget
-from watukuy.core.ports import BudgetPolicy
-from watukuy.core.rows import Lane
+from watukuy.model.errors import BudgetTimeoutError, ConfigError
+from watukuy.model.options import Budget
+from watukuy.model.ports import BudgetPolicy
+from watukuy.model.rows import Lane
 from watukuy.testing.clock import VirtualClock
 
 MINUTE = 60_000

@@ -13,7 +13,7 @@ import pytest
 import watukuy as wk
 from watukuy.cli import main
 from watukuy.cli._operators import EngineOperator, StoreOperator
-from watukuy.core.rows import PKey
+from watukuy.model.rows import PKey
 from watukuy.testing import VirtualClock
 
 KEY = PKey("catalog")

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 import watukuy as wk
-from watukuy.core.errors import ConfigError
 from watukuy.demo import (
     CATALOG,
     ORDERS,
@@ -20,6 +19,7 @@ from watukuy.demo import (
     VendorWorld,
 )
 from watukuy.demo._output import summarize
+from watukuy.model.errors import ConfigError
 
 T0 = 1_767_225_600_000
 

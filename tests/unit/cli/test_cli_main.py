@@ -13,7 +13,7 @@ import pytest
 from watukuy.cli import main
 from watukuy.cli._commands import resolve_ids
 from watukuy.cli._errors import CliError, describe_failure
-from watukuy.core.errors import ConfigError, StoreError, WatukuyError
+from watukuy.model.errors import ConfigError, StoreError, WatukuyError
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

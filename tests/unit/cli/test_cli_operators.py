@@ -7,8 +7,8 @@ from cli_fakes import Polled
 
 from watukuy.cli._errors import CliError
 from watukuy.cli._operators import EngineOperator, StoreOperator
-from watukuy.core import json as wkjson
-from watukuy.core.rows import CircuitState, PKey
+from watukuy.model import json as wkjson
+from watukuy.model.rows import CircuitState, PKey
 from watukuy.scheduler import trigger as trigger_schedule
 
 ORDERS = PKey("orders")

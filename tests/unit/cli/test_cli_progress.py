@@ -8,7 +8,7 @@ from cli_fakes import Polled
 from rich.console import Console
 
 from watukuy.cli._progress import drive_backfill, tick_with_progress
-from watukuy.core.rows import PKey
+from watukuy.model.rows import PKey
 
 
 def quiet() -> Console:

@@ -19,7 +19,7 @@ from watukuy.cli._target import (
     open_target,
     redact_url,
 )
-from watukuy.core.errors import ConfigError
+from watukuy.model.errors import ConfigError
 
 MODULE = textwrap.dedent(
     """

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from watukuy.core.errors import ConfigError
 from watukuy.cursor import CustomCursor, PageCursor, SnapshotDiff, TimestampCursor, TokenCursor
+from watukuy.model.errors import ConfigError
 
 
 def _fails(field: str, value_text: str, build: Any) -> ConfigError:

@@ -15,9 +15,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watukuy.core.page import Page
 from watukuy.cursor import TimestampCursor, TimestampPosition, TimestampStrategy, make_strategy
 from watukuy.cursor.timeformat import parse_ns
+from watukuy.model.page import Page
 
 T0 = 1_714_557_600_000  # 2024-05-01T10:00:00Z
 T0_ISO = "2024-05-01T10:00:00Z"

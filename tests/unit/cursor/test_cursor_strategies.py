@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.page import InvalidPageError, Page
 from watukuy.cursor import (
     AdvanceContext,
     CursorConfig,
@@ -29,6 +27,8 @@ from watukuy.cursor import (
     TokenStrategy,
     make_strategy,
 )
+from watukuy.model.errors import ConfigError
+from watukuy.model.page import InvalidPageError, Page
 
 NOW = 1_700_000_000_000
 ITEMS = [{"id": 1}, {"id": 2}]

@@ -8,8 +8,6 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.page import InvalidPageError, Page
 from watukuy.cursor import (
     TimestampCursor,
     TimestampPosition,
@@ -17,6 +15,8 @@ from watukuy.cursor import (
     TimestampValue,
     make_strategy,
 )
+from watukuy.model.errors import ConfigError
+from watukuy.model.page import InvalidPageError, Page
 
 T0 = 1_714_557_600_000  # 2024-05-01T10:00:00Z
 LATER = T0 + 3_600_000

@@ -17,8 +17,8 @@ import pydantic
 import pytest
 import rfc8785
 
-from watukuy.core.json import to_jsonable
 from watukuy.diff import canonical, canonical_json, content_hash, format_number, reference_json
+from watukuy.model.json import to_jsonable
 
 NAN = float("nan")
 INF = float("inf")

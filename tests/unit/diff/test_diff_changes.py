@@ -8,8 +8,6 @@ from typing import Any
 import pydantic
 import pytest
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.rows import ItemRow
 from watukuy.diff import (
     Candidate,
     Change,
@@ -21,6 +19,8 @@ from watukuy.diff import (
     diff_candidates,
     prepare_candidates,
 )
+from watukuy.model.errors import ConfigError
+from watukuy.model.rows import ItemRow
 
 NOW = 5_000
 

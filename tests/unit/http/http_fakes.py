@@ -8,11 +8,11 @@ from typing import Any, cast
 
 import httpx
 
-from watukuy.core.errors import LeaseLostError
-from watukuy.core.http_port import BudgetGate, HttpObservations, HttpScope
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import Lane, Lease, PKey, Validator
 from watukuy.http import HttpClient, HttpxFactory
+from watukuy.model.errors import LeaseLostError
+from watukuy.model.http_port import BudgetGate, HttpObservations, HttpScope
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import Lane, Lease, PKey, Validator
 from watukuy.testing.clock import VirtualClock
 
 NOW = 1_700_000_000_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from http_fakes import BASE, World
 
-from watukuy.core.errors import WatukuyError
+from watukuy.model.errors import WatukuyError
 
 PAGE = b"<!DOCTYPE html><html><head><title>Down for maintenance</title></head></html>"
 

@@ -14,7 +14,8 @@ from http_fakes import BASE, KEY, LEASE, NOW, FakeGate, World
 
 from watukuy.budget import InMemoryBudgetStore
 from watukuy.budget.manager import BudgetManager
-from watukuy.core.errors import (
+from watukuy.http import MAX_ERROR_BODY, HttpClient, HttpxFactory, build_url, url_hash
+from watukuy.model.errors import (
     BudgetTimeoutError,
     ConfigError,
     HttpError,
@@ -22,10 +23,9 @@ from watukuy.core.errors import (
     StoreError,
     WatukuyError,
 )
-from watukuy.core.http_port import BudgetGate, HttpFactory
-from watukuy.core.options import Budget
-from watukuy.core.rows import RateLimitInfo, Validator
-from watukuy.http import MAX_ERROR_BODY, HttpClient, HttpxFactory, build_url, url_hash
+from watukuy.model.http_port import BudgetGate, HttpFactory
+from watukuy.model.options import Budget
+from watukuy.model.rows import RateLimitInfo, Validator
 
 # --- URL and query building -------------------------------------------------------------
 

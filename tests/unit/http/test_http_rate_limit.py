@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watukuy.core.rows import RateLimitInfo
 from watukuy.http import parse_rate_limit, parse_retry_after
+from watukuy.model.rows import RateLimitInfo
 
 NOW = 1_700_000_000_000
 

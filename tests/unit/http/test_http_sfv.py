@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watukuy.core.rows import RateLimitInfo
 from watukuy.http import parse_rate_limit
 from watukuy.http._sfv import (
     DisplayString,
@@ -17,6 +16,7 @@ from watukuy.http._sfv import (
     parse_dictionary,
     parse_list,
 )
+from watukuy.model.rows import RateLimitInfo
 from watukuy.scheduler import pacing_delay
 
 NOW = 1_700_000_000_000

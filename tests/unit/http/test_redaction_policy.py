@@ -11,15 +11,15 @@ import pytest
 from http_fakes import World
 
 import watukuy as wk
-from watukuy.core.errors import ConfigError, HttpError, serialize_error
-from watukuy.core.redact import (
+from watukuy.http import RedactingFilter, redact_headers, redact_text, redact_url
+from watukuy.model.errors import ConfigError, HttpError, serialize_error
+from watukuy.model.redact import (
     DEFAULT_REDACTION,
     RedactingLogger,
     Redaction,
     format_stack,
     relative_source_path,
 )
-from watukuy.http import RedactingFilter, redact_headers, redact_text, redact_url
 
 MARK = "M4RK3R"
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from watukuy.core.errors import SerializedError
-from watukuy.core.options import Backoff, Circuit, Schedule
+from watukuy.model.errors import SerializedError
+from watukuy.model.options import Backoff, Circuit, Schedule
 
 NOW = 1_700_000_000_000
 """A fixed 'now' (epoch ms) for the tests."""

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from watukuy.core.errors import ConfigError, SerializedError
-from watukuy.core.options import Circuit, Schedule
-from watukuy.core.rows import CircuitState, EventCounts, PollSummary, RateLimitInfo, ScheduleState
+from watukuy.model.errors import ConfigError, SerializedError
+from watukuy.model.options import Circuit, Schedule
+from watukuy.model.rows import CircuitState, EventCounts, PollSummary, RateLimitInfo, ScheduleState
 from watukuy.scheduler import (
     Transition,
     begin_cycle,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from watukuy.core.rows import CircuitState, ScheduleState
+from watukuy.model.rows import CircuitState, ScheduleState
 from watukuy.scheduler import PollerPhase, phase_of
 
 NOW = 1_700_000_000_000

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watukuy.core.errors import SerializedError
-from watukuy.core.options import Backoff, Circuit, Schedule
-from watukuy.core.rows import CircuitState, RateLimitInfo
+from watukuy.model.errors import SerializedError
+from watukuy.model.options import Backoff, Circuit, Schedule
+from watukuy.model.rows import CircuitState, RateLimitInfo
 from watukuy.scheduler import (
     apply_jitter,
     backoff_ceiling,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from watukuy.core.errors import ConfigError
-from watukuy.core.options import Backoff
-from watukuy.core.rows import RateLimitInfo
+from watukuy.model.errors import ConfigError
+from watukuy.model.options import Backoff
+from watukuy.model.rows import RateLimitInfo
 from watukuy.scheduler import apply_jitter, backoff_ceiling, backoff_delay, pacing_delay
 
 ALMOST_ONE = 0.999_999_999

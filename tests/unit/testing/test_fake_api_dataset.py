@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from watukuy.core.errors import ConfigError
+from watukuy.model.errors import ConfigError
 from watukuy.testing.clock import VirtualClock
 from watukuy.testing.fake_api import FakeApi, fake_items
 

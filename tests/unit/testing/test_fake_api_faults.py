@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from watukuy.core.errors import ConfigError, HttpError
+from watukuy.model.errors import ConfigError, HttpError
 from watukuy.testing.clock import VirtualClock
 from watukuy.testing.fake_api import FakeApi, fake_items
 

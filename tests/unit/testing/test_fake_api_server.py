@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from watukuy.core.errors import ConfigError
+from watukuy.model.errors import ConfigError
 from watukuy.testing.fake_api import FakeApi, FakeApiClient, FakeServer, fake_items
 from watukuy.testing.fake_api._cli import main
 

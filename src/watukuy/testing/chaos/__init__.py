@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from watukuy.core.ports import StateStore
+from watukuy.model.ports import StateStore
 from watukuy.testing.faulty import KILL_POINTS, KillPoint, SimulatedCrash
 
 from ._pollers import STRATEGIES, ChaosStrategy

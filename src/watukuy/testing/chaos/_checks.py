@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from watukuy.core import json as wkjson
-from watukuy.core.events import iso_time
+from watukuy.model import json as wkjson
+from watukuy.model.events import iso_time
 
 __all__ = [
     "Acked",

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Final, Literal
 
-from watukuy.core.errors import ConfigError
+from watukuy.model.errors import ConfigError
 from watukuy.testing._fresh_store import fresh_store
 from watukuy.testing.faulty import KILL_POINTS, KillPoint
 

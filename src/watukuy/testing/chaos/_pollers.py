@@ -28,10 +28,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from watukuy.core.context import FetchContext
-from watukuy.core.options import Backoff, Delivery, Reconcile, Retry, Schedule
-from watukuy.core.page import Page
-from watukuy.core.poller import PollerDefinition, define_poller
 from watukuy.cursor import (
     AdvanceContext,
     CursorConfig,
@@ -41,6 +37,10 @@ from watukuy.cursor import (
     TimestampCursor,
     TokenCursor,
 )
+from watukuy.model.options import Backoff, Delivery, Reconcile, Retry, Schedule
+from watukuy.model.page import Page
+from watukuy.runtime.context import FetchContext
+from watukuy.runtime.poller import PollerDefinition, define_poller
 from watukuy.testing.fake_api._items import parse_instant
 
 __all__ = ["POLLER_NAME", "STRATEGIES", "ChaosStrategy", "build_poller"]

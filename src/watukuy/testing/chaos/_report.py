@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from watukuy.core.errors import ConfigError
+from watukuy.model.errors import ConfigError
 from watukuy.testing.faulty import KILL_POINTS, KillPoint
 
 from ._pollers import STRATEGIES, ChaosStrategy

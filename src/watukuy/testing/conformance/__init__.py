@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from watukuy.core.ports import StateStore
+from watukuy.model.ports import StateStore
 from watukuy.stores.memory import MemoryStore
 
 from ._config import (

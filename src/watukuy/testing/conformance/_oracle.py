@@ -62,7 +62,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from watukuy.core import json as wkjson
+from watukuy.model import json as wkjson
 from watukuy.testing.fake_api._items import parse_instant
 
 from ._config import ConformanceConfig

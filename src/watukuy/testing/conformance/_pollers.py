@@ -10,10 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from watukuy.core.context import FetchContext
-from watukuy.core.options import Backoff, Deletes, Delivery, Reconcile, Retry, Schedule
-from watukuy.core.page import Page
-from watukuy.core.poller import PollerDefinition, define_poller
 from watukuy.cursor import (
     AdvanceContext,
     CursorConfig,
@@ -23,6 +19,10 @@ from watukuy.cursor import (
     TimestampCursor,
     TokenCursor,
 )
+from watukuy.model.options import Backoff, Deletes, Delivery, Reconcile, Retry, Schedule
+from watukuy.model.page import Page
+from watukuy.runtime.context import FetchContext
+from watukuy.runtime.poller import PollerDefinition, define_poller
 
 from ._config import ConformanceConfig
 from ._vendor import BASE_URL

@@ -9,14 +9,14 @@ from typing import Any, Final
 
 import httpx
 
-from watukuy.core import json as wkjson
-from watukuy.core.context import HandlerContext
-from watukuy.core.events import Event, iso_time
-from watukuy.core.hooks import ErrorDetails, PollEndDetails, PollStartDetails
-from watukuy.core.ports import StateStore
-from watukuy.core.results import LeaseOptions, TickResult
-from watukuy.core.rows import CommitBatch, Lease, PKey
 from watukuy.engine import Engine
+from watukuy.model import json as wkjson
+from watukuy.model.events import Event, iso_time
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import CommitBatch, Lease, PKey
+from watukuy.runtime.context import HandlerContext
+from watukuy.runtime.hooks import ErrorDetails, PollEndDetails, PollStartDetails
+from watukuy.runtime.results import LeaseOptions, TickResult
 from watukuy.stores.memory import MemoryStore
 from watukuy.testing.clock import VirtualClock
 from watukuy.testing.fake_api._items import parse_instant

@@ -36,8 +36,8 @@ from typing import Any, Final
 
 import httpx
 
-from watukuy.core import json as wkjson
-from watukuy.core.events import iso_time
+from watukuy.model import json as wkjson
+from watukuy.model.events import iso_time
 from watukuy.testing.clock import VirtualClock
 from watukuy.testing.fake_api import FakeApi
 from watukuy.testing.fake_api._items import parse_instant

@@ -11,9 +11,9 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 
 from watukuy._system import SystemClock
-from watukuy.core.durations import Duration, parse_duration
-from watukuy.core.errors import ConfigError
-from watukuy.core.ports import Clock
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError
+from watukuy.model.ports import Clock
 
 from ._faults import (
     FaultKind,

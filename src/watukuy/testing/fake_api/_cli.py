@@ -8,8 +8,8 @@ import contextlib
 import signal
 from collections.abc import Sequence
 
-from watukuy.core.durations import parse_duration
-from watukuy.core.errors import ConfigError
+from watukuy.model.durations import parse_duration
+from watukuy.model.errors import ConfigError
 
 from ._api import FakeApi
 from ._items import fake_items

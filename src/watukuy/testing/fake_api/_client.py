@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from watukuy.core.durations import Duration, parse_duration
-from watukuy.core.errors import ConfigError
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError
 
 from ._faults import (
     FaultKind,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from watukuy.core import json as wkjson
-from watukuy.core.errors import ConfigError
+from watukuy.model import json as wkjson
+from watukuy.model.errors import ConfigError
 
 from ._protocol import Request, Response, json_response, problem_response
 

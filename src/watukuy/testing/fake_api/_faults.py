@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Final, Literal, TypeAlias
 
-from watukuy.core import json as wkjson
-from watukuy.core.durations import Duration, parse_duration
-from watukuy.core.errors import ConfigError
+from watukuy.model import json as wkjson
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError
 
 __all__ = [
     "Fault",

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from watukuy.core import json as wkjson
-from watukuy.core.errors import ConfigError
-from watukuy.core.events import iso_time
+from watukuy.model import json as wkjson
+from watukuy.model.errors import ConfigError
+from watukuy.model.events import iso_time
 
 __all__ = [
     "DEFAULT_START",

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from watukuy.core import json as wkjson
-from watukuy.core.redact import DEFAULT_REDACTION, REDACTED
+from watukuy.model import json as wkjson
+from watukuy.model.redact import DEFAULT_REDACTION, REDACTED
 
 from ._faults import JSON_TYPE, PROBLEM_TYPE, problem_body
 

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 import httpx
 
-from watukuy.core.errors import ConfigError, HttpError
+from watukuy.model.errors import ConfigError, HttpError
 
 from ._faults import problem_body, retry_after_seconds
 from ._items import Dataset, decode_token, encode_token

@@ -1,6 +1,6 @@
 """Store wrappers for crash testing: a forwarding base and a store that kills its process.
 
-:class:`FaultyStore` wraps any :class:`~watukuy.core.ports.StateStore` and simulates the
+:class:`FaultyStore` wraps any :class:`~watukuy.model.ports.StateStore` and simulates the
 death of the process that uses it at one of the store boundaries of the poll cycle (the kill
 points K1..K7 of "How it works"). When an armed kill point is reached the wrapper raises
 :class:`SimulatedCrash` and from then on it is *dead*: every further call raises

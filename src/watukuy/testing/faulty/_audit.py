@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from watukuy.core.events import iso_time
-from watukuy.core.rows import Lease, PKey
+from watukuy.model.events import iso_time
+from watukuy.model.rows import Lease, PKey
 
 __all__ = ["LeaseAudit"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import TypeVar
 
-from watukuy.core.errors import SerializedError
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import (
+from watukuy.model.errors import SerializedError
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import (
     CommitBatch,
     ItemRow,
     Lease,
@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 
 class ForwardingStore:
-    """A :class:`~watukuy.core.ports.StateStore` that forwards every call to ``inner``.
+    """A :class:`~watukuy.model.ports.StateStore` that forwards every call to ``inner``.
 
     Subclass it to observe or disturb a store: override the methods you care about and call
     ``super()``. Every call goes through :meth:`_enter` first and is awaited through

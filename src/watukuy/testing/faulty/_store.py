@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
-from watukuy.core.errors import SerializedError
-from watukuy.core.ports import StateStore
-from watukuy.core.rows import CommitBatch, Lease, ParkedRow, PKey, StatePatch, Validator
+from watukuy.model.errors import SerializedError
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import CommitBatch, Lease, ParkedRow, PKey, StatePatch, Validator
 
 from ._audit import LeaseAudit
 from ._forwarding import ForwardingStore

@@ -143,7 +143,7 @@ class HttpError(WatukuyError):
     Attributes:
         status: HTTP status code.
         url: Absolute URL of the request, with user info and sensitive query parameters
-            masked (``ctx.http`` builds it so; see :class:`~watukuy.core.redact.Redaction`).
+            masked (``ctx.http`` builds it so; see :class:`~watukuy.model.redact.Redaction`).
         method: HTTP method.
         retry_after: ``Retry-After`` in seconds, when the server sent one.
         rate_limit: Parsed rate-limit headers, when present.
@@ -242,7 +242,7 @@ def serialize_error(
     """Reduce any exception to JSON-safe fields: name, message, code, stack, status, cause.
 
     The message and the stack are cleaned by ``redaction`` (URL credentials, sensitive
-    parameters and headers, see :class:`~watukuy.core.redact.Redaction`), and the stack
+    parameters and headers, see :class:`~watukuy.model.redact.Redaction`), and the stack
     names source files relative to their import path, never by absolute path.
     """
     out: SerializedError = {"name": type(error).__name__, "message": redaction.text(str(error))}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .ports import Clock
+from watukuy.model.ports import Clock
 
 __all__ = ["finish_by"]
 

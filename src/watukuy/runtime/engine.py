@@ -20,24 +20,24 @@ from typing import Any, Self, TypeVar, overload
 from watukuy.budget import InMemoryBudgetStore
 from watukuy.budget.manager import BudgetManager
 from watukuy.cursor import PageCursor, make_strategy
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError, StoreError, WatukuyError, serialize_error
+from watukuy.model.events import Event
+from watukuy.model.http_port import HttpFactory
+from watukuy.model.options import Budget
+from watukuy.model.ports import BudgetStore, Clock, Random, StateStore, StoreClock
+from watukuy.model.redact import RedactingLogger, Redaction
+from watukuy.model.rows import PKey
 from watukuy.scheduler import backoff_ceiling
 
 from .consumers import Consumer, Handler, HandlerConsumer, Subscription
 from .context import HandlerContext
 from .deadline import finish_by
-from .durations import Duration, parse_duration
-from .errors import ConfigError, StoreError, WatukuyError, serialize_error
-from .events import Event
 from .hooks import ErrorDetails, HookBus, as_hook_list
-from .http_port import HttpFactory
 from .operations import DeletesOperations, Operations, ParkedOperations, PartitionOperations
-from .options import Budget
 from .partition_book import PartitionBook
 from .poller import Partition, PollerDefinition
-from .ports import BudgetStore, Clock, Random, StateStore, StoreClock
-from .redact import RedactingLogger, Redaction
 from .results import EngineStatus, LeaseOptions, TickResult
-from .rows import PKey
 from .runner import EngineDeps, KeyRunner, KeyRunResult, TickPollResult, wake_time
 
 __all__ = ["EngineCore"]
@@ -84,7 +84,7 @@ class EngineCore(Operations):
             a key again, so that replicas on one store share the keys evenly (default: a
             tenth of the poller's ``schedule.min``, at most 500 ms; ``0`` turns it off).
         redact: What counts as a secret in errors, logs and hook records: a
-            :class:`~watukuy.core.redact.Redaction`, or a list of extra header / parameter
+            :class:`~watukuy.model.redact.Redaction`, or a list of extra header / parameter
             names (default: the built-in names, see ``docs/security.md``).
     """
 

@@ -309,7 +309,7 @@ class PollerState:
         wake_at: When the key next needs the engine's attention (epoch ms), as the engine
             last computed it; ``None`` when nothing is due until an operator acts (paused),
             and for states written before the field existed. Stores index it per poller
-            (:meth:`~watukuy.core.ports.StateStore.due_keys`).
+            (:meth:`~watukuy.model.ports.StateStore.due_keys`).
     """
 
     cursors: Mapping[str, str | None] = field(default_factory=dict)

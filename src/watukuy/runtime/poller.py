@@ -27,11 +27,9 @@ from typing import (
 )
 
 from watukuy.cursor import CursorConfig, CursorOf, CursorStrategy, SnapshotDiff, make_strategy
-from watukuy.validate import SchemaAdapter, schema_adapter
-
-from .durations import Duration, parse_duration
-from .errors import ConfigError
-from .options import (
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError
+from watukuy.model.options import (
     Circuit,
     Deletes,
     Delivery,
@@ -41,7 +39,8 @@ from .options import (
     Reconcile,
     Schedule,
 )
-from .records import fast_init
+from watukuy.model.records import fast_init
+from watukuy.validate import SchemaAdapter, schema_adapter
 
 if TYPE_CHECKING:
     from .context import FetchContext

@@ -20,10 +20,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from .errors import SerializedError, ValidationIssue
-from .events import Event
-from .records import fast_init
-from .rows import Lane, Lease, ParkedRow, PollSummary
+from watukuy.model.errors import SerializedError, ValidationIssue
+from watukuy.model.events import Event
+from watukuy.model.records import fast_init
+from watukuy.model.rows import Lane, Lease, ParkedRow, PollSummary
 
 __all__ = [
     "HOOK_NAMES",

@@ -387,8 +387,8 @@ def redact_url(url: str, redaction: Redaction | None = None) -> str:
 def relative_source_path(filename: str) -> str:
     """A source file named relative to the import path it was loaded from.
 
-    ``/srv/app/.venv/lib/python3.12/site-packages/watukuy/core/lane.py`` becomes
-    ``watukuy/core/lane.py`` and ``/srv/app/jobs/orders.py`` (with ``/srv/app`` on
+    ``/srv/app/.venv/lib/python3.12/site-packages/watukuy/runtime/lane.py`` becomes
+    ``watukuy/runtime/lane.py`` and ``/srv/app/jobs/orders.py`` (with ``/srv/app`` on
     ``sys.path``) becomes ``jobs/orders.py``; a file outside every import path keeps only
     its base name. Stored stacks never reveal the host's directory layout.
     """

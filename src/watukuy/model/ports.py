@@ -8,11 +8,12 @@ tests inject doubles (``watukuy.testing.VirtualClock``, ``SeededRandom``, ``Memo
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .errors import SerializedError
+from .errors import ConfigError, SerializedError
 from .rows import (
     CommitBatch,
     ItemRow,
@@ -29,7 +30,15 @@ from .rows import (
     Validator,
 )
 
-__all__ = ["BudgetPolicy", "BudgetStore", "Clock", "Random", "StateStore", "StoreClock"]
+__all__ = [
+    "BudgetPolicy",
+    "BudgetStore",
+    "Clock",
+    "Random",
+    "StateStore",
+    "StoreClock",
+    "check_budget_args",
+]
 
 
 @runtime_checkable
@@ -77,6 +86,40 @@ class BudgetPolicy:
     requests: int
     per_ms: int
     burst: int | None = None
+
+
+def check_budget_args(policy: BudgetPolicy, cost: float, now: int) -> None:
+    """Reject a policy, cost or time the window arithmetic cannot work with.
+
+    Raises:
+        ConfigError: ``requests`` or ``per_ms`` is not a positive integer, ``cost`` is
+            negative, not a finite number, or larger than ``requests`` (it could never be
+            granted), or ``now`` is not an integer.
+    """
+    requests, per_ms = policy.requests, policy.per_ms
+    if isinstance(requests, bool) or not isinstance(requests, int) or requests <= 0:
+        raise ConfigError(f"expected a positive integer, got {requests!r}", field="requests")
+    if isinstance(per_ms, bool) or not isinstance(per_ms, int) or per_ms <= 0:
+        raise ConfigError(f"expected a positive integer, got {per_ms!r}", field="per_ms")
+    if (
+        isinstance(cost, bool)
+        or not isinstance(cost, int | float)
+        or not math.isfinite(cost)
+        or cost < 0
+    ):
+        raise ConfigError(f"expected a finite number >= 0, got {cost!r}", field="cost")
+    burst = policy.burst
+    if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int) or burst <= 0):
+        raise ConfigError(f"expected a positive integer, got {burst!r}", field="burst")
+    if cost > requests or (burst is not None and cost > burst):
+        capacity = (
+            f"a burst of {burst}"
+            if burst is not None and burst < requests
+            else (f"a budget of {requests} requests per window")
+        )
+        raise ConfigError(f"a cost of {cost!r} can never be granted by {capacity}", field="cost")
+    if isinstance(now, bool) or not isinstance(now, int):
+        raise ConfigError(f"expected an integer epoch in ms, got {now!r}", field="now")
 
 
 @runtime_checkable

@@ -17,6 +17,27 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from watukuy.cursor import CursorStrategy
+from watukuy.model.errors import (
+    BudgetTimeoutError,
+    HttpError,
+    LeaseLostError,
+    SerializedError,
+    StoreError,
+    serialize_error,
+)
+from watukuy.model.http_port import BudgetGate, HttpFactory
+from watukuy.model.ports import Clock, Random, StateStore
+from watukuy.model.redact import DEFAULT_REDACTION, RedactingLogger, Redaction
+from watukuy.model.rows import (
+    CircuitState,
+    Lane,
+    Lease,
+    PKey,
+    PollerState,
+    ScheduleState,
+    StatePatch,
+    empty_poller_state,
+)
 from watukuy.scheduler import (
     Transition,
     begin_cycle,
@@ -28,14 +49,6 @@ from watukuy.scheduler import (
 
 from .consumers import Consumer
 from .dispatcher import Dispatcher, DrainResult
-from .errors import (
-    BudgetTimeoutError,
-    HttpError,
-    LeaseLostError,
-    SerializedError,
-    StoreError,
-    serialize_error,
-)
 from .hooks import (
     CircuitCloseDetails,
     CircuitOpenDetails,
@@ -46,22 +59,9 @@ from .hooks import (
     PollEndDetails,
     ScheduleChangeDetails,
 )
-from .http_port import BudgetGate, HttpFactory
 from .lane import LaneCycle
 from .lease import LeaseKeeper
 from .poller import Partition, PollerDefinition
-from .ports import Clock, Random, StateStore
-from .redact import DEFAULT_REDACTION, RedactingLogger, Redaction
-from .rows import (
-    CircuitState,
-    Lane,
-    Lease,
-    PKey,
-    PollerState,
-    ScheduleState,
-    StatePatch,
-    empty_poller_state,
-)
 
 __all__ = ["EngineDeps", "KeyRunResult", "KeyRunner", "TickPollResult", "wake_time"]
 

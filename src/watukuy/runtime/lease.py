@@ -7,9 +7,9 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from .errors import LeaseLostError, StoreError
-from .ports import Clock, StateStore
-from .rows import Lease, PKey
+from watukuy.model.errors import LeaseLostError, StoreError
+from watukuy.model.ports import Clock, StateStore
+from watukuy.model.rows import Lease, PKey
 
 __all__ = ["LeaseKeeper"]
 

@@ -8,9 +8,10 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar, cast
 
+from watukuy.model.errors import WatukuyError
+from watukuy.model.events import Event
+
 from .context import HandlerContext
-from .errors import WatukuyError
-from .events import Event
 
 __all__ = [
     "Consumer",

@@ -12,10 +12,11 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from .errors import ConfigError
+from watukuy.model.errors import ConfigError
+from watukuy.model.ports import Clock, StateStore
+from watukuy.model.rows import PKey
+
 from .poller import Partition, PollerDefinition
-from .ports import Clock, StateStore
-from .rows import PKey
 
 __all__ = ["AUDIT_BATCH", "PartitionBook"]
 

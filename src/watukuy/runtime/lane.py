@@ -33,13 +33,8 @@ from watukuy.diff import (
     prepare_candidates,
     version_text,
 )
-from watukuy.validate import Invalid, is_passthrough
-
-from . import json as wkjson
-from .consumers import Consumer
-from .context import FetchContext
-from .dispatcher import Dispatcher, DrainResult
-from .errors import (
+from watukuy.model import json as wkjson
+from watukuy.model.errors import (
     ConfigError,
     LeaseLostError,
     SerializedError,
@@ -49,22 +44,10 @@ from .errors import (
     WatukuyError,
     serialize_error,
 )
-from .events import Event, EventType, event_to_json, iso_time
-from .hooks import (
-    BudgetWaitDetails,
-    CommitDetails,
-    DeletesHeldDetails,
-    ErrorPhase,
-    EventDetails,
-    FetchDetails,
-    InvalidDetails,
-    PollStartDetails,
-)
-from .http_port import HttpObservations, HttpScope
-from .lease import LeaseKeeper
-from .page import Page, coerce_page
-from .poller import Partition, PollerDefinition
-from .rows import (
+from watukuy.model.events import Event, EventType, event_to_json, iso_time
+from watukuy.model.http_port import HttpObservations, HttpScope
+from watukuy.model.page import Page, coerce_page
+from watukuy.model.rows import (
     CommitBatch,
     EventCounts,
     HeldDeletes,
@@ -81,6 +64,23 @@ from .rows import (
     StatePatch,
     apply_patch,
 )
+from watukuy.validate import Invalid, is_passthrough
+
+from .consumers import Consumer
+from .context import FetchContext
+from .dispatcher import Dispatcher, DrainResult
+from .hooks import (
+    BudgetWaitDetails,
+    CommitDetails,
+    DeletesHeldDetails,
+    ErrorPhase,
+    EventDetails,
+    FetchDetails,
+    InvalidDetails,
+    PollStartDetails,
+)
+from .lease import LeaseKeeper
+from .poller import Partition, PollerDefinition
 
 __all__ = ["LaneCycle"]
 

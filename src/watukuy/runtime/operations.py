@@ -14,16 +14,11 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from watukuy.scheduler import trigger as trigger_schedule
-
-from . import json as wkjson
-from .deadline import finish_by
-from .durations import Duration, parse_duration
-from .errors import ConfigError, ReplayUnavailableError, StoreError, WatukuyError
-from .events import event_from_json, event_to_json
-from .poller import Partition, PollerDefinition
-from .results import ReplayResult
-from .rows import (
+from watukuy.model import json as wkjson
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError, ReplayUnavailableError, StoreError, WatukuyError
+from watukuy.model.events import event_from_json, event_to_json
+from watukuy.model.rows import (
     BackfillState,
     CommitBatch,
     HeldDeletes,
@@ -38,9 +33,15 @@ from .rows import (
     listing_to_json,
     schedule_to_json,
 )
+from watukuy.scheduler import trigger as trigger_schedule
+
+from .deadline import finish_by
+from .poller import Partition, PollerDefinition
+from .results import ReplayResult
 
 if TYPE_CHECKING:
-    from .ports import Clock, StateStore
+    from watukuy.model.ports import Clock, StateStore
+
     from .results import EngineStatus, LeaseOptions
     from .runner import EngineDeps
 

@@ -18,18 +18,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from watukuy.model.errors import LeaseLostError, SerializedError, serialize_error
+from watukuy.model.events import Event, event_from_json
+from watukuy.model.ports import Clock, Random, StateStore
+from watukuy.model.redact import DEFAULT_REDACTION, Redaction
+from watukuy.model.rows import OutboxRow, ParkedRow, PKey
 from watukuy.scheduler import backoff_delay
 from watukuy.validate import is_passthrough
 
 from .consumers import Consumer, DeliveryAbandoned
 from .context import HandlerContext
-from .errors import LeaseLostError, SerializedError, serialize_error
-from .events import Event, event_from_json
 from .hooks import DeliveredDetails, HookBus, ParkedDetails, RetryDetails
 from .poller import Partition, PollerDefinition
-from .ports import Clock, Random, StateStore
-from .redact import DEFAULT_REDACTION, Redaction
-from .rows import OutboxRow, ParkedRow, PKey
 
 __all__ = ["DrainResult", "Dispatcher"]
 

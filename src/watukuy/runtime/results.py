@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .durations import Duration, parse_duration
-from .errors import ConfigError
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError
+
 from .runner import TickPollResult
 
 __all__ = ["EngineStatus", "LeaseOptions", "ReplayResult", "TickPollResult", "TickResult"]

@@ -7,9 +7,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from .errors import WatukuyError
+from watukuy.model.errors import WatukuyError
+from watukuy.model.rows import Lane
+
 from .poller import Partition
-from .rows import Lane
 
 __all__ = ["Cancelled", "FetchContext", "HandlerContext"]
 
