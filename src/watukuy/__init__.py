@@ -67,12 +67,13 @@ if TYPE_CHECKING:
         Schedule,
     )
     from .model.page import Page
+    from .model.partition import Partition
     from .model.redact import Redaction
     from .model.rows import HeldDeletes, Lane, RateLimitInfo
     from .runtime.consumers import Subscription
     from .runtime.context import FetchContext, HandlerContext
     from .runtime.operations import InspectReport, PollerInspect
-    from .runtime.poller import JsonObject, Partition, PollerDefinition, define_poller
+    from .runtime.poller import JsonObject, PollerDefinition, define_poller
     from .runtime.results import (
         EngineStatus,
         LeaseOptions,
@@ -125,7 +126,7 @@ _EXPORTS: dict[str, str] = {
     "Schedule": ".model.options",
     "Page": ".model.page",
     "JsonObject": ".runtime.poller",
-    "Partition": ".runtime.poller",
+    "Partition": ".model.partition",
     "PollerDefinition": ".runtime.poller",
     "define_poller": ".runtime.poller",
     "Redaction": ".model.redact",

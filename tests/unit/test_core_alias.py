@@ -44,7 +44,9 @@ def test_the_moved_modules_are_exactly_the_new_packages() -> None:
         for path in (root / package).glob("*.py")
         if path.stem != "__init__"
     }
-    assert found == MOVED
+    # Modules born after the split had no old name to keep.
+    born_after = {"partition"}
+    assert {name: path for name, path in found.items() if name not in born_after} == MOVED
 
 
 def test_old_names_resolve_to_the_same_objects() -> None:

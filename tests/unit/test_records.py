@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from watukuy.model.events import Event
+from watukuy.model.partition import Partition
 from watukuy.model.records import fast_init
 from watukuy.model.rows import OutboxRow
 from watukuy.runtime.hooks import DeliveredDetails
-from watukuy.runtime.poller import Partition
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -18,13 +18,9 @@ from typing import Any, Final
 import httpx
 
 from watukuy.model.durations import Duration, parse_duration
-from watukuy.model.errors import (
-    ConfigError,
-    HttpError,
-    LeaseLostError,
-    serialize_error,
-)
+from watukuy.model.errors import ConfigError, HttpError, LeaseLostError
 from watukuy.model.http_port import HttpScope
+from watukuy.model.redact import serialize_error
 from watukuy.model.rows import RateLimitInfo, Validator
 
 from ._problem import parse_problem_details, problem_summary

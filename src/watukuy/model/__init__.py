@@ -20,11 +20,11 @@ from .errors import (
     StoreError,
     ValidationError,
     WatukuyError,
-    serialize_error,
 )
 from .events import Event, EventType, event_from_json, event_to_json, iso_time
 from .page import InvalidPageError, Page, coerce_page
 from .ports import BudgetPolicy, BudgetStore, Clock, Random, StateStore
+from .redact import serialize_error
 from .rows import (
     BackfillState,
     CircuitState,

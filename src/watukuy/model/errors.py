@@ -14,16 +14,14 @@ The tree::
     └── BudgetTimeoutError        BUDGET_TIMEOUT: no budget tokens within ``max_wait``
 
 Every error carries a stable ``code`` string; match on it (or on the class), never on the
-message. :func:`serialize_error` turns any exception into the JSON-safe dictionary that is
+message. :func:`~watukuy.model.redact.serialize_error` turns any exception into the JSON-safe dictionary that is
 stored with retried and parked events and passed to hooks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Final, Literal, TypedDict
-
-from .redact import DEFAULT_REDACTION, Redaction, format_stack
+from typing import Any, ClassVar, Literal, TypedDict
 
 __all__ = [
     "BudgetTimeoutError",
@@ -38,7 +36,6 @@ __all__ = [
     "ValidationError",
     "ValidationIssue",
     "WatukuyError",
-    "serialize_error",
 ]
 
 ErrorCode = Literal[
@@ -231,33 +228,3 @@ class BudgetTimeoutError(WatukuyError):
         super().__init__(f"budget {budget!r} had no tokens within {waited_ms}ms")
         self.budget = budget
         self.waited_ms = waited_ms
-
-
-_MAX_CAUSE_DEPTH: Final = 4
-
-
-def serialize_error(
-    error: BaseException, *, redaction: Redaction = DEFAULT_REDACTION, _depth: int = 0
-) -> SerializedError:
-    """Reduce any exception to JSON-safe fields: name, message, code, stack, status, cause.
-
-    The message and the stack are cleaned by ``redaction`` (URL credentials, sensitive
-    parameters and headers, see :class:`~watukuy.model.redact.Redaction`), and the stack
-    names source files relative to their import path, never by absolute path.
-    """
-    out: SerializedError = {"name": type(error).__name__, "message": redaction.text(str(error))}
-    code = getattr(error, "code", None)
-    if isinstance(code, str):
-        out["code"] = code
-    status = getattr(error, "status", None)
-    if isinstance(status, int) and not isinstance(status, bool):
-        out["status"] = status
-    if error.__traceback__ is not None:
-        out["stack"] = format_stack(error, redaction)
-    issues = getattr(error, "issues", None)
-    if isinstance(error, ValidationError) and issues:
-        out["issues"] = [redaction.value(dict(issue)) for issue in issues]
-    cause = error.__cause__
-    if cause is not None and _depth < _MAX_CAUSE_DEPTH:
-        out["cause"] = serialize_error(cause, redaction=redaction, _depth=_depth + 1)
-    return out

@@ -27,10 +27,9 @@ import re
 import sys
 import traceback
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-if TYPE_CHECKING:
-    from .errors import SerializedError
+from .errors import ConfigError, SerializedError, ValidationError
 
 __all__ = [
     "DEFAULT_REDACTION",
@@ -43,6 +42,7 @@ __all__ = [
     "redact_text",
     "redact_url",
     "relative_source_path",
+    "serialize_error",
 ]
 
 REDACTED: Final = "***"
@@ -109,8 +109,6 @@ def _unquote(text: str) -> str:
 
 
 def _config_error(message: str, field: str) -> Exception:
-    from .errors import ConfigError  # errors.py imports this module
-
     return ConfigError(message, field=field)
 
 
@@ -481,3 +479,33 @@ def _exception_of(exc_info: object) -> BaseException | None:
     if exc_info is True:
         return sys.exc_info()[1]
     return None
+
+
+_MAX_CAUSE_DEPTH: Final = 4
+
+
+def serialize_error(
+    error: BaseException, *, redaction: Redaction = DEFAULT_REDACTION, _depth: int = 0
+) -> SerializedError:
+    """Reduce any exception to JSON-safe fields: name, message, code, stack, status, cause.
+
+    The message and the stack are cleaned by ``redaction`` (URL credentials, sensitive
+    parameters and headers, see :class:`~watukuy.model.redact.Redaction`), and the stack
+    names source files relative to their import path, never by absolute path.
+    """
+    out: SerializedError = {"name": type(error).__name__, "message": redaction.text(str(error))}
+    code = getattr(error, "code", None)
+    if isinstance(code, str):
+        out["code"] = code
+    status = getattr(error, "status", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        out["status"] = status
+    if error.__traceback__ is not None:
+        out["stack"] = format_stack(error, redaction)
+    issues = getattr(error, "issues", None)
+    if isinstance(error, ValidationError) and issues:
+        out["issues"] = [redaction.value(dict(issue)) for issue in issues]
+    cause = error.__cause__
+    if cause is not None and _depth < _MAX_CAUSE_DEPTH:
+        out["cause"] = serialize_error(cause, redaction=redaction, _depth=_depth + 1)
+    return out

@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from watukuy.model.errors import WatukuyError
+from watukuy.model.partition import Partition
 from watukuy.model.rows import Lane
-
-from .poller import Partition
 
 __all__ = ["Cancelled", "FetchContext", "HandlerContext"]
 

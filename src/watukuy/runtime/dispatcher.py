@@ -18,10 +18,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from watukuy.model.errors import LeaseLostError, SerializedError, serialize_error
+from watukuy.model.errors import LeaseLostError, SerializedError
 from watukuy.model.events import Event, event_from_json
+from watukuy.model.partition import Partition
 from watukuy.model.ports import Clock, Random, StateStore
-from watukuy.model.redact import DEFAULT_REDACTION, Redaction
+from watukuy.model.redact import DEFAULT_REDACTION, Redaction, serialize_error
 from watukuy.model.rows import OutboxRow, ParkedRow, PKey
 from watukuy.scheduler import backoff_delay
 from watukuy.validate import is_passthrough
@@ -29,7 +30,7 @@ from watukuy.validate import is_passthrough
 from .consumers import Consumer, DeliveryAbandoned
 from .context import HandlerContext
 from .hooks import DeliveredDetails, HookBus, ParkedDetails, RetryDetails
-from .poller import Partition, PollerDefinition
+from .poller import PollerDefinition
 
 __all__ = ["DrainResult", "Dispatcher"]
 

@@ -21,12 +21,13 @@ from watukuy.budget import InMemoryBudgetStore
 from watukuy.budget.manager import BudgetManager
 from watukuy.cursor import PageCursor, make_strategy
 from watukuy.model.durations import Duration, parse_duration
-from watukuy.model.errors import ConfigError, StoreError, WatukuyError, serialize_error
+from watukuy.model.errors import ConfigError, StoreError, WatukuyError
 from watukuy.model.events import Event
 from watukuy.model.http_port import HttpFactory
 from watukuy.model.options import Budget
+from watukuy.model.partition import Partition
 from watukuy.model.ports import BudgetStore, Clock, Random, StateStore, StoreClock
-from watukuy.model.redact import RedactingLogger, Redaction
+from watukuy.model.redact import RedactingLogger, Redaction, serialize_error
 from watukuy.model.rows import PKey
 from watukuy.scheduler import backoff_ceiling
 
@@ -36,7 +37,7 @@ from .deadline import finish_by
 from .hooks import ErrorDetails, HookBus, as_hook_list
 from .operations import DeletesOperations, Operations, ParkedOperations, PartitionOperations
 from .partition_book import PartitionBook
-from .poller import Partition, PollerDefinition
+from .poller import PollerDefinition
 from .results import EngineStatus, LeaseOptions, TickResult
 from .runner import EngineDeps, KeyRunner, KeyRunResult, TickPollResult, wake_time
 

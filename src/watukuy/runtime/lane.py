@@ -42,11 +42,12 @@ from watukuy.model.errors import (
     ValidationError,
     ValidationIssue,
     WatukuyError,
-    serialize_error,
 )
 from watukuy.model.events import Event, EventType, event_to_json, iso_time
 from watukuy.model.http_port import HttpObservations, HttpScope
 from watukuy.model.page import Page, coerce_page
+from watukuy.model.partition import Partition
+from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
     CommitBatch,
     EventCounts,
@@ -80,7 +81,7 @@ from .hooks import (
     PollStartDetails,
 )
 from .lease import LeaseKeeper
-from .poller import Partition, PollerDefinition
+from .poller import PollerDefinition
 
 __all__ = ["LaneCycle"]
 

@@ -18,6 +18,7 @@ from watukuy.model import json as wkjson
 from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError, ReplayUnavailableError, StoreError, WatukuyError
 from watukuy.model.events import event_from_json, event_to_json
+from watukuy.model.partition import Partition
 from watukuy.model.rows import (
     BackfillState,
     CommitBatch,
@@ -36,7 +37,7 @@ from watukuy.model.rows import (
 from watukuy.scheduler import trigger as trigger_schedule
 
 from .deadline import finish_by
-from .poller import Partition, PollerDefinition
+from .poller import PollerDefinition
 from .results import ReplayResult
 
 if TYPE_CHECKING:

@@ -13,10 +13,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from watukuy.model.errors import ConfigError
+from watukuy.model.partition import Partition
 from watukuy.model.ports import Clock, StateStore
 from watukuy.model.rows import PKey
 
-from .poller import Partition, PollerDefinition
+from .poller import PollerDefinition
 
 __all__ = ["AUDIT_BATCH", "PartitionBook"]
 

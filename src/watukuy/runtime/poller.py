@@ -39,7 +39,7 @@ from watukuy.model.options import (
     Reconcile,
     Schedule,
 )
-from watukuy.model.records import fast_init
+from watukuy.model.partition import Partition
 from watukuy.validate import SchemaAdapter, schema_adapter
 
 if TYPE_CHECKING:
@@ -50,7 +50,6 @@ __all__ = [
     "JsonObject",
     "OnInvalid",
     "OnSchemaChange",
-    "Partition",
     "PartitionsFn",
     "PollerDefinition",
     "Retain",
@@ -76,21 +75,6 @@ JsonObject: TypeAlias = dict[str, Any]
 SchemaLike: TypeAlias = "type[T] | _TypeAdapterLike[T] | Callable[[Any], T]"
 
 _NAME: Final = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}")
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class Partition:
-    """One partition of a partitioned poller (a tenant, an account, a region).
-
-    Attributes:
-        key: Stable string that identifies the partition in the store and in events.
-        data: Anything ``fetch`` needs for it (credentials, base URL); never persisted,
-            and left out of ``repr()`` so that a logged partition shows no credential.
-    """
-
-    key: str
-    data: Any = field(default=None, repr=False)
 
 
 PartitionsFn = Callable[[], "Iterable[str | Partition] | Awaitable[Iterable[str | Partition]]"]

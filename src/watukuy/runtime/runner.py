@@ -23,11 +23,11 @@ from watukuy.model.errors import (
     LeaseLostError,
     SerializedError,
     StoreError,
-    serialize_error,
 )
 from watukuy.model.http_port import BudgetGate, HttpFactory
+from watukuy.model.partition import Partition
 from watukuy.model.ports import Clock, Random, StateStore
-from watukuy.model.redact import DEFAULT_REDACTION, RedactingLogger, Redaction
+from watukuy.model.redact import DEFAULT_REDACTION, RedactingLogger, Redaction, serialize_error
 from watukuy.model.rows import (
     CircuitState,
     Lane,
@@ -61,7 +61,7 @@ from .hooks import (
 )
 from .lane import LaneCycle
 from .lease import LeaseKeeper
-from .poller import Partition, PollerDefinition
+from .poller import PollerDefinition
 
 __all__ = ["EngineDeps", "KeyRunResult", "KeyRunner", "TickPollResult", "wake_time"]
 

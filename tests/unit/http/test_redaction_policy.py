@@ -12,13 +12,14 @@ from http_fakes import World
 
 import watukuy as wk
 from watukuy.http import RedactingFilter, redact_headers, redact_text, redact_url
-from watukuy.model.errors import ConfigError, HttpError, serialize_error
+from watukuy.model.errors import ConfigError, HttpError
 from watukuy.model.redact import (
     DEFAULT_REDACTION,
     RedactingLogger,
     Redaction,
     format_stack,
     relative_source_path,
+    serialize_error,
 )
 
 MARK = "M4RK3R"
