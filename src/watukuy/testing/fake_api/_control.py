@@ -9,19 +9,18 @@ counted, logged, delayed, faulted or rate limited.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError
 
+from ._items import Dataset
 from ._protocol import Request, Response, json_response, problem_response
-
-if TYPE_CHECKING:
-    from ._api import FakeApi
+from ._vendor import Vendor
 
 __all__ = ["CONTROL_ACTIONS", "handle_control"]
 
-_Action = Callable[["FakeApi", dict[str, Any]], Any]
+_Action = Callable[[Vendor, dict[str, Any]], Any]
 
 
 def _take(args: dict[str, Any], allowed: set[str]) -> dict[str, Any]:
@@ -38,11 +37,17 @@ def _tenant_name(args: Mapping[str, Any]) -> str:
     return name
 
 
-def _existing(api: FakeApi, args: Mapping[str, Any]) -> str:
+def _opened(vendor: Vendor, args: Mapping[str, Any]) -> Dataset:
+    """The addressed tenant's dataset, created empty on first use."""
+    return vendor._open(_tenant_name(args))
+
+
+def _existing(vendor: Vendor, args: Mapping[str, Any]) -> Dataset:
+    """The addressed tenant's dataset; ``LookupError`` for an unknown tenant."""
     name = _tenant_name(args)
-    if name not in api.tenants():
+    if name not in vendor.tenants():
         raise LookupError(f"unknown tenant {name!r}")
-    return name
+    return vendor._dataset(name)
 
 
 def _required(args: Mapping[str, Any], name: str) -> Any:
@@ -51,103 +56,103 @@ def _required(args: Mapping[str, Any], name: str) -> Any:
     return args[name]
 
 
-def _add(api: FakeApi, args: dict[str, Any]) -> Any:
+def _add(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, {"tenant", "item"})
-    return api.tenant(_tenant_name(args)).add(_required(args, "item"))
+    return _opened(vendor, args).add(_required(args, "item"))
 
 
-def _update(api: FakeApi, args: dict[str, Any]) -> Any:
+def _update(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, {"tenant", "id", "changes"})
     changes = args.get("changes") or {}
     if not isinstance(changes, dict):
         raise ConfigError(f"expected an object, got {changes!r}", field="changes")
-    return api.tenant(_tenant_name(args)).update(str(_required(args, "id")), **changes)
+    return _opened(vendor, args).update(str(_required(args, "id")), changes)
 
 
-def _remove(api: FakeApi, args: dict[str, Any]) -> Any:
+def _remove(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, {"tenant", "id"})
-    return {"removed": api.tenant(_tenant_name(args)).remove(str(_required(args, "id")))}
+    return {"removed": _opened(vendor, args).remove(str(_required(args, "id")))}
 
 
-def _seed(api: FakeApi, args: dict[str, Any]) -> Any:
+def _seed(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, {"tenant", "items"})
     items = _required(args, "items")
     if not isinstance(items, list):
         raise ConfigError(f"expected a list, got {items!r}", field="items")
-    tenant = api.tenant(_tenant_name(args))
-    tenant.seed(items)
-    return {"size": tenant.size()}
+    data = _opened(vendor, args)
+    data.seed(items)
+    return {"size": data.size()}
 
 
-def _clear(api: FakeApi, args: dict[str, Any]) -> Any:
+def _clear(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, {"tenant"})
-    api.tenant(_tenant_name(args)).clear()
+    _opened(vendor, args).clear()
     return {"size": 0}
 
 
-def _items(api: FakeApi, args: dict[str, Any]) -> Any:
+def _items(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, {"tenant"})
-    return {"data": api.tenant(_existing(api, args)).all()}
+    return {"data": _existing(vendor, args).all_raw()}  # serialised at once: no copy needed
 
 
-def _item(api: FakeApi, args: dict[str, Any]) -> Any:
+def _item(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, {"tenant", "id"})
     identity = str(_required(args, "id"))
-    item = api.tenant(_existing(api, args)).get(identity)
+    item = _existing(vendor, args).get(identity)
     if item is None:
         raise KeyError(identity)
     return item
 
 
-def _size(api: FakeApi, args: dict[str, Any]) -> Any:
+def _size(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, {"tenant"})
-    return {"size": api.tenant(_existing(api, args)).size()}
+    return {"size": _existing(vendor, args).size()}
 
 
-def _tenants(api: FakeApi, args: dict[str, Any]) -> Any:
+def _tenants(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, set())
-    return {"tenants": api.tenants()}
+    return {"tenants": vendor.tenants()}
 
 
-def _fail_next(api: FakeApi, args: dict[str, Any]) -> Any:
+def _fail_next(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, {"status", "times", "retry_after", "problem", "body", "headers", "path"})
-    api.fail_next(**args)
-    return {"pending_faults": api.pending_faults()}
+    vendor.fail_next(**args)
+    return {"pending_faults": vendor.pending_faults()}
 
 
-def _clear_faults(api: FakeApi, args: dict[str, Any]) -> Any:
+def _clear_faults(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, set())
-    api.clear_faults()
+    vendor.clear_faults()
     return {"pending_faults": 0}
 
 
-def _set_latency(api: FakeApi, args: dict[str, Any]) -> Any:
+def _set_latency(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, {"latency"})
-    api.set_latency(_required(args, "latency"))
-    return {"latency_ms": api.latency_ms}
+    vendor.set_latency(_required(args, "latency"))
+    return {"latency_ms": vendor.latency_ms}
 
 
-def _set_rate_limit(api: FakeApi, args: dict[str, Any]) -> Any:
+def _set_rate_limit(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, {"style", "limit", "window", "reset", "reset_after", "per"})
-    api.set_rate_limit(**args)
+    vendor.set_rate_limit(**args)
     return {"ok": True}
 
 
 def _set_flag(method: str) -> _Action:
-    def action(api: FakeApi, args: dict[str, Any]) -> Any:
+    def action(vendor: Vendor, args: dict[str, Any]) -> Any:
         _take(args, {"enabled"})
         enabled = args.get("enabled", True)
         if not isinstance(enabled, bool):
             raise ConfigError(f"expected true or false, got {enabled!r}", field="enabled")
-        getattr(api, method)(enabled)
+        getattr(vendor, method)(enabled)
         return {"enabled": enabled}
 
     return action
 
 
-def _reset_stats(api: FakeApi, args: dict[str, Any]) -> Any:
+def _reset_stats(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, set())
-    api.reset_stats()
+    vendor.reset_stats()
     return {"calls": 0}
 
 
@@ -161,24 +166,24 @@ def _query_int(args: Mapping[str, Any], name: str, default: int | None) -> int |
         raise ConfigError(f"expected an integer, got {raw!r}", field=name) from None
 
 
-def _log(api: FakeApi, args: dict[str, Any]) -> Any:
+def _log(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, {"after", "limit"})
     after = _query_int(args, "after", 0) or 0
-    records = api.log_after(after, _query_int(args, "limit", None))
-    return {"entries": [record.to_dict() for record in records], "last_seq": api.last_seq}
+    records = vendor.log_after(after, _query_int(args, "limit", None))
+    return {"entries": [record.to_dict() for record in records], "last_seq": vendor.last_seq}
 
 
-def _stats(api: FakeApi, args: dict[str, Any]) -> Any:
+def _stats(vendor: Vendor, args: dict[str, Any]) -> Any:
     _take(args, set())
-    names = api.tenants()
+    names = vendor.tenants()
     return {
-        "calls": api.calls,
-        "pending_faults": api.pending_faults(),
-        "last_seq": api.last_seq,
-        "log_size": len(api.log),
-        "latency_ms": api.latency_ms,
+        "calls": vendor.calls,
+        "pending_faults": vendor.pending_faults(),
+        "last_seq": vendor.last_seq,
+        "log_size": len(vendor.log),
+        "latency_ms": vendor.latency_ms,
         "tenants": len(names),
-        "items": sum(api.tenant(name).size() for name in names),
+        "items": sum(vendor._dataset(name).size() for name in names),
     }
 
 
@@ -205,7 +210,7 @@ CONTROL_ACTIONS: Final[dict[str, tuple[str, _Action]]] = {
 """Action name -> (HTTP method, handler)."""
 
 
-def handle_control(api: FakeApi, request: Request) -> Response:
+def handle_control(vendor: Vendor, request: Request) -> Response:
     """Answer a ``/_control/<action>`` request."""
     action = request.segments[1] if len(request.segments) == 2 else ""
     spec = CONTROL_ACTIONS.get(action)
@@ -223,7 +228,7 @@ def handle_control(api: FakeApi, request: Request) -> Response:
             args = wkjson.loads(request.body) if request.body.strip() else {}
         if not isinstance(args, dict):
             raise ConfigError(f"expected a JSON object, got {args!r}", field="body")
-        return json_response(200, run(api, args))
+        return json_response(200, run(vendor, args))
     except ConfigError as error:
         return problem_response(400, error.message)
     except KeyError as error:

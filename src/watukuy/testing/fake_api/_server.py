@@ -12,14 +12,12 @@ import asyncio
 import contextlib
 from http import HTTPStatus
 from types import TracebackType
-from typing import TYPE_CHECKING, Final
+from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
 from ._control import handle_control
 from ._protocol import Request, Response, problem_response, split_path
-
-if TYPE_CHECKING:
-    from ._api import FakeApi
+from ._vendor import Vendor
 
 __all__ = ["FakeServer"]
 
@@ -43,8 +41,8 @@ class FakeServer:
     ``await server.close()``, or use it as an async context manager.
     """
 
-    def __init__(self, api: FakeApi, *, control: bool = True) -> None:
-        self._api = api
+    def __init__(self, api: Vendor, *, control: bool = True) -> None:
+        self._vendor = api
         self._control = control
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -61,7 +59,7 @@ class FakeServer:
         bound = self._server.sockets[0].getsockname()
         self.host, self.port = str(bound[0]), int(bound[1])
         shown = f"[{self.host}]" if ":" in self.host else self.host
-        base = "".join("/" + part for part in self._api._base_segments)
+        base = "".join("/" + part for part in self._vendor._base_segments)
         self.url = f"http://{shown}:{self.port}{base}"
 
     async def close(self) -> None:
@@ -136,7 +134,7 @@ class FakeServer:
         self, method: str, target: str, headers: dict[str, str], body: bytes
     ) -> Response | str:
         parts = urlsplit(target)
-        relative = self._api._relative(split_path(parts.path or "/"))
+        relative = self._vendor._relative(split_path(parts.path or "/"))
         if relative is None:
             return problem_response(404, f"nothing is served at {parts.path}")
         query: dict[str, str] = {}
@@ -144,8 +142,8 @@ class FakeServer:
             query.setdefault(name, value)
         request = Request(method, relative, query, headers, body)
         if self._control and relative[:1] == ("_control",):
-            return handle_control(self._api, request)
-        return await self._api._handle(request)
+            return handle_control(self._vendor, request)
+        return await self._vendor._handle(request)
 
 
 async def _read_request(

@@ -1,9 +1,13 @@
-"""Dataset operations and direct listings, shared by the API and its tenant views."""
+"""Dataset operations and direct listings, shared by the API and its tenant views.
+
+A view is a vendor and a tenant name: every operation works on that tenant's dataset in
+the vendor, and every direct listing goes through the vendor's counting, faults and log.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._items import (
     Dataset,
@@ -15,17 +19,19 @@ from ._items import (
     encode_token,
 )
 from ._items import positive_int as _positive
-
-if TYPE_CHECKING:
-    from ._api import FakeApi
+from ._vendor import Vendor
 
 __all__ = ["FakeTenant", "TenantOps"]
 
 
 class TenantOps:
-    """Dataset operations and direct listings, shared by the API and its tenant views."""
+    """Dataset operations and direct listings, shared by the API and its tenant views.
 
-    _api: FakeApi
+    A view is a vendor and a tenant name: every operation works on that tenant's dataset in
+    the vendor, and every direct listing goes through the vendor's counting, faults and log.
+    """
+
+    _vendor: Vendor
     _name: str
 
     @property
@@ -34,7 +40,7 @@ class TenantOps:
         return self._name
 
     def _data(self) -> Dataset:
-        return self._api._dataset(self._name)
+        return self._vendor._dataset(self._name)
 
     # --- dataset --------------------------------------------------------------------------
 
@@ -119,11 +125,11 @@ class TenantOps:
         query = {"since": since, "after_id": after_id, "limit": limit}
 
         def run(data: Dataset) -> SinceResult:
-            size = self._api.page_size if limit is None else _positive(limit, "limit")
+            size = self._vendor.page_size if limit is None else _positive(limit, "limit")
             rows, more = data.since(since, after_id if since not in (None, "") else None, size)
             return SinceResult([copy_item(row) for row in rows], more)
 
-        return self._api._direct(self._name, ("items",), "since", query, run)
+        return self._vendor._direct(self._name, ("items",), "since", query, run)
 
     def list_page(self, page: int = 1, page_size: int | None = None) -> PageResult:
         """Page ``page`` (1-based) of the listing ordered by id; past the end it is empty.
@@ -135,11 +141,13 @@ class TenantOps:
 
         def run(data: Dataset) -> PageResult:
             number = _positive(page, "page")
-            size = self._api.page_size if page_size is None else _positive(page_size, "page_size")
+            size = (
+                self._vendor.page_size if page_size is None else _positive(page_size, "page_size")
+            )
             rows, pages, more = data.page(number, size)
             return PageResult([copy_item(row) for row in rows], number, pages, more)
 
-        return self._api._direct(self._name, ("items", "page"), "page", query, run)
+        return self._vendor._direct(self._name, ("items", "page"), "page", query, run)
 
     def list_token(self, token: str | None = None, limit: int | None = None) -> TokenResult:
         """The id-ordered listing paged by opaque tokens; ``next`` is ``None`` at the end.
@@ -153,13 +161,13 @@ class TenantOps:
         query = {"cursor": token, "limit": limit}
 
         def run(data: Dataset) -> TokenResult:
-            size = self._api.page_size if limit is None else _positive(limit, "limit")
+            size = self._vendor.page_size if limit is None else _positive(limit, "limit")
             after = decode_token(token) if token else None
             rows, last = data.after(after, size)
             next_token = None if last is None else encode_token(last)
             return TokenResult([copy_item(row) for row in rows], next_token)
 
-        return self._api._direct(self._name, ("items", "token"), "token", query, run)
+        return self._vendor._direct(self._name, ("items", "token"), "token", query, run)
 
     def list_all(self) -> list[dict[str, Any]]:
         """Every item ordered by id, as one request (a snapshot-style endpoint)."""
@@ -167,15 +175,15 @@ class TenantOps:
         def run(data: Dataset) -> list[dict[str, Any]]:
             return [copy_item(row) for row in data.all_raw()]
 
-        return self._api._direct(self._name, ("items", "all"), "all", {}, run)
+        return self._vendor._direct(self._name, ("items", "all"), "all", {}, run)
 
 
 class FakeTenant(TenantOps):
     """One tenant of a :class:`FakeApi`: the same dataset operations and listings, served
     over HTTP under ``/t/{name}``. Get one with ``api.tenant(name)``."""
 
-    def __init__(self, api: FakeApi, name: str) -> None:
-        self._api = api
+    def __init__(self, api: Vendor, name: str) -> None:
+        self._vendor = api
         self._name = name
 
     def __repr__(self) -> str:
