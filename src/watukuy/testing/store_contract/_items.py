@@ -1,0 +1,317 @@
+"""Store contract tests of the item snapshot."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from watukuy.model.ports import StateStore
+from watukuy.model.rows import ListingPass, ListingState, PKey, Tombstone
+
+from ._support import (
+    KEY,
+    KEY_B,
+    T0,
+    _acquire,
+    _assert_unsupported,
+    _collect,
+    _full_state,
+    _patch_of,
+    _unseen,
+    batch,
+    item_row,
+)
+
+
+class ItemContract:
+    """Item versions, revisions and tombstones, and the seen marks of full listings."""
+
+    # --- items -------------------------------------------------------------------------
+
+    async def test_load_versions_returns_the_rows_that_exist(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        rows = [
+            item_row("a"),
+            item_row("b", payload='{"name":"B"}', version=None, schema_version=2, seen_at=T0 + 1),
+            item_row("c", payload=None),
+        ]
+        await store.commit_poll(KEY, lease, batch(upserts=rows))
+        found = await store.load_versions(KEY, ["a", "b", "c", "missing", "a"])
+        assert found == {row.identity: row for row in rows}
+        assert await store.load_versions(KEY, []) == {}
+        assert await store.load_versions(KEY_B, ["a"]) == {}
+
+    async def test_load_versions_handles_many_identities(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        rows = [item_row(f"id-{n:05d}", hash=f"h{n}") for n in range(1_200)]
+        await store.commit_poll(KEY, lease, batch(upserts=rows))
+        wanted = [f"id-{n:05d}" for n in range(0, 2_400, 2)]
+        found = await store.load_versions(KEY, wanted)
+        assert sorted(found) == [f"id-{n:05d}" for n in range(0, 1_200, 2)]
+        assert found["id-00998"].hash == "h998"
+
+    async def test_load_versions_of_sorted_runs_dense_or_sparse(self, store: StateStore) -> None:
+        # Pages listed in identity order ask for sorted runs; whatever a store does with
+        # them, the answer is exactly the asked rows of this key.
+        numbered = [f"id-{n:05d}" for n in range(1_000)]
+        lease = await _acquire(store)
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row(i, hash=f"h-{i}") for i in numbered])
+        )
+        other = await _acquire(store, KEY_B)
+        await store.commit_poll(KEY_B, other, batch(upserts=[item_row(i) for i in numbered]))
+        dense = [f"id-{n:05d}" for n in range(100, 300)] + ["id-00300x"]  # one unknown
+        found = await store.load_versions(KEY, dense)
+        assert sorted(found) == dense[:-1]
+        assert found["id-00150"].hash == "h-id-00150"
+        sparse = [f"id-{n:05d}" for n in range(0, 1_000, 10)]
+        assert sorted(await store.load_versions(KEY, sparse)) == sparse
+
+        names = [chr(0x4E00 + n) for n in range(70)] + ["Z", "a", "\u00e9", "\uff5a", "\U0001f600"]
+        key_u = PKey("orders", "tenant-u")
+        await store.commit_poll(
+            key_u, await _acquire(store, key_u), batch(upserts=[item_row(i) for i in names])
+        )
+        asked = sorted([*names, "b", "\u00ff"])  # code point order, two unknown
+        assert set(await store.load_versions(key_u, asked)) == set(names)
+
+    async def test_upserts_replace_whole_rows_and_deletes_remove_them(
+        self, store: StateStore
+    ) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row("a", payload='{"v":1}'), item_row("b")])
+        )
+        replacement = item_row("a", hash="hash-a2", version=None, seen_at=T0 + 5)
+        await store.commit_poll(
+            KEY,
+            lease,
+            batch(upserts=[replacement, item_row("c")], deletes=["b", "never-existed"]),
+        )
+        assert await store.load_versions(KEY, ["a", "b", "c"]) == {
+            "a": replacement,
+            "c": item_row("c"),
+        }
+        assert await store.count_items(KEY) == 2
+
+    async def test_stream_identities_walks_the_snapshot_in_batches(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        # Inserted in a scrambled order so that insertion order is not identity order.
+        identities = [f"id-{(n * 7_919) % 2_500:05d}" for n in range(2_500)]
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row(i) for i in identities]))
+        if not store.capabilities.streaming:
+            await _assert_unsupported(_collect(store, KEY, 1000))
+            return
+        batches = await _collect(store, KEY, 1000)
+        assert [len(b) for b in batches] == [1000, 1000, 500]
+        assert [i for b in batches for i in b] == sorted(identities)
+        default = [chunk async for chunk in store.stream_identities(KEY)]
+        assert default == batches  # the default batch size is 1000
+        exact = await _collect(store, KEY, 1250)
+        assert [len(b) for b in exact] == [1250, 1250]
+        assert await _collect(store, KEY_B, 1000) == []
+
+    async def test_stream_identities_orders_by_code_point(self, store: StateStore) -> None:
+        if not store.capabilities.streaming:
+            await _assert_unsupported(_collect(store, KEY, 3))
+            return
+        lease = await _acquire(store)
+        identities = ["b", "B", "a", "\u00e9", "\U0001f600", "\uffff", "a:b", "a|b", "a/b", "Z", ""]
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row(i) for i in identities]))
+        batches = await _collect(store, KEY, 3)
+        assert [len(b) for b in batches] == [3, 3, 3, 2]
+        assert [i for b in batches for i in b] == sorted(identities)
+
+    async def test_count_items_follows_the_snapshot(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("a"), item_row("b")]))
+        assert await store.count_items(KEY) == 2
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("a")], deletes=["b"]))
+        assert await store.count_items(KEY) == 1
+        assert await store.count_items(KEY_B) == 0
+
+    # --- revisions and tombstones -----------------------------------------------------
+
+    async def test_revisions_round_trip(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        rows = [item_row("a", revision=3), item_row("b"), item_row("c", revision=2**40)]
+        await store.commit_poll(KEY, lease, batch(upserts=rows))
+        assert await store.load_versions(KEY, ["a", "b", "c"]) == {r.identity: r for r in rows}
+
+    async def test_a_deleted_row_leaves_a_tombstone_in_the_same_commit(
+        self, store: StateStore
+    ) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row("a", revision=2), item_row("b")])
+        )
+        assert await store.load_tombstones(KEY, ["a", "b"]) == {}
+        await store.commit_poll(KEY, lease, batch(deletes=["a", "never"], now=T0 + 5))
+        # The row is gone from every view of the snapshot...
+        assert await store.load_versions(KEY, ["a"]) == {}
+        assert await store.count_items(KEY) == 1
+        if store.capabilities.streaming:
+            assert await _collect(store, KEY, 10) == [["b"]]
+        # ...and its tombstone keeps what the row held; nothing for an unknown identity.
+        assert await store.load_tombstones(KEY, ["a", "b", "never"]) == {
+            "a": Tombstone("a", "v1", "hash-a", 1, 2, "deleted", T0 + 5)
+        }
+        assert await store.load_tombstones(KEY_B, ["a"]) == {}
+        assert await store.load_tombstones(KEY, []) == {}
+
+    async def test_revived_identities_lose_their_tombstone(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("a"), item_row("b")]))
+        await store.commit_poll(KEY, lease, batch(deletes=["a", "b"], now=T0 + 1))
+        # An upsert alone leaves the tombstone (the store does not guess); `revived` drops it.
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row("a", revision=2), item_row("b")], revived=["a"])
+        )
+        assert sorted(await store.load_versions(KEY, ["a", "b"])) == ["a", "b"]
+        assert sorted(await store.load_tombstones(KEY, ["a", "b"])) == ["b"]
+        # Deleted again: the newer row replaces the old tombstone.
+        await store.commit_poll(KEY, lease, batch(deletes=["a", "b"], now=T0 + 7))
+        tombstones = await store.load_tombstones(KEY, ["a", "b"])
+        assert tombstones["a"] == Tombstone("a", "v1", "hash-a", 1, 2, "deleted", T0 + 7)
+        assert tombstones["b"].removed_at == T0 + 7
+
+    async def test_clear_items_leaves_cleared_tombstones(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(
+            KEY,
+            lease,
+            batch(
+                upserts=[
+                    item_row("a", revision=1, seen_at=T0 + 3),
+                    item_row("b", version=None),
+                    item_row("c"),
+                ]
+            ),
+        )
+        await store.commit_poll(KEY, lease, batch(deletes=["c"], now=T0 + 4))
+        await store.commit_poll(KEY_B, await _acquire(store, KEY_B), batch(upserts=[item_row("a")]))
+        await store.clear_items(KEY)
+        assert await store.count_items(KEY) == 0
+        assert await store.load_tombstones(KEY, ["a", "b", "c"]) == {
+            "a": Tombstone("a", "v1", "hash-a", 1, 1, "cleared", T0 + 3),
+            "b": Tombstone("b", None, "hash-b", 1, 0, "cleared", T0),
+            "c": Tombstone("c", "v1", "hash-c", 1, 0, "deleted", T0 + 4),
+        }
+        assert await store.load_tombstones(KEY_B, ["a"]) == {}
+        assert await store.count_items(KEY_B) == 1
+
+    async def test_prune_tombstones_by_age(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row(n) for n in ("a", "b", "c", "d")])
+        )
+        for n, identity in enumerate(("a", "b", "c")):
+            await store.commit_poll(KEY, lease, batch(deletes=[identity], now=T0 + n))
+        lease_b = await _acquire(store, KEY_B)
+        await store.commit_poll(KEY_B, lease_b, batch(upserts=[item_row("a")]))
+        await store.commit_poll(KEY_B, lease_b, batch(deletes=["a"], now=T0))
+        assert await store.prune_tombstones(KEY, T0 + 2) == 2
+        assert sorted(await store.load_tombstones(KEY, ["a", "b", "c", "d"])) == ["c"]
+        assert await store.prune_tombstones(KEY, T0 + 2) == 0
+        assert await store.prune_tombstones(PKey("never-seen"), T0 + 9) == 0
+        assert sorted(await store.load_tombstones(KEY_B, ["a"])) == ["a"]
+
+    async def test_delete_key_removes_tombstones(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("a")]))
+        await store.commit_poll(KEY, lease, batch(deletes=["a"]))
+        await store.delete_key(KEY)
+        assert await store.load_tombstones(KEY, ["a"]) == {}
+
+    # --- seen marks (resumable full listings) ---------------------------------------
+
+    async def test_new_rows_start_unseen_and_marks_move_them(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        rows = [item_row(i) for i in ("a", "b", "c", "d")]
+        await store.commit_poll(KEY, lease, batch(upserts=rows, seen=["a"], seen_pass=3))
+        if not store.capabilities.streaming:
+            await _assert_unsupported(_unseen(store, KEY, 1))
+            return
+        assert await _unseen(store, KEY, 1) == ["b", "c", "d"]
+        assert await _unseen(store, KEY, 3) == ["b", "c", "d"]
+        assert await _unseen(store, KEY, 4) == ["a", "b", "c", "d"]
+        # Marks without upserts (an unchanged page); an unknown identity creates nothing.
+        await store.commit_poll(KEY, lease, batch(seen=["b", "c", "ghost"], seen_pass=5))
+        assert await _unseen(store, KEY, 5) == ["a", "d"]
+        assert await _unseen(store, KEY, 6) == ["a", "b", "c", "d"]
+        assert await store.count_items(KEY) == 4
+        assert await store.load_versions(KEY, ["ghost"]) == {}
+        assert await _unseen(store, KEY_B, 10) == []
+
+    async def test_an_upsert_keeps_the_mark_and_a_delete_drops_it(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row("a"), item_row("b")], seen=["a", "b"], seen_pass=4)
+        )
+        if not store.capabilities.streaming:
+            await _assert_unsupported(_unseen(store, KEY, 1))
+            return
+        changed = item_row("a", hash="hash-a2", seen_at=T0 + 9)
+        await store.commit_poll(KEY, lease, batch(upserts=[changed]))
+        assert await _unseen(store, KEY, 4) == []
+        assert (await store.load_versions(KEY, ["a"]))["a"] == changed
+        # Deleted, then created again: the new row starts unseen.
+        await store.commit_poll(KEY, lease, batch(deletes=["b"]))
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("b")]))
+        assert await _unseen(store, KEY, 1) == ["b"]
+        # clear_items drops the marks with the rows.
+        await store.clear_items(KEY)
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("a")]))
+        assert await _unseen(store, KEY, 1) == ["a"]
+
+    async def test_stream_unseen_pages_in_code_point_order(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        identities = [f"id-{(n * 7_919) % 2_500:05d}" for n in range(2_500)]
+        marked = [i for n, i in enumerate(sorted(identities)) if n % 3 == 0]
+        if not store.capabilities.streaming:
+            await _assert_unsupported(_unseen(store, KEY, 1))
+            return
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row(i) for i in identities], seen=marked, seen_pass=2)
+        )
+        expected = sorted(set(identities) - set(marked))
+        assert await _unseen(store, KEY, 2, batch_size=250) == expected
+        assert await _unseen(store, KEY, 2, batch_size=7) == expected
+        assert await _unseen(store, KEY, 3) == sorted(identities)
+        odd = ["b", "B", "\u00e9", "\U0001f600", "a|b", ""]
+        await store.commit_poll(
+            KEY_B, await _acquire(store, KEY_B), batch(upserts=[item_row(i) for i in odd])
+        )
+        assert await _unseen(store, KEY_B, 1, batch_size=2) == sorted(odd)
+
+    async def test_a_mark_and_a_delete_of_one_identity_in_one_batch(
+        self, store: StateStore
+    ) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("a"), item_row("b")]))
+        await store.commit_poll(KEY, lease, batch(seen=["a", "b"], seen_pass=2, deletes=["b"]))
+        if not store.capabilities.streaming:
+            await _assert_unsupported(_unseen(store, KEY, 1))
+            return
+        assert await _unseen(store, KEY, 3) == ["a"]
+        assert await store.count_items(KEY) == 1
+
+    async def test_listing_progress_and_held_deletes_survive_patches(
+        self, store: StateStore
+    ) -> None:
+        lease = await _acquire(store)
+        state = _full_state(created_at=T0)
+        await store.commit_poll(KEY, lease, batch(state_patch=_patch_of(state)))
+        assert await store.load_state(KEY) == state
+        # An operator's unfenced write of the hold leaves the listing alone, and back.
+        assert state.held_deletes is not None
+        confirmed = dataclasses.replace(state.held_deletes, confirmed=True)
+        await store.save_state_unfenced(KEY, {"held_deletes": confirmed}, T0 + 20)
+        progress = ListingState(counter=8, lanes={"live": ListingPass(pass_id=8, cursor="null")})
+        await store.save_state(KEY, lease, {"listing": progress})
+        loaded = await store.load_state(KEY)
+        assert loaded is not None
+        assert (loaded.listing, loaded.held_deletes) == (progress, confirmed)
+        await store.save_state_unfenced(KEY, {"held_deletes": None}, T0 + 21)
+        loaded = await store.load_state(KEY)
+        assert loaded is not None
+        assert (loaded.listing, loaded.held_deletes) == (progress, None)
