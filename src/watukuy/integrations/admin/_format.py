@@ -1,0 +1,148 @@
+"""Values for people: durations, times, cursors, and the lag chart as inline SVG.
+
+Everything here returns plain text, which the templates escape, except :func:`lag_chart`,
+which builds its SVG from numbers only (every text in it is escaped here).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from markupsafe import Markup, escape
+
+from watukuy.model import json as wkjson
+
+__all__ = ["ago", "cursor_text", "duration", "json_text", "lag_chart", "when"]
+
+
+def duration(ms: int | float | None) -> str:
+    """``850ms``, ``1.5s``, ``2.0m``, ``1.2h``, ``3.0d``; ``-`` for none."""
+    if ms is None:
+        return "-"
+    sign = "-" if ms < 0 else ""
+    ms = abs(ms)
+    if ms < 1_000:
+        return f"{sign}{int(ms)}ms"
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000)):
+        if ms >= size:
+            return f"{sign}{ms / size:.1f}{unit}"
+    return f"{sign}{ms / 1_000:.1f}s"
+
+
+def when(ms: int | None) -> str:
+    """Epoch milliseconds as ``2026-01-01 12:00:01Z``; ``-`` for none."""
+    if ms is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def ago(ms: int | None, now: int) -> str:
+    """``12s ago``, ``in 3.0m``, ``now``; ``-`` for none."""
+    if ms is None:
+        return "-"
+    delta = now - ms
+    if abs(delta) < 1_000:
+        return "now"
+    return f"{duration(delta)} ago" if delta > 0 else f"in {duration(-delta)}"
+
+
+def cursor_text(cursor: Any) -> str:
+    """One line for a cursor as ``inspect()`` describes it (as the CLI writes it)."""
+    if cursor is None:
+        return "-"
+    if isinstance(cursor, Mapping):
+        keys = set(cursor)
+        if keys == {"value", "tie_break"}:
+            value, tie = cursor["value"], cursor["tie_break"]
+            if value is None:
+                return "(start)"
+            return f"{value} #{tie}" if tie is not None else str(value)
+        if keys == {"value"}:
+            return "(start)" if cursor["value"] is None else str(cursor["value"])
+        if keys == {"page"}:
+            return f"page {cursor['page']}"
+    if isinstance(cursor, str):
+        return cursor
+    return wkjson.dumps(cursor)
+
+
+def json_text(value: Any) -> str:
+    """Indented JSON for a ``<pre>`` block."""
+    if value is None:
+        return "null"
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def lag_chart(
+    readings: Sequence[tuple[int, int]],
+    *,
+    width: int = 560,
+    height: int = 120,
+    label: str = "lag",
+) -> Markup:
+    """An inline SVG line chart of ``(time, lag_ms)`` readings, with its range as text.
+
+    Fewer than two readings draw a note instead of a line.
+    """
+    if len(readings) < 2:
+        return Markup('<p class="muted chart-empty">{}</p>').format(
+            "Not enough readings for a chart yet: the page charts the lag it reads, "
+            "one point per refresh."
+        )
+    pad_left, pad_bottom, pad_top = 48, 18, 8
+    inner_w, inner_h = width - pad_left - 4, height - pad_bottom - pad_top
+    times = [t for t, _ in readings]
+    lags = [lag for _, lag in readings]
+    t0, t1 = min(times), max(times)
+    high = max(max(lags), 1)
+    span = max(t1 - t0, 1)
+
+    def x(t: int) -> float:
+        return pad_left + (t - t0) / span * inner_w
+
+    def y(lag: int) -> float:
+        return pad_top + inner_h - max(lag, 0) / high * inner_h
+
+    points = " ".join(f"{x(t):.1f},{y(lag):.1f}" for t, lag in readings)
+    last_t, last_lag = readings[-1]
+    title = f"{label}: {duration(min(lags))} to {duration(high)}, now {duration(last_lag)}"
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="100%" '
+        f'preserveAspectRatio="none" role="img" aria-label="{escape(title)}">',
+        f"<title>{escape(title)}</title>",
+        f'<line x1="{pad_left}" y1="{pad_top + inner_h}" x2="{width - 4}" '
+        f'y2="{pad_top + inner_h}" class="axis"/>',
+        f'<line x1="{pad_left}" y1="{pad_top}" x2="{width - 4}" y2="{pad_top}" class="grid"/>',
+        f'<text x="{pad_left - 6}" y="{pad_top + 4}" class="tick" text-anchor="end">'
+        f"{escape(duration(high))}</text>",
+        f'<text x="{pad_left - 6}" y="{pad_top + inner_h}" class="tick" text-anchor="end">0</text>',
+        f'<text x="{pad_left}" y="{height - 4}" class="tick">{escape(when(t0)[11:])}</text>',
+        f'<text x="{width - 4}" y="{height - 4}" class="tick" text-anchor="end">'
+        f"{escape(when(t1)[11:])}</text>",
+        f'<polyline points="{points}" class="line"/>',
+        f'<circle cx="{x(last_t):.1f}" cy="{y(last_lag):.1f}" r="3" class="dot"/>',
+        "</svg>",
+    ]
+    return Markup("".join(parts))
+
+
+def sparkline(readings: Sequence[tuple[int, int]], *, width: int = 80, height: int = 20) -> Markup:
+    """A tiny lag line for an overview row (empty with fewer than two readings)."""
+    if len(readings) < 2:
+        return Markup("")
+    times = [t for t, _ in readings]
+    lags = [lag for _, lag in readings]
+    t0, span = min(times), max(max(times) - min(times), 1)
+    high = max(max(lags), 1)
+    points = " ".join(
+        f"{(t - t0) / span * (width - 2) + 1:.1f},{height - 1 - max(lag, 0) / high * (height - 2):.1f}"
+        for t, lag in readings
+    )
+    label = f"lag {duration(min(lags))} to {duration(high)}"
+    return Markup(
+        f'<svg class="spark" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        f'role="img" aria-label="{escape(label)}"><polyline points="{points}" class="line"/></svg>'
+    )
