@@ -31,8 +31,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _UNBOUNDED_WIDTH = 1_000_000
 
-# Subcommands that live in other packages, imported only when asked for so that the CLI
-# stays fast to start (the demo pulls in the simulated vendor, httpx and rich). The
+# Subcommands that live in other packages or need optional extras, imported only when asked
+# for so that the CLI stays fast to start (the demo pulls in the simulated vendor, httpx and
+# rich; ui pulls in Starlette, Jinja2 and uvicorn). The
 # architecture contract puts watukuy.cli above watukuy.demo, so this dependency is
 # declared, not hidden. The one-line help is written here so that ``--help`` lists the
 # command without importing it.
@@ -41,7 +42,12 @@ _LAZY_COMMANDS = {
         "watukuy.demo.command",
         "demo",
         "Poll a simulated vendor API into ./watukuy-demo.db and show the events.",
-    )
+    ),
+    "ui": (
+        "watukuy.cli._ui",
+        "ui",
+        "Serve the admin page (keys, circuits, parked events, actions) on 127.0.0.1.",
+    ),
 }
 
 

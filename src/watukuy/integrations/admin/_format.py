@@ -92,8 +92,8 @@ def lag_chart(
             "Not enough readings for a chart yet: the page charts the lag it reads, "
             "one point per refresh."
         )
-    pad_left, pad_bottom, pad_top = 48, 18, 8
-    inner_w, inner_h = width - pad_left - 4, height - pad_bottom - pad_top
+    pad = 6
+    inner_w, inner_h = width - 2 * pad, height - 2 * pad
     times = [t for t, _ in readings]
     lags = [lag for _, lag in readings]
     t0, t1 = min(times), max(times)
@@ -101,32 +101,36 @@ def lag_chart(
     span = max(t1 - t0, 1)
 
     def x(t: int) -> float:
-        return pad_left + (t - t0) / span * inner_w
+        return pad + (t - t0) / span * inner_w
 
     def y(lag: int) -> float:
-        return pad_top + inner_h - max(lag, 0) / high * inner_h
+        return pad + inner_h - max(lag, 0) / high * inner_h
 
     points = " ".join(f"{x(t):.1f},{y(lag):.1f}" for t, lag in readings)
     last_t, last_lag = readings[-1]
-    title = f"{label}: {duration(min(lags))} to {duration(high)}, now {duration(last_lag)}"
-    parts = [
-        f'<svg class="chart" viewBox="0 0 {width} {height}" width="100%" '
-        f'preserveAspectRatio="none" role="img" aria-label="{escape(title)}">',
-        f"<title>{escape(title)}</title>",
-        f'<line x1="{pad_left}" y1="{pad_top + inner_h}" x2="{width - 4}" '
-        f'y2="{pad_top + inner_h}" class="axis"/>',
-        f'<line x1="{pad_left}" y1="{pad_top}" x2="{width - 4}" y2="{pad_top}" class="grid"/>',
-        f'<text x="{pad_left - 6}" y="{pad_top + 4}" class="tick" text-anchor="end">'
-        f"{escape(duration(high))}</text>",
-        f'<text x="{pad_left - 6}" y="{pad_top + inner_h}" class="tick" text-anchor="end">0</text>',
-        f'<text x="{pad_left}" y="{height - 4}" class="tick">{escape(when(t0)[11:])}</text>',
-        f'<text x="{width - 4}" y="{height - 4}" class="tick" text-anchor="end">'
-        f"{escape(when(t1)[11:])}</text>",
-        f'<polyline points="{points}" class="line"/>',
-        f'<circle cx="{x(last_t):.1f}" cy="{y(last_lag):.1f}" r="3" class="dot"/>',
-        "</svg>",
-    ]
-    return Markup("".join(parts))
+    title = f"{label} from {duration(min(lags))} to {duration(high)}, now {duration(last_lag)}"
+    # The line stretches with the page; the text lives outside the SVG, so it never does.
+    svg = (
+        f'<svg class="chart" viewBox="0 0 {width} {height}" preserveAspectRatio="none" '
+        f'role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>'
+        f'<line x1="0" y1="{pad + inner_h}" x2="{width}" y2="{pad + inner_h}" class="axis"/>'
+        f'<line x1="0" y1="{pad}" x2="{width}" y2="{pad}" class="grid"/>'
+        f'<polyline points="{points}" class="line"/>'
+        f'<line x1="{x(last_t):.1f}" y1="{pad}" x2="{x(last_t):.1f}" y2="{pad + inner_h}" '
+        'class="now"/></svg>'
+    )
+    caption = Markup(
+        '<p class="chart-caption"><span>top: {high}</span><span>now: <strong>{now}</strong>'
+        "</span><span>lowest: {low}</span><span>{start} to {end} ({count} readings)</span></p>"
+    ).format(
+        high=duration(high),
+        now=duration(last_lag),
+        low=duration(min(lags)),
+        start=when(t0)[11:],
+        end=when(t1)[11:],
+        count=len(readings),
+    )
+    return Markup('<div class="chart-box">') + Markup(svg) + caption + Markup("</div>")
 
 
 def sparkline(readings: Sequence[tuple[int, int]], *, width: int = 80, height: int = 20) -> Markup:

@@ -288,7 +288,7 @@ class LagHistory:
         spacing_ms: Readings closer together than this are merged into the later one.
     """
 
-    def __init__(self, points: int = 120, keys: int = 20_000, spacing_ms: int = 2_000) -> None:
+    def __init__(self, points: int = 120, keys: int = 20_000, spacing_ms: int = 1_000) -> None:
         self._points = points
         self._keys = keys
         self._spacing_ms = spacing_ms

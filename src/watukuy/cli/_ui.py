@@ -1,0 +1,162 @@
+"""``watukuy ui``: the admin page for an application's engine or a store alone, served on
+127.0.0.1 with uvicorn.
+
+Loaded only when the command is asked for (Starlette, Jinja2 and uvicorn come with the
+``admin`` extra, not with the CLI). The page does not poll: the application's own processes
+do; the page reads the store and makes the same administrative writes as the other commands.
+On a loopback address the page is served without authentication, to the users of this
+host; any other ``--host`` needs ``--token``, which the browser is then asked for as the
+password of HTTP Basic authentication.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hmac
+import ipaddress
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from ._errors import CliError
+from ._target import open_target
+
+__all__ = ["ui"]
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _basic_auth(token: str) -> Callable[[Any], bool]:
+    """An ``auth`` check accepting HTTP Basic credentials whose password is ``token``."""
+    from starlette.exceptions import HTTPException
+
+    expected = token.encode()
+
+    def check(request: Any) -> bool:
+        header = request.headers.get("authorization", "")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() == "basic":
+            try:
+                _, _, password = base64.b64decode(value, validate=True).partition(b":")
+            except (binascii.Error, ValueError):
+                password = b""
+            if hmac.compare_digest(password, expected):
+                return True
+        raise HTTPException(
+            401, "authentication required", headers={"WWW-Authenticate": 'Basic realm="watukuy"'}
+        )
+
+    return check
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise CliError(f"--port: cannot listen on {host}:{port}: {error.strerror or error}") from None
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+@click.command()
+@click.option(
+    "--app",
+    "-A",
+    "app",
+    envvar="WATUKUY_APP",
+    metavar="MODULE:ATTR",
+    help="The application's engine (cursors described, backfill offered); env WATUKUY_APP.",
+)
+@click.option(
+    "--store",
+    "store_url",
+    envvar="WATUKUY_STORE",
+    metavar="URL",
+    help="Store URL, to operate on the keys the store holds; env WATUKUY_STORE.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0: any free port).",
+)
+@click.option(
+    "--token",
+    envvar="WATUKUY_UI_TOKEN",
+    metavar="TEXT",
+    help="Require HTTP Basic authentication with this password (needed off 127.0.0.1); "
+    "env WATUKUY_UI_TOKEN.",
+)
+@click.option("--refresh", default="5s", show_default=True, metavar="DURATION", help="Live refresh.")
+def ui(
+    app: str | None,
+    store_url: str | None,
+    host: str,
+    port: int,
+    token: str | None,
+    refresh: str,
+) -> None:
+    """Serve the admin page (keys, circuits, parked events, actions) on 127.0.0.1."""
+    from watukuy.model.durations import parse_duration
+
+    parse_duration(refresh, "--refresh")
+    if not _is_loopback(host) and not token:
+        raise CliError(
+            f"--host: {host!r} is reachable from other machines; pass --token too (the "
+            "browser then asks for it when the page opens)"
+        )
+    if token is not None and len(token) < 12:
+        raise CliError("--token: use at least 12 characters")
+    try:
+        import uvicorn
+
+        from watukuy.integrations.admin import admin_app
+    except ImportError:
+        raise CliError(
+            "watukuy ui needs Starlette, Jinja2 and uvicorn: pip install 'watukuy[admin]'"
+        ) from None
+    if not app and not store_url:
+        root = click.get_current_context().find_root().obj or {}
+        app, store_url = root.get("app"), root.get("store_url")
+    sock = _listen(host, port)
+
+    async def serve() -> None:
+        target = await open_target(command="ui", app=app, store_url=store_url)
+        try:
+            source = target.engine if target.engine is not None else target.operator
+            page = admin_app(
+                source,
+                auth=None if token is None else _basic_auth(token),
+                refresh=refresh,
+            )
+            bound_host, bound_port = sock.getsockname()[:2]
+            shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+            click.echo(f"watukuy ui: http://{shown}:{bound_port}/ ({target.label}); Ctrl-C stops")
+            config = uvicorn.Config(page, log_level="warning", lifespan="off", access_log=False)
+            await uvicorn.Server(config).serve(sockets=[sock])
+        finally:
+            sock.close()
+            await target.close()
+
+    try:
+        asyncio.run(serve())
+    finally:
+        sock.close()
