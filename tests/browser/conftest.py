@@ -115,9 +115,7 @@ def _build(db: Path) -> tuple[wk.Engine, FakeApi, str, list[tuple[str, str]], th
         ),
         circuit=wk.Circuit(failures=2, probe_every="1h"),
     )
-    engine = wk.Engine(
-        store=wk.SqliteStore(str(db)), pollers=[orders, vendor], instance_id="web-1"
-    )
+    engine = wk.Engine(store=wk.SqliteStore(str(db)), pollers=[orders, vendor], instance_id="web-1")
 
     def on_order(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
         if event.partition == "acme" and event.subject == bad and not fixed.is_set():
@@ -147,7 +145,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
     async def main() -> None:
         engine, api, bad, delivered, fixed = _build(db)
-        app = Starlette(routes=[Mount("/watukuy", admin_app(engine, auth=authorised, refresh="1s"))])
+        app = Starlette(
+            routes=[Mount("/watukuy", admin_app(engine, auth=authorised, refresh="1s"))]
+        )
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)

@@ -136,8 +136,10 @@ def test_a_parked_event_is_retried_and_delivered(
     wait_for(lambda: ("acme", site.bad_subject) in site.delivered)
     # The live refresh shows it without a reload.
     wait_for(
-        lambda: css(browser, '[data-field="parked"]')[0].text == "0"
-        and css(browser, '[data-field="outbox"]')[0].text == "0"
+        lambda: (
+            css(browser, '[data-field="parked"]')[0].text == "0"
+            and css(browser, '[data-field="outbox"]')[0].text == "0"
+        )
     )
 
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hmac
 import ipaddress
+import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -60,6 +62,26 @@ def _basic_auth(token: str) -> Callable[[Any], bool]:
     return check
 
 
+def _quiet_server_class() -> type[Any]:
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):
+        """uvicorn's server without its own signal handling: Ctrl-C and SIGTERM stop it
+        cleanly (status 0) instead of being raised again once it has stopped."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+        def install_signal_handlers(self) -> None:  # uvicorn before 0.29
+            return None
+
+        def stop(self) -> None:
+            self.should_exit = True
+
+    return QuietServer
+
+
 def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -68,7 +90,9 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as error:
         sock.close()
-        raise CliError(f"--port: cannot listen on {host}:{port}: {error.strerror or error}") from None
+        raise CliError(
+            f"--port: cannot listen on {host}:{port}: {error.strerror or error}"
+        ) from None
     sock.listen(128)
     sock.setblocking(False)
     return sock
@@ -105,7 +129,9 @@ def _listen(host: str, port: int) -> socket.socket:
     help="Require HTTP Basic authentication with this password (needed off 127.0.0.1); "
     "env WATUKUY_UI_TOKEN.",
 )
-@click.option("--refresh", default="5s", show_default=True, metavar="DURATION", help="Live refresh.")
+@click.option(
+    "--refresh", default="5s", show_default=True, metavar="DURATION", help="Live refresh."
+)
 def ui(
     app: str | None,
     store_url: str | None,
@@ -136,6 +162,7 @@ def ui(
     if not app and not store_url:
         root = click.get_current_context().find_root().obj or {}
         app, store_url = root.get("app"), root.get("store_url")
+    quiet_server = _quiet_server_class()
     sock = _listen(host, port)
 
     async def serve() -> None:
@@ -151,7 +178,12 @@ def ui(
             shown = f"[{bound_host}]" if ":" in bound_host else bound_host
             click.echo(f"watukuy ui: http://{shown}:{bound_port}/ ({target.label}); Ctrl-C stops")
             config = uvicorn.Config(page, log_level="warning", lifespan="off", access_log=False)
-            await uvicorn.Server(config).serve(sockets=[sock])
+            server = quiet_server(config)
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, server.stop)
+            await server.serve(sockets=[sock])
+            click.echo("watukuy ui: stopped")
         finally:
             sock.close()
             await target.close()

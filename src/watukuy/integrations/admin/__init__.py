@@ -96,7 +96,9 @@ def admin_app(
     if auth is not None and not callable(auth):
         raise ConfigError(f"expected a callable or None, got {auth!r}", field="auth")
     if isinstance(page_size, bool) or not isinstance(page_size, int) or not 10 <= page_size <= 500:
-        raise ConfigError(f"expected an integer from 10 to 500, got {page_size!r}", field="page_size")
+        raise ConfigError(
+            f"expected an integer from 10 to 500, got {page_size!r}", field="page_size"
+        )
     if not isinstance(title, str) or not title.strip():
         raise ConfigError(f"expected a non-empty string, got {title!r}", field="title")
     if secret is not None and (not isinstance(secret, str | bytes) or len(secret) < 16):

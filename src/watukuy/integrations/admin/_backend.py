@@ -197,7 +197,9 @@ class _EngineOperations:
     async def reset_cursor(
         self, name: str, to: str | None, *, clear_snapshot: bool, partition: str | None
     ) -> PKey:
-        await self._engine.reset_cursor(name, to, clear_snapshot=clear_snapshot, partition=partition)
+        await self._engine.reset_cursor(
+            name, to, clear_snapshot=clear_snapshot, partition=partition
+        )
         return PKey(name, partition or "")
 
     async def parked_list(
@@ -387,7 +389,9 @@ class Backend:
             return self.redaction.text(text)
         return self.redaction.value(value, 1)
 
-    async def recent_events(self, key: PKey, state: PollerState | None, limit: int) -> list[LogLine]:
+    async def recent_events(
+        self, key: PKey, state: PollerState | None, limit: int
+    ) -> list[LogLine]:
         """The last ``limit`` logged events of a key, newest first (empty without a log)."""
         if state is None or not self.store.capabilities.log:
             return []

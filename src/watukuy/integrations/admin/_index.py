@@ -114,7 +114,9 @@ class OverviewQuery:
         }
         values.update({name: str(value) for name, value in changes.items()})
         defaults = {"status": "all", "sort": "key", "page": "1"}
-        return {name: value for name, value in values.items() if value and defaults.get(name) != value}
+        return {
+            name: value for name, value in values.items() if value and defaults.get(name) != value
+        }
 
 
 @dataclass(frozen=True, slots=True)

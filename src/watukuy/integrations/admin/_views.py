@@ -17,13 +17,13 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from watukuy.model import json as wkjson
 from watukuy.model.errors import WatukuyError
-from watukuy.model.rows import PKey
+from watukuy.model.rows import ParkedKind, PKey
 
 from . import _format
 from ._backend import Backend
@@ -83,7 +83,9 @@ class Pages:
         index_ttl_ms: Longest age of the snapshot behind sorted and filtered views.
     """
 
-    def __init__(self, backend: Backend, csrf: Csrf, config: PagesConfig, index_ttl_ms: int) -> None:
+    def __init__(
+        self, backend: Backend, csrf: Csrf, config: PagesConfig, index_ttl_ms: int
+    ) -> None:
         self.backend = backend
         self.csrf = csrf
         self.config = config
@@ -93,7 +95,9 @@ class Pages:
 
     # --- rendering --------------------------------------------------------------------------
 
-    def _render(self, request: Request, template: str, status_code: int = 200, **context: Any) -> Response:
+    def _render(
+        self, request: Request, template: str, status_code: int = 200, **context: Any
+    ) -> Response:
         session = request.cookies.get(SESSION_COOKIE)
         new_session = session is None or len(session) > 100
         if new_session:
@@ -111,7 +115,9 @@ class Pages:
             now=now,
             flash=flash,
             url=lambda path, **params: _url(base, path, params),
-            key_url=lambda key: _url(base, "/key", {"poller": key.poller, "partition": key.partition}),
+            key_url=lambda key: _url(
+                base, "/key", {"poller": key.poller, "partition": key.partition}
+            ),
             **context,
         )
         response = HTMLResponse(html, status_code=status_code)
@@ -130,7 +136,9 @@ class Pages:
         """Every key, paged, sortable and filterable."""
         query = OverviewQuery.parse(request.query_params)
         overview = await self.index.page(query, self.config.page_size)
-        sparks = {row.key: _format.sparkline(self.history.readings(row.key)) for row in overview.rows}
+        sparks = {
+            row.key: _format.sparkline(self.history.readings(row.key)) for row in overview.rows
+        }
         return self._render(
             request,
             "overview.html",
@@ -165,7 +173,7 @@ class Pages:
             held=backend.held(state),
             parked=[self._parked_view(row) for row in parked],
             events=events,
-            has_log=definition is not None and definition.log is not None
+            has_log=(definition is not None and definition.log is not None)
             or (definition is None and bool(events)),
             chart=_format.lag_chart(self.history.readings(key)),
             can_backfill=backend.can_backfill(key.poller),
@@ -180,7 +188,10 @@ class Pages:
         sections = []
         for row in with_parked[:_PARKED_KEYS]:
             listed = await self.backend.operator.parked_list(
-                row.key.poller, partition=row.key.partition or None, kind=None, limit=_PARKED_PER_KEY
+                row.key.poller,
+                partition=row.key.partition or None,
+                kind=None,
+                limit=_PARKED_PER_KEY,
             )
             sections.append((row, [self._parked_view(item) for item in listed]))
         return self._render(
@@ -213,7 +224,9 @@ class Pages:
         }
 
     def _not_found(self, request: Request, message: str) -> Response:
-        return self._render(request, "message.html", status_code=404, heading="Not found", message=message)
+        return self._render(
+            request, "message.html", status_code=404, heading="Not found", message=message
+        )
 
     # --- the action endpoint ----------------------------------------------------------------
 
@@ -278,7 +291,10 @@ class Pages:
         fields.pop("ids", None)
         if name == "discard" and not ids and form.get("scope") != "all":
             return self._render(
-                request, "message.html", status_code=400, heading="Nothing selected",
+                request,
+                "message.html",
+                status_code=400,
+                heading="Nothing selected",
                 message="tick the parked rows to discard first",
             )
         return self._render(
@@ -312,10 +328,14 @@ class Pages:
         if name == "backfill":
             engine = self.backend.engine
             if engine is None:
-                raise _Refused("backfill needs the poller definitions: serve the page with the engine")
+                raise _Refused(
+                    "backfill needs the poller definitions: serve the page with the engine"
+                )
             raw = str(form.get("from", "")).strip()
             if not raw:
-                raise _Refused("backfill: give a start (a date or cursor, or null for the very beginning)")
+                raise _Refused(
+                    "backfill: give a start (a date or cursor, or null for the very beginning)"
+                )
             start = None if raw.lower() == "null" else raw
             to = _optional_text(form.get("to"))
             force = form.get("force") == "on"
@@ -324,8 +344,10 @@ class Pages:
         if name in ("retry", "discard"):
             ids = [str(value) for value in form.getlist("ids")]
             if form.get("scope") == "all":
-                kind = "poison" if name == "retry" else None
-                rows = await operator.parked_list(poller, partition=partition, kind=kind, limit=None)
+                kind: ParkedKind | None = "poison" if name == "retry" else None
+                rows = await operator.parked_list(
+                    poller, partition=partition, kind=kind, limit=None
+                )
                 ids = [row.id for row in rows]
             if not ids:
                 raise _Refused(f"{name}: no parked rows selected")
@@ -355,7 +377,10 @@ async def _read_form(request: Request) -> FormData | None:
         body += chunk
         if len(body) > _MAX_FORM:
             return None
-    return FormData(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+    pairs: list[tuple[str, str | UploadFile]] = list(
+        parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+    )
+    return FormData(pairs)
 
 
 def _optional_text(value: object) -> str | None:

@@ -1,0 +1,272 @@
+"""The admin page over ASGI (no browser): auth, CSRF, escaping, paging, confirmations, and a
+store alone. Requests go through ``httpx.ASGITransport``; the engine runs on a MemoryStore
+and a VirtualClock (the browser tests in ``tests/browser`` drive a real one)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.routing import Mount
+
+import watukuy as wk
+from watukuy.cli._operators import StoreOperator
+from watukuy.integrations.admin import admin_app
+from watukuy.model.rows import PKey
+from watukuy.testing import FakeApi, SeededRandom, VirtualClock, fake_items
+
+EVIL = '<script>alert("x")</script>'
+
+
+def make_engine(
+    partitions: list[Any] | None = None, store: wk.MemoryStore | None = None
+) -> wk.Engine:
+    clock = VirtualClock()
+    api = FakeApi(clock, items=fake_items(3, start=clock.now() - 60_000))
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        page = api.list_since(ctx.cursor.value, ctx.cursor.tie_break, limit=10)
+        return wk.Page(page.data, has_more=page.has_more)
+
+    orders = wk.define_poller(
+        name="orders",
+        fetch=fetch,
+        identity=lambda item: item["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+        partitions=(lambda: partitions) if partitions is not None else None,
+        delivery=wk.Delivery(retry=wk.Retry(attempts=1)),
+        log=wk.EventLog(retention="1d"),
+    )
+    engine = wk.Engine(
+        store=store or wk.MemoryStore(),
+        pollers=[orders],
+        clock=clock,
+        random=SeededRandom(1),
+        instance_id="i-1",
+    )
+    return engine
+
+
+@asynccontextmanager
+async def client_for(app: Any, prefix: str = "") -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url=f"http://admin.test{prefix}") as c:
+        yield c
+
+
+def csrf_of(html: str) -> str:
+    match = re.search(r'name="csrf" value="([0-9a-f]{64})"', html)
+    assert match is not None
+    return match.group(1)
+
+
+async def post(client: httpx.AsyncClient, page: str, **form: Any) -> httpx.Response:
+    """Load ``page`` for its token, then post ``form`` with it."""
+    token = csrf_of((await client.get(page)).text)
+    return await client.post("action", data={"csrf": token, **form})
+
+
+# --- auth ---------------------------------------------------------------------------------
+
+
+def test_auth_must_be_given_and_callable() -> None:
+    engine = make_engine()
+    with pytest.raises(TypeError):
+        admin_app(engine)  # type: ignore[call-arg]
+    with pytest.raises(wk.ConfigError, match="auth"):
+        admin_app(engine, auth="secret")  # type: ignore[arg-type]
+    with pytest.raises(wk.ConfigError, match="page_size"):
+        admin_app(engine, auth=None, page_size=5)
+
+
+async def test_without_auth_the_page_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    app = admin_app(make_engine(), auth=None)
+    assert "without authentication" in caplog.text
+    async with client_for(app) as client:
+        page = await client.get("/")
+    assert page.status_code == 200
+    assert "No authentication." in page.text
+
+
+async def test_the_auth_check_decides_every_request() -> None:
+    async def check(request: Any) -> bool:
+        token = request.headers.get("x-operator")
+        if token == "raise":
+            raise RuntimeError("the check itself is broken")
+        if token is None:
+            raise HTTPException(401, "who are you?", headers={"WWW-Authenticate": "Bearer"})
+        return bool(token == "ok")
+
+    app = admin_app(make_engine(), auth=check)
+    async with client_for(app) as client:
+        anonymous = await client.get("/static/admin.css")
+        assert anonymous.status_code == 401
+        assert anonymous.headers["www-authenticate"] == "Bearer"
+        assert (await client.get("/", headers={"x-operator": "no"})).status_code == 403
+        assert (await client.get("/", headers={"x-operator": "raise"})).status_code == 403
+        page = await client.get("/", headers={"x-operator": "ok"})
+    assert page.status_code == 200
+    assert "No authentication." not in page.text
+    assert page.headers["x-frame-options"] == "DENY"
+
+
+# --- CSRF and confirmations ----------------------------------------------------------------
+
+
+async def test_a_post_needs_the_token_of_its_own_session() -> None:
+    engine = make_engine()
+    app = admin_app(engine, auth=None)
+    async with client_for(app) as first, client_for(app) as second:
+        token = csrf_of((await first.get("/key?poller=orders")).text)
+        await second.get("/key?poller=orders")
+        form = {"action": "pause", "poller": "orders", "partition": ""}
+        assert (await second.post("/action", data={**form, "csrf": token})).status_code == 403
+        assert (await first.post("/action", data=form)).status_code == 403
+        assert not await _paused(engine, "orders")
+        done = await first.post("/action", data={**form, "csrf": token})
+    assert done.status_code == 303
+    assert await _paused(engine, "orders")
+
+
+async def _paused(engine: wk.Engine, poller: str, partition: str = "") -> bool:
+    state = await engine.store.load_state(PKey(poller, partition))
+    return bool(state and state.paused)
+
+
+async def test_destructive_actions_ask_first_and_a_secret_never_shows() -> None:
+    engine = make_engine()
+
+    def fail(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+        raise RuntimeError("refused: Authorization: Bearer abc.def.ghi")
+
+    engine.on("orders", fail)
+    await engine.tick()
+    parked = await engine.parked.list("orders")
+    assert len(parked) == 3
+    app = admin_app(engine, auth=None)
+    async with client_for(app, "/") as client:
+        key_page = await client.get("key", params={"poller": "orders"})
+        assert "abc.def.ghi" not in key_page.text
+        assert "refused: Authorization: ***" in key_page.text
+        asked = await post(
+            client, "key?poller=orders", action="discard", poller="orders", ids=[parked[0].id]
+        )
+        assert asked.status_code == 200
+        assert 'name="confirmed" value="yes"' in asked.text
+        assert len(await engine.parked.list("orders")) == 3
+        token = csrf_of(asked.text)
+        form = {"csrf": token, "action": "discard", "poller": "orders", "partition": ""}
+        done = await client.post("action", data={**form, "ids": parked[0].id, "confirmed": "yes"})
+        assert done.status_code == 303
+        assert len(await engine.parked.list("orders")) == 2
+        retried = await client.post(
+            "action", data={"csrf": token, "action": "retry", "poller": "orders", "scope": "all"}
+        )
+        assert retried.status_code == 303
+        page = await client.get("key", params={"poller": "orders"})
+    assert "Retried 2 parked event(s)" in page.text
+    assert await engine.parked.list("orders") == []
+
+
+# --- what the pages show ----------------------------------------------------------------
+
+
+async def test_values_are_escaped_and_partition_data_is_never_shown() -> None:
+    engine = make_engine(partitions=[wk.Partition(EVIL, data={"token": "tenant-credential"})])
+    await engine.tick()
+    app = admin_app(engine, auth=None)
+    async with client_for(app) as client:
+        overview = await client.get("/")
+        key_page = await client.get("/key", params={"poller": "orders", "partition": EVIL})
+        parked = await client.get("/parked")
+    for page in (overview, key_page, parked):
+        assert page.status_code == 200
+        assert EVIL not in page.text
+        assert "tenant-credential" not in page.text
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in key_page.text
+
+
+async def test_the_overview_pages_sorts_and_filters_many_keys() -> None:
+    store = wk.MemoryStore()
+    names = [f"t{n:03d}" for n in range(120)]
+    engine = make_engine(partitions=names, store=store)
+    now = engine.clock.now()
+    for index, name in enumerate(names):
+        await store.save_state_unfenced(
+            PKey("orders", name), {"paused": index % 40 == 0, "updated_at": now}, now
+        )
+    app = admin_app(engine, auth=None, page_size=50)
+    async with client_for(app) as client:
+        first = await client.get("/")
+        last = await client.get("/", params={"page": "3"})
+        found = await client.get("/", params={"q": "t11"})
+        paused = await client.get("/", params={"status": "paused", "sort": "key", "desc": "1"})
+    shown = re.compile(r'data-key="orders/(t\d+)"')
+    assert shown.findall(first.text) == names[:50]
+    assert "Page 1 of 3" in first.text
+    assert shown.findall(last.text) == names[100:]
+    assert shown.findall(found.text) == names[110:120]
+    assert shown.findall(paused.text) == ["t080", "t040", "t000"]
+    assert 'data-count="paused"><strong>3</strong>' in paused.text
+
+
+async def test_mounted_under_a_prefix_every_link_and_cookie_stays_inside_it() -> None:
+    engine = make_engine()
+    app = Starlette(routes=[Mount("/ops/watukuy", admin_app(engine, auth=None))])
+    async with client_for(app) as client:
+        page = await client.get("/ops/watukuy/")
+        assert page.status_code == 200
+        assert 'href="/ops/watukuy/static/admin.css"' in page.text
+        assert (
+            'action="/ops/watukuy/action"'
+            in (await client.get("/ops/watukuy/key", params={"poller": "orders"})).text
+        )
+        assert "Path=/ops/watukuy;" in page.headers["set-cookie"]
+        key_page = await client.get("/ops/watukuy/key", params={"poller": "orders"})
+        token = csrf_of(key_page.text)
+        done = await client.post(
+            "/ops/watukuy/action",
+            data={"csrf": token, "action": "trigger", "poller": "orders", "partition": ""},
+        )
+    assert done.status_code == 303
+    assert done.headers["location"] == "/ops/watukuy/key?poller=orders&partition="
+
+
+async def test_an_unknown_key_is_not_found() -> None:
+    app = admin_app(make_engine(), auth=None)
+    async with client_for(app) as client:
+        assert (await client.get("/key", params={"poller": "nope"})).status_code == 404
+        assert (await client.get("/key")).status_code == 404
+        refused = await post(client, "/key?poller=orders", action="pause", poller="nope")
+    assert refused.status_code == 404
+
+
+# --- a store alone --------------------------------------------------------------------------
+
+
+async def test_a_store_alone_is_operated_with_the_cli_operations() -> None:
+    store = wk.MemoryStore()
+    engine = make_engine(store=store)
+    await engine.tick()
+    clock = VirtualClock()
+    app = admin_app(StoreOperator(store, clock), auth=None, clock=clock)
+    async with client_for(app) as client:
+        overview = await client.get("/")
+        assert "store only" in overview.text
+        assert 'data-key="orders/"' in overview.text
+        key_page = await client.get("/key", params={"poller": "orders"})
+        assert "Start backfill" not in key_page.text
+        paused = await post(client, "/key?poller=orders", action="pause", poller="orders")
+        assert paused.status_code == 303
+        assert await _paused(engine, "orders")
+        refused = await post(
+            client, "/key?poller=orders", action="backfill", poller="orders", **{"from": "null"}
+        )
+        page = await client.get(refused.headers["location"])
+    assert "backfill needs the poller definitions" in page.text
