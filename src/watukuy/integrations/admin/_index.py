@@ -158,6 +158,8 @@ class KeyIndex:
         self._ttl_ms = ttl_ms
         self._history = history
         self._rows: list[KeySummary] | None = None
+        self._counts: dict[str, int] | None = None
+        self._pollers: list[str] = []
         self._taken_at = 0
         self._building: asyncio.Task[None] | None = None
 
@@ -168,9 +170,7 @@ class KeyIndex:
 
     def counts(self) -> dict[str, int] | None:
         """Keys per status filter in the current snapshot."""
-        if self._rows is None:
-            return None
-        return {name: sum(1 for row in self._rows if test(row)) for name, test in _FILTERS.items()}
+        return self._counts
 
     async def rows(self, *, wait: bool) -> list[KeySummary] | None:
         """The snapshot; a stale one starts a rebuild in the background.
@@ -202,11 +202,13 @@ class KeyIndex:
         backend = self._backend
         now = backend.clock.now()
         keys = await backend.keys()
-        rows = []
-        for key in keys:
-            row = await backend.summary(key, now)
-            self._history.record(key, now, row.lag_ms)
-            rows.append(row)
+        rows = await backend.summaries(keys, now)
+        for row in rows:
+            self._history.record(row.key, now, row.lag_ms)
+        self._counts = {
+            name: sum(1 for row in rows if test(row)) for name, test in _FILTERS.items()
+        }
+        self._pollers = backend.pollers(keys)
         self._rows = rows
         self._taken_at = now
 
@@ -223,13 +225,14 @@ class KeyIndex:
         """
         backend = self._backend
         now = backend.clock.now()
-        keys = await backend.keys()
-        wait = len(keys) < wait_below
         if query.fast:
-            matching = [key for key in keys if _matches(key, query)]
+            keys = await backend.keys()
+            wait = len(keys) < wait_below
+            filtered = bool(query.poller or query.q)
+            matching = [key for key in keys if _matches(key, query)] if filtered else keys
             start, pages, page = _slice(len(matching), query.page, page_size)
             chosen = matching[start : start + page_size]
-            rows = [await backend.summary(key, now) for key in chosen]
+            rows = await backend.summaries(chosen, now)
             for row in rows:
                 self._history.record(row.key, now, row.lag_ms)
             if wait:
@@ -249,7 +252,12 @@ class KeyIndex:
         snapshot = await self.rows(wait=True)
         assert snapshot is not None
         test = _FILTERS[query.status]
-        selected = [row for row in snapshot if _matches(row.key, query) and test(row)]
+        filtered = bool(query.poller or query.q) or query.status != "all"
+        selected = (
+            [row for row in snapshot if _matches(row.key, query) and test(row)]
+            if filtered
+            else list(snapshot)
+        )
         _, sort_key = SORTS[query.sort]
         selected.sort(key=sort_key, reverse=query.desc)
         start, pages, page = _slice(len(selected), query.page, page_size)
@@ -260,8 +268,8 @@ class KeyIndex:
             page,
             self.taken_at,
             self.counts(),
-            len(keys),
-            backend.pollers(keys),
+            len(snapshot),
+            self._pollers,
         )
 
 
