@@ -18,7 +18,7 @@ from starlette.routing import Mount
 import watukuy as wk
 from watukuy.cli._operators import StoreOperator
 from watukuy.integrations.admin import admin_app
-from watukuy.model.rows import PKey
+from watukuy.model.rows import HeldDeletes, PKey
 from watukuy.testing import FakeApi, SeededRandom, VirtualClock, fake_items
 
 EVIL = '<script>alert("x")</script>'
@@ -270,3 +270,49 @@ async def test_a_store_alone_is_operated_with_the_cli_operations() -> None:
         )
         page = await client.get(refused.headers["location"])
     assert "backfill needs the poller definitions" in page.text
+
+
+async def test_held_deletes_are_confirmed_after_a_confirmation_or_discarded() -> None:
+    engine = make_engine()
+    await engine.tick()
+    now = engine.clock.now()
+    held = HeldDeletes(lane="reconcile", below=3, count=40, snapshot=50, held_at=now)
+    key = PKey("orders")
+    await engine.store.save_state_unfenced(key, {"held_deletes": held, "updated_at": now}, now)
+    app = admin_app(engine, auth=None)
+    async with client_for(app, "/") as client:
+        page = await client.get("key", params={"poller": "orders"})
+        assert "holds <strong>40</strong> deletes" in page.text
+        asked = await post(client, "key?poller=orders", action="deletes_confirm", poller="orders")
+        assert "emit the deletes" in asked.text
+        assert not (await engine.deletes.held("orders") or held).confirmed
+        token = csrf_of(asked.text)
+        form = {"csrf": token, "poller": "orders", "partition": ""}
+        await client.post("action", data={**form, "action": "deletes_confirm", "confirmed": "yes"})
+        confirmed = await engine.deletes.held("orders")
+        assert confirmed is not None
+        assert confirmed.confirmed
+        await client.post("action", data={**form, "action": "deletes_discard"})
+        page = await client.get("key", params={"poller": "orders"})
+    assert await engine.deletes.held("orders") is None
+    assert "Discarded 40 held delete(s)" in page.text
+    assert "Held deletes" not in page.text
+
+
+async def test_a_backfill_starts_from_a_date() -> None:
+    engine = make_engine()
+    await engine.tick()
+    app = admin_app(engine, auth=None)
+    async with client_for(app, "/") as client:
+        await post(
+            client,
+            "key?poller=orders",
+            action="backfill",
+            poller="orders",
+            **{"from": "2025-12-01T00:00:00Z"},
+        )
+        page = await client.get("key", params={"poller": "orders"})
+    assert "Backfill started from 2025-12-01T00:00:00Z." in page.text
+    state = await engine.store.load_state(PKey("orders"))
+    assert state is not None
+    assert state.backfill is not None

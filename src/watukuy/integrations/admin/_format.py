@@ -82,16 +82,21 @@ def lag_chart(
     width: int = 560,
     height: int = 120,
     label: str = "lag",
+    has_lag: bool = True,
 ) -> Markup:
     """An inline SVG line chart of ``(time, lag_ms)`` readings, with its range as text.
 
-    Fewer than two readings draw a note instead of a line.
+    Fewer than two readings draw a note instead of a line (``has_lag=False``: the key has
+    no lag to chart at all).
     """
     if len(readings) < 2:
-        return Markup('<p class="muted chart-empty">{}</p>').format(
+        note = (
             "Not enough readings for a chart yet: the page charts the lag it reads, "
             "one point per refresh."
+            if has_lag
+            else "No lag to chart: the key has no timestamp cursor (yet)."
         )
+        return Markup('<p class="muted chart-empty">{}</p>').format(note)
     pad = 6
     inner_w, inner_h = width - 2 * pad, height - 2 * pad
     times = [t for t, _ in readings]

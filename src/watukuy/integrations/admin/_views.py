@@ -175,7 +175,7 @@ class Pages:
             events=events,
             has_log=(definition is not None and definition.log is not None)
             or (definition is None and bool(events)),
-            chart=_format.lag_chart(self.history.readings(key)),
+            chart=_format.lag_chart(self.history.readings(key), has_lag=summary.lag_ms is not None),
             can_backfill=backend.can_backfill(key.poller),
         )
 
