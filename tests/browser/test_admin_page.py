@@ -18,19 +18,47 @@ from .conftest import AUTH_COOKIE, Site
 
 T = TypeVar("T")
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
 
 def wait_for(check: Callable[[], T], timeout: float = 10, every: float = 0.1) -> T:
-    """Poll ``check`` until it returns something truthy (else fail with the last value)."""
+    """Poll ``check`` until it returns something truthy (else fail with the last value).
+
+    The page replaces its live parts every second, so an element found a moment ago may be
+    gone: such a check counts as not done yet.
+    """
+    from selenium.common.exceptions import StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
-    value = check()
-    while not value:
+    while True:
+        value: T | None
+        try:
+            value = check()
+        except StaleElementReferenceException:
+            value = None
+        if value:
+            return value
         if time.monotonic() > deadline:
             pytest.fail(f"gave up waiting after {timeout}s (last value {value!r})")
         time.sleep(every)
-        value = check()
-    return value
+
+
+def click(driver: Any, selector: str) -> None:
+    """Click the first match of ``selector``, again if a live refresh replaced it."""
+
+    def attempt() -> bool:
+        css(driver, selector)[0].click()
+        return True
+
+    wait_for(attempt, timeout=5)
+
+
+def keys_shown(driver: Any, selector: str = "tr[data-key]") -> list[str]:
+    """The ``data-key`` of every matching row, read in one step."""
+    found: list[str] = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]))"
+        ".map(function (row) { return row.getAttribute('data-key'); });",
+        selector,
+    )
+    return found
 
 
 def css(driver: Any, selector: str) -> list[Any]:
@@ -86,30 +114,24 @@ def test_a_post_without_the_csrf_token_fails(site: Site) -> None:
 def test_the_overview_shows_the_open_circuit_and_its_key_page(
     site: Site, browser: Any, screenshots: Path
 ) -> None:
-    def open_row() -> Any:
+    def open_rows() -> list[str]:
         browser.get(site.admin)
-        rows = css(browser, 'tr[data-circuit="open"]')
-        return rows[0] if rows else None
+        return keys_shown(browser, 'tr[data-circuit="open"]')
 
-    row = wait_for(open_row, timeout=15, every=0.3)
-    assert row.get_attribute("data-key") == "vendor/"
-    assert "open" in row.text
-    keys = [element.get_attribute("data-key") for element in css(browser, "tr[data-key]")]
-    assert keys == ["orders/acme", "orders/globex", "orders/initech", "vendor/"]
+    assert wait_for(open_rows, timeout=15, every=0.3) == ["vendor/"]
+    assert keys_shown(browser) == ["orders/acme", "orders/globex", "orders/initech", "vendor/"]
     shoot(browser, screenshots / "overview.png")
     shoot(browser, screenshots / "overview-narrow.png", width=420, height=900)
 
-    css(browser, 'tr[data-circuit="open"] td.keycell a')[0].click()
+    click(browser, 'tr[data-circuit="open"] td.keycell a')
     wait_for(lambda: "vendor" in browser.find_element("css selector", "h1").text)
-    error = css(browser, "#key-error")[0].text
+    error = wait_for(lambda: css(browser, "#key-error")[0].text)
     assert "HttpError" in error
     assert "503" in error
     shoot(browser, screenshots / "key-vendor.png")
 
     browser.get(site.admin + "?status=open")
-    assert [element.get_attribute("data-key") for element in css(browser, "tr[data-key]")] == [
-        "vendor/"
-    ]
+    assert keys_shown(browser) == ["vendor/"]
 
 
 def test_a_parked_event_is_retried_and_delivered(
@@ -130,8 +152,8 @@ def test_a_parked_event_is_retried_and_delivered(
     shoot(browser, screenshots / "key-orders-acme-narrow.png", width=420, height=900)
 
     site.fixed.set()  # the handler is fixed and deployed
-    css(browser, "tr[data-parked-id] input[type=checkbox]")[0].click()
-    css(browser, '[data-action="retry-selected"]')[0].click()
+    click(browser, "tr[data-parked-id] input[type=checkbox]")
+    click(browser, '[data-action="retry-selected"]')
     assert "Retried 1 parked event" in wait_for(lambda: flash(browser))
     wait_for(lambda: ("acme", site.bad_subject) in site.delivered)
     # The live refresh shows it without a reload.
@@ -145,12 +167,12 @@ def test_a_parked_event_is_retried_and_delivered(
 
 def test_a_key_is_paused_and_resumed(site: Site, browser: Any) -> None:
     open_key(browser, site, "orders", "globex")
-    css(browser, '[data-action="pause"]')[0].click()
+    click(browser, '[data-action="pause"]')
     assert "Paused" in wait_for(lambda: flash(browser))
     assert site.state("orders", "globex").paused
-    assert css(browser, "#key-status .s-paused")
+    wait_for(lambda: css(browser, "#key-status .s-paused"))
 
-    css(browser, '[data-action="resume"]')[0].click()
+    click(browser, '[data-action="resume"]')
     assert "Resumed" in wait_for(lambda: flash(browser))
     assert not site.state("orders", "globex").paused
     assert css(browser, '[data-action="pause"]')
@@ -160,7 +182,7 @@ def test_a_poll_is_triggered(site: Site, browser: Any) -> None:
     before = site.state("orders", "initech").schedule.last_poll_at
     assert before is not None  # polled once at start, and not due again for an hour
     open_key(browser, site, "orders", "initech")
-    css(browser, '[data-action="trigger"]')[0].click()
+    click(browser, '[data-action="trigger"]')
     assert "Triggered" in wait_for(lambda: flash(browser))
     wait_for(lambda: site.state("orders", "initech").schedule.last_poll_at != before)
 
@@ -170,8 +192,8 @@ def test_resetting_a_cursor_asks_for_confirmation(site: Site, browser: Any) -> N
     live = site.state("orders", "initech").cursors["live"]
     field = css(browser, 'form input[name="to"]')[0]
     field.send_keys("null")
-    css(browser, '[data-action="reset"]')[0].click()
+    click(browser, '[data-action="reset"]')
     wait_for(lambda: css(browser, '[data-action="confirm"]'))
     assert site.state("orders", "initech").cursors["live"] == live  # nothing happened yet
-    css(browser, '[data-action="confirm"]')[0].click()
+    click(browser, '[data-action="confirm"]')
     assert "reset to the initial cursor" in wait_for(lambda: flash(browser))
