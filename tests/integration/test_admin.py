@@ -316,3 +316,28 @@ async def test_a_backfill_starts_from_a_date() -> None:
     state = await engine.store.load_state(PKey("orders"))
     assert state is not None
     assert state.backfill is not None
+
+
+class _FailingStore(wk.MemoryStore):
+    """A store whose key list fails, with a secret in the driver's message."""
+
+    fail = False
+
+    async def list_keys(self, poller: str | None = None) -> list[PKey]:
+        if self.fail:
+            raise wk.StoreError("connection to postgresql://app:hunter2@db/app refused")
+        return await super().list_keys(poller)
+
+
+async def test_a_failing_store_answers_503_with_one_clean_line() -> None:
+    store = _FailingStore()
+    engine = make_engine(store=store)
+    await engine.tick()
+    app = admin_app(engine, auth=None)
+    store.fail = True
+    async with client_for(app) as client:
+        for params in ({}, {"sort": "lag"}):
+            page = await client.get("/", params=params)
+            assert page.status_code == 503
+            assert "The store did not answer" in page.text
+            assert "hunter2" not in page.text

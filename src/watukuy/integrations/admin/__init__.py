@@ -125,13 +125,12 @@ def admin_app(
     static = resources.files("watukuy.integrations.admin") / "static"
     app = Starlette(
         routes=[
-            Route("/", pages.overview, methods=["GET"], name="overview"),
-            Route("/key", pages.key, methods=["GET"], name="key"),
-            Route("/parked", pages.parked, methods=["GET"], name="parked"),
-            Route("/action", pages.action, methods=["POST"], name="action"),
+            Route("/", pages.guarded(pages.overview), methods=["GET"], name="overview"),
+            Route("/key", pages.guarded(pages.key), methods=["GET"], name="key"),
+            Route("/parked", pages.guarded(pages.parked), methods=["GET"], name="parked"),
+            Route("/action", pages.guarded(pages.action), methods=["POST"], name="action"),
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
         ],
     )
     app.add_middleware(Guard, auth=auth)
-    app.state.watukuy_admin = pages
     return app

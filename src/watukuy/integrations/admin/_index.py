@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from watukuy.model.rows import PKey
 from ._backend import Backend, KeySummary
 
 __all__ = ["SORTS", "STATUSES", "KeyIndex", "LagHistory", "Overview", "OverviewQuery"]
+
+_log = logging.getLogger("watukuy")
 
 STATUSES: dict[str, str] = {
     "all": "all keys",
@@ -183,8 +186,10 @@ class KeyIndex:
         stale = self._rows is None or now - self._taken_at >= self._ttl_ms
         if stale and (self._building is None or self._building.done()):
             self._building = asyncio.ensure_future(self._build())
+            # Retrieved here, so a failure nobody waits for is not reported as unhandled.
+            self._building.add_done_callback(lambda task: task.cancelled() or task.exception())
         if self._rows is None and wait and self._building is not None:
-            await asyncio.shield(self._building)
+            await asyncio.shield(self._building)  # a failed first build raises here
         return self._rows
 
     def invalidate(self) -> None:
@@ -199,6 +204,15 @@ class KeyIndex:
                 await self._building
 
     async def _build(self) -> None:
+        try:
+            await self._scan()
+        except Exception as error:
+            if self._rows is None:
+                raise  # the request waiting for the first snapshot reports it
+            # A stale snapshot stays in use; the next stale read tries again.
+            _log.warning("admin page: rebuilding the key snapshot failed: %s", error)
+
+    async def _scan(self) -> None:
         backend = self._backend
         now = backend.clock.now()
         keys = await backend.keys()

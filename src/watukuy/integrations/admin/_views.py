@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -155,6 +155,8 @@ class Pages:
         backend = self.backend
         now = backend.clock.now()
         state = await backend.store.load_state(key)
+        if state is None and backend.engine is None:
+            return self._not_found(request, "the store holds no such key")
         summary = await backend.summary(key, now)
         self.history.record(key, now, summary.lag_ms)
         parked = await backend.operator.parked_list(
@@ -222,6 +224,27 @@ class Pages:
             "error": error,
             "history": history,
         }
+
+    def guarded(
+        self, handler: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """``handler``, answering 503 with one cleaned line when the store fails."""
+
+        async def guarded_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Exception as error:
+                _log.warning("admin page: %s failed: %s", request.url.path, type(error).__name__)
+                message = self.backend.redaction.text(str(error))
+                return self._render(
+                    request,
+                    "message.html",
+                    status_code=503,
+                    heading="The store did not answer",
+                    message=f"{type(error).__name__}: {message}",
+                )
+
+        return guarded_handler
 
     def _not_found(self, request: Request, message: str) -> Response:
         return self._render(
