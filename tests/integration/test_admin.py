@@ -341,3 +341,43 @@ async def test_a_failing_store_answers_503_with_one_clean_line() -> None:
             assert page.status_code == 503
             assert "The store did not answer" in page.text
             assert "hunter2" not in page.text
+
+
+async def test_a_rows_own_button_acts_on_that_row_alone() -> None:
+    engine = make_engine()
+
+    def fail(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+        raise RuntimeError("not yet")
+
+    engine.on("orders", fail)
+    await engine.tick()
+    first, second, _ = await engine.parked.list("orders")
+    app = admin_app(engine, auth=None)
+    async with client_for(app, "/") as client:
+        page = await client.get("key", params={"poller": "orders"})
+        assert f'value="retry {first.id}"' in page.text
+        done = await client.post(
+            "action",
+            data={
+                "csrf": csrf_of(page.text),
+                "poller": "orders",
+                "partition": "",
+                "ids": second.id,  # ticked, but the button of the first row was pressed
+                "one": f"retry {first.id}",
+            },
+        )
+        assert done.status_code == 303
+        left = [row.id for row in await engine.parked.list("orders")]
+        assert first.id not in left
+        assert second.id in left
+        asked = await client.post(
+            "action",
+            data={
+                "csrf": csrf_of(page.text),
+                "poller": "orders",
+                "partition": "",
+                "one": f"discard {second.id}",
+            },
+        )
+    assert "Discard <strong>1</strong> parked row" in asked.text
+    assert f'name="ids" value="{second.id}"' in asked.text

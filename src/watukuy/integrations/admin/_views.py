@@ -264,6 +264,7 @@ class Pages:
                 "session; reload the page and try again",
                 status_code=403,
             )
+        form = _one_row(form)
         name = str(form.get("action", ""))
         key = _key_of(form)
         if key is None or not self.backend.knows(key):
@@ -363,7 +364,8 @@ class Pages:
             to = _optional_text(form.get("to"))
             force = form.get("force") == "on"
             await engine.backfill(poller, start, to, force, partition=partition)
-            return f"Backfill started from {raw}" + (f" to {to}" if to else "") + "."
+            origin = "the very beginning" if start is None else start
+            return f"Backfill started from {origin}" + (f" to {to}" if to else "") + "."
         if name in ("retry", "discard"):
             ids = [str(value) for value in form.getlist("ids")]
             if form.get("scope") == "all":
@@ -404,6 +406,18 @@ async def _read_form(request: Request) -> FormData | None:
         parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
     )
     return FormData(pairs)
+
+
+def _one_row(form: FormData) -> FormData:
+    """A row's own button (``one=retry <id>``) acts on that row alone, whatever is ticked."""
+    one = form.get("one")
+    if not isinstance(one, str) or " " not in one:
+        return form
+    action, _, row_id = one.partition(" ")
+    kept = [
+        (name, value) for name, value in form.multi_items() if name not in ("one", "ids", "action")
+    ]
+    return FormData([*kept, ("action", action), ("ids", row_id)])
 
 
 def _optional_text(value: object) -> str | None:
