@@ -16,8 +16,10 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Mount
 
 import watukuy as wk
+from watukuy.budget import InMemoryBudgetStore
 from watukuy.cli._operators import StoreOperator
 from watukuy.integrations.admin import admin_app
+from watukuy.model.ports import BudgetPolicy
 from watukuy.model.rows import HeldDeletes, PKey
 from watukuy.testing import FakeApi, SeededRandom, VirtualClock, fake_items
 
@@ -25,7 +27,10 @@ EVIL = '<script>alert("x")</script>'
 
 
 def make_engine(
-    partitions: list[Any] | None = None, store: wk.MemoryStore | None = None
+    partitions: list[Any] | None = None,
+    store: wk.MemoryStore | None = None,
+    budgets: dict[str, wk.Budget] | None = None,
+    budget_store: InMemoryBudgetStore | None = None,
 ) -> wk.Engine:
     clock = VirtualClock()
     api = FakeApi(clock, items=fake_items(3, start=clock.now() - 60_000))
@@ -42,10 +47,13 @@ def make_engine(
         partitions=(lambda: partitions) if partitions is not None else None,
         delivery=wk.Delivery(retry=wk.Retry(attempts=1)),
         log=wk.EventLog(retention="1d"),
+        budget=next(iter(budgets), None) if budgets else None,
     )
     engine = wk.Engine(
         store=store or wk.MemoryStore(),
         pollers=[orders],
+        budgets=budgets,
+        budget_store=budget_store,
         clock=clock,
         random=SeededRandom(1),
         instance_id="i-1",
@@ -190,6 +198,24 @@ async def test_values_are_escaped_and_partition_data_is_never_shown() -> None:
         assert EVIL not in page.text
         assert "tenant-credential" not in page.text
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in key_page.text
+
+
+async def test_the_overview_and_the_key_show_the_budget_in_use() -> None:
+    budget_store = InMemoryBudgetStore()
+    engine = make_engine(
+        budgets={"erp": wk.Budget(requests=150, per="1s")}, budget_store=budget_store
+    )
+    await engine.tick()
+    # Three requests' worth taken in this window, as ctx.http would have.
+    await budget_store.try_take("erp", BudgetPolicy(150, 1_000), 3, engine.clock.now())
+    assert (await engine.budget_usage())["erp"]["used"] == 3.0
+    app = admin_app(engine, auth=None)
+    async with client_for(app) as client:
+        overview = await client.get("/")
+        key_page = await client.get("/key", params={"poller": "orders", "partition": ""})
+    text = "3 of 150 per 1.0s"
+    assert text in overview.text
+    assert text in key_page.text
 
 
 async def test_the_overview_pages_sorts_and_filters_many_keys() -> None:

@@ -339,3 +339,37 @@ async def test_cost_zero_skips_the_budget(world: World) -> None:
     assert budget_store.peek("erp") == ()  # the budget was never charged
     assert waits.seen == []
     assert await world.store.count_items(PKey("free")) == 9
+
+
+async def test_inspect_and_budget_usage_show_how_much_of_each_budget_is_in_use(
+    world: World,
+) -> None:
+    fill(world, "a", 5)  # three requests, two of them inside the first window
+    engine = world.engine(
+        keyset_poller("alpha", "a"),
+        budgets={"erp": wk.Budget(requests=2, per="10s"), "idle": wk.Budget(5, "1m", burst=2)},
+    )
+    engine.on("alpha", Recorder())
+    before = await engine.budget_usage()
+    assert before == {
+        "erp": {"requests": 2, "per_ms": 10_000, "burst": None, "used": 0.0, "waiting": 0},
+        "idle": {"requests": 5, "per_ms": 60_000, "burst": 2, "used": 0.0, "waiting": 0},
+    }
+    start = world.clock.now()
+    tick = asyncio.create_task(engine.tick())
+    await world.clock.advance_to(start + 5_000)
+    during = await engine.budget_usage()
+    assert during["erp"]["used"] == 2.0  # the window is full
+    assert during["erp"]["waiting"] == 1  # and the third page waits for room
+    await world.clock.advance_to(start + 10_000)
+    assert tick.done()
+    report = await engine.inspect()
+    assert report["budgets"]["erp"]["used"] == 1.0  # the first two left the window
+    assert report["budgets"]["erp"]["waiting"] == 0
+    assert report["budgets"]["idle"]["used"] == 0.0
+
+
+async def test_an_engine_without_budgets_reports_none(world: World) -> None:
+    engine = world.engine(keyset_poller("alpha", "a", budget=None))
+    assert await engine.budget_usage() == {}
+    assert (await engine.inspect())["budgets"] == {}

@@ -6,8 +6,10 @@ A budget of ``requests`` per ``per`` is a hard cap: the costs granted in any win
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
+from collections.abc import Coroutine
 from fractions import Fraction
 from typing import Any
 
@@ -16,9 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watukuy.budget import Grant, InMemoryBudgetStore, take
+from watukuy.budget.bucket import bucket_used, take_bucket
+from watukuy.budget.manager import BudgetManager
+from watukuy.budget.window import window_used
 from watukuy.model.errors import ConfigError
+from watukuy.model.options import Budget
 from watukuy.model.ports import BudgetPolicy, BudgetStore
 from watukuy.stores.redis import RedisBudgetStore
+from watukuy.testing.clock import VirtualClock
 
 POLICY = BudgetPolicy(requests=10, per_ms=1_000)  # at most 10 in any second
 
@@ -381,3 +388,119 @@ async def test_redis_holds_and_settles_like_memory(
     assert [(g.time, g.cost) for g in memory.peek("erp")] == [(now + 1_500, 1), (now + 1_500, 1)]
     ttl = await redis_client.pttl(f"{redis_prefix}budget:erp")
     assert 0 < ttl <= 1_000
+
+
+# --- usage: how much of a budget is in use -----------------------------------------------
+
+
+def test_window_use_is_the_costs_still_in_the_window() -> None:
+    policy = BudgetPolicy(requests=5, per_ms=1_000)
+    log = (Grant(0, 1), Grant(400, 2), Grant(999, 0.5))
+    assert window_used(log, policy, 999) == 3.5
+    assert window_used(log, policy, 1_000) == 2.5  # the grant at 0 stops counting at 1_000
+    assert window_used(log, policy, 1_400) == 0.5
+    assert window_used(log, policy, 1_999) == 0.0
+    assert window_used((), policy, 5) == 0.0
+    # A held grant, logged at its stamp ahead of now, counts already.
+    assert window_used((Grant(0, 1), Grant(30_000, 1, "t")), policy, 10) == 2.0
+
+
+def test_bucket_use_is_the_tokens_not_yet_refilled() -> None:
+    policy = BudgetPolicy(requests=10, per_ms=1_000, burst=3)  # one token per 100 ms
+    assert bucket_used(None, policy, 0) == 0.0
+    tat: float | None = None
+    for _ in range(3):
+        tat, wait = take_bucket(tat, policy, 1, 0)
+        assert wait == 0
+    assert bucket_used(tat, policy, 0) == 3.0
+    assert bucket_used(tat, policy, 150) == 1.5
+    assert bucket_used(tat, policy, 300) == 0.0
+    assert bucket_used(tat, policy, 10_000) == 0.0
+
+
+@pytest.mark.redis
+async def test_redis_and_memory_agree_on_the_use_of_every_budget(
+    redis_budget: RedisBudgetStore,
+) -> None:
+    chance = random.Random(20261201)
+    memory = InMemoryBudgetStore()
+    policies = {
+        "a": BudgetPolicy(7, 60_000),
+        "b": BudgetPolicy(4, 5_000),
+        "c": BudgetPolicy(10, 1_000, burst=3),
+    }
+    now, uses = 1_767_225_600_000, set()
+    for step in range(400):
+        name = chance.choice("abc")
+        policy = policies[name]
+        cost = chance.choice([0, 1, 1, 2, 0.25, 1 / 3, 0.1])
+        # Redis expires an idle bucket in its own (real) time: the virtual clock must run
+        # ahead of it, so every step moves it on by more than a step takes.
+        now += chance.choice([250, 260, 333, 480, 1_000, 4_999])
+        if chance.random() < 0.3:
+            ticket = f"t{step}"
+            if policy.burst is None:
+                await memory.try_hold(name, policy, cost, now, stamp=now + 200, ticket=ticket)
+                await redis_budget.try_hold(name, policy, cost, now, stamp=now + 200, ticket=ticket)
+        else:
+            await memory.try_take(name, policy, cost, now)
+            await redis_budget.try_take(name, policy, cost, now)
+        for other, other_policy in policies.items():
+            later = now + chance.choice([0, 50, 999])
+            pair = (
+                await memory.usage(other, other_policy, later),
+                await redis_budget.usage(other, other_policy, later),
+            )
+            assert pair[0] == pair[1], (step, other, later)
+            assert 0 <= pair[0] <= (other_policy.burst or other_policy.requests)
+            uses.add(pair[0])
+    assert len(uses) > 20  # the run met many different uses, not only empty budgets
+    assert await redis_budget.usage("never-used", policies["a"], now) == 0.0
+
+
+async def test_the_manager_reports_each_budget_with_its_use_and_queue() -> None:
+    clock = VirtualClock(1_000_000)
+    store = InMemoryBudgetStore()
+    manager = BudgetManager(
+        {"erp": Budget(requests=2, per="1s"), "crm": Budget(requests=10, per="1m", burst=4)},
+        store,
+        clock,
+    )
+    assert manager.names == ("erp", "crm")
+    empty = await manager.usage("erp")
+    assert (empty.used, empty.requests, empty.per_ms, empty.burst, empty.waiting) == (
+        0.0,
+        2,
+        1_000,
+        None,
+        0,
+    )
+
+    def ask(budget: str, requester: str) -> Coroutine[Any, Any, int]:
+        return manager.acquire(
+            budget, requester=requester, lane="live", weight=1.0, cost=1.0, max_wait_ms=60_000
+        )
+
+    await ask("erp", "a")
+    await ask("erp", "a")
+    third = asyncio.ensure_future(ask("erp", "b"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    full = await manager.usage("erp")
+    assert (full.used, full.waiting) == (2.0, 1)
+    await ask("crm", "a")
+    assert (await manager.usage("crm")).used == 1.0
+    with pytest.raises(ConfigError, match="unknown budget"):
+        await manager.usage("nope")
+    await clock.advance_ms(1_000)
+    await third
+    assert (await manager.usage("erp")).used == 1.0
+
+
+async def test_without_a_usage_read_the_store_reports_an_unknown_use() -> None:
+    class Minimal:
+        async def try_take(self, budget: str, policy: BudgetPolicy, cost: float, now: int) -> int:
+            return 0
+
+    manager = BudgetManager({"erp": Budget(requests=2, per="1s")}, Minimal(), VirtualClock(0))
+    assert (await manager.usage("erp")).used is None

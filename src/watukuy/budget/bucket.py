@@ -25,7 +25,7 @@ import math
 
 from watukuy.model.ports import BudgetPolicy
 
-__all__ = ["take_bucket"]
+__all__ = ["bucket_used", "take_bucket"]
 
 
 def take_bucket(
@@ -55,3 +55,17 @@ def take_bucket(
     if after - now <= limit:
         return after, 0
     return None, max(1, math.ceil(after - limit - now))
+
+
+def bucket_used(tat: float | None, policy: BudgetPolicy, now: int) -> float:
+    """The tokens of the bucket in use at ``now``: ``burst`` minus what is left to take.
+
+    ``tat`` is the stored theoretical arrival time (``None`` for a full bucket); each
+    ``per_ms / requests`` milliseconds it stands ahead of ``now`` is one token taken and
+    not yet refilled.
+    """
+    if tat is None or tat <= now:
+        return 0.0
+    burst = policy.burst if policy.burst is not None else policy.requests
+    interval = policy.per_ms / policy.requests
+    return min(float(burst), (tat - now) / interval)

@@ -35,14 +35,15 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
+from watukuy.model.durations import describe_duration
 from watukuy.model.errors import BudgetTimeoutError, ConfigError
 from watukuy.model.options import Budget
 from watukuy.model.ports import BudgetPolicy, BudgetStore, Clock
 from watukuy.model.rows import Lane
 
-__all__ = ["LANE_PRIORITY", "BudgetHold", "BudgetManager"]
+__all__ = ["LANE_PRIORITY", "BudgetHold", "BudgetManager", "BudgetUsage", "describe_usage"]
 
 _log = logging.getLogger("watukuy")
 
@@ -82,6 +83,45 @@ class BudgetHold:
     waited_ms: int
     ticket: str | None = None
     stamp: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetUsage:
+    """How much of one budget is in use, as its store sees it now.
+
+    Attributes:
+        budget: The budget's name.
+        requests: Its cap: the costs any window of ``per_ms`` may hold.
+        per_ms: The window.
+        burst: The bucket size of a token-bucket budget (``None``: a sliding window).
+        used: The costs counting in the current window, or the tokens of the bucket not
+            yet refilled; ``None`` when the budget store cannot tell (it has no ``usage``).
+        waiting: Requests of this engine queued for it.
+    """
+
+    budget: str
+    requests: int
+    per_ms: int
+    burst: int | None
+    used: float | None
+    waiting: int
+
+
+def describe_usage(usage: Mapping[str, Any]) -> str:
+    """A budget's use for people, from an entry of ``inspect()``'s ``budgets``:
+    ``37 of 150 per 1.0s``, ``2 of a bucket of 10 (1 per 100ms)``, with ``, 3 waiting``
+    when requests queue; ``?`` stands for a use the store cannot tell.
+    """
+    used = usage.get("used")
+    amount = "?" if used is None else f"{used:.3g}"
+    requests, per_ms, burst = usage.get("requests"), usage.get("per_ms"), usage.get("burst")
+    if burst:
+        rate = describe_duration(per_ms / requests) if per_ms and requests else "-"
+        text = f"{amount} of a bucket of {burst} (1 per {rate})"
+    else:
+        text = f"{amount} of {requests} per {describe_duration(per_ms)}"
+    waiting = int(usage.get("waiting") or 0)
+    return f"{text}, {waiting} waiting" if waiting else text
 
 
 @dataclass(slots=True)
@@ -184,6 +224,33 @@ class BudgetManager:
         """Requests currently queued on ``budget`` (``0`` for an unknown name)."""
         line = self._lines.get(budget)
         return 0 if line is None else sum(not w.future.done() for w in line.queue)
+
+    async def usage(self, budget: str) -> BudgetUsage:
+        """How much of ``budget`` is in use now (asks the budget store once).
+
+        Raises:
+            ConfigError: ``budget`` is not one of :attr:`names`.
+            StoreError: The budget store failed.
+        """
+        line = self._lines.get(budget)
+        if line is None:
+            raise ConfigError(
+                f"unknown budget {budget!r} (known: {list(self._lines)})", field="budget"
+            )
+        reader = getattr(self._store, "usage", None)
+        used = (
+            float(await reader(budget, line.policy, self._clock.now()))
+            if callable(reader)
+            else None
+        )
+        return BudgetUsage(
+            budget=budget,
+            requests=line.policy.requests,
+            per_ms=line.policy.per_ms,
+            burst=line.policy.burst,
+            used=used,
+            waiting=self.waiting(budget),
+        )
 
     async def acquire(
         self,

@@ -46,9 +46,9 @@ from dataclasses import dataclass
 
 from watukuy.model.ports import BudgetPolicy, check_budget_args
 
-from .bucket import take_bucket
+from .bucket import bucket_used, take_bucket
 
-__all__ = ["Grant", "InMemoryBudgetStore", "check_budget_args", "settle", "take"]
+__all__ = ["Grant", "InMemoryBudgetStore", "check_budget_args", "settle", "take", "window_used"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +151,21 @@ def settle(grants: Sequence[Grant], ticket: str, at: int) -> tuple[Grant, ...]:
     return tuple(grants)
 
 
+def window_used(grants: Sequence[Grant], policy: BudgetPolicy, now: int) -> float:
+    """What the grants of ``grants`` still count against the budget at ``now``.
+
+    The costs of the grants with ``time > now - per_ms`` (rule 2 of :func:`take`), summed
+    newest first like :func:`take` sums them. A held grant counts from the moment it was
+    made, so it is included too. Never more than ``policy.requests``.
+    """
+    total = 0.0
+    for grant in reversed(grants):
+        if grant.time <= now - policy.per_ms:
+            break
+        total += grant.cost
+    return total
+
+
 class InMemoryBudgetStore:
     """Sliding-window logs in a dict: shared by the pollers of one engine, not processes.
 
@@ -205,6 +220,13 @@ class InMemoryBudgetStore:
         del stamp, now  # the log is in memory: the ticket alone finds the grant
         if policy.burst is None and budget in self._logs:
             self._logs[budget] = settle(self._logs[budget], ticket, at)
+
+    async def usage(self, budget: str, policy: BudgetPolicy, now: int) -> float:
+        """How much of the budget is in use at ``now``: the costs still counting in its
+        window, or for a token bucket (``burst``) the tokens not yet refilled."""
+        if policy.burst is not None:
+            return bucket_used(self._buckets.get(budget), policy, now)
+        return window_used(self._logs.get(budget, ()), policy, now)
 
     def peek(self, budget: str) -> tuple[Grant, ...]:
         """The log of ``budget`` as of its last take, oldest first (empty if never used)."""

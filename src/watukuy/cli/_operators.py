@@ -249,6 +249,7 @@ class StoreOperator:
             "status": "store-only",
             "generated_at": now,
             "pollers": pollers,
+            "budgets": {},  # the budgets' policies live in the application, not the store
         }
 
     async def _inspect_key(self, key: PKey, now: int) -> dict[str, Any]:

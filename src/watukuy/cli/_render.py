@@ -19,7 +19,9 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from watukuy.budget.manager import describe_usage
 from watukuy.model import json as wkjson
+from watukuy.model.durations import describe_duration
 
 __all__ = [
     "Col",
@@ -34,18 +36,7 @@ __all__ = [
 ]
 
 
-def format_ms(ms: int | float | None) -> str:
-    """A duration for people: ``850ms``, ``1.5s``, ``2.0m``, ``1.2h``, ``3.0d``; ``-`` for none."""
-    if ms is None:
-        return "-"
-    sign = "-" if ms < 0 else ""
-    ms = abs(ms)
-    if ms < 1_000:
-        return f"{sign}{int(ms)}ms"
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000)):
-        if ms >= size:
-            return f"{sign}{ms / size:.1f}{unit}"
-    return f"{sign}{ms / 1_000:.1f}s"
+format_ms = describe_duration
 
 
 def format_time(ms: int | None) -> str:
@@ -250,6 +241,10 @@ def inspect_view(report: Mapping[str, Any]) -> RenderableType:
             )
             line.append(_one_line(f"{error.get('name', 'Error')}: {error.get('message', '')}"))
             parts.append(line)
+    for name, budget in (report.get("budgets") or {}).items():
+        parts.append(
+            Text(f"budget {name}: {describe_usage(budget)}", no_wrap=True, overflow="ellipsis")
+        )
     return Group(*parts)
 
 

@@ -16,7 +16,7 @@ from typing import Final, TypeAlias
 
 from .errors import ConfigError
 
-__all__ = ["Duration", "format_duration", "parse_duration"]
+__all__ = ["Duration", "describe_duration", "format_duration", "parse_duration"]
 
 Duration: TypeAlias = str | int | float | timedelta
 """A span of time: ``"250ms" | "5s" | "2m" | "6h" | "1d"``, a ``timedelta``, or seconds."""
@@ -79,3 +79,25 @@ def format_duration(ms: int | float | timedelta) -> str:
         if whole % size == 0:
             return f"{sign}{whole // size}{unit}"
     return f"{sign}{whole}ms"
+
+
+_DESCRIBE_UNITS: Final = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000))
+
+
+def describe_duration(ms: int | float | None) -> str:
+    """A duration for people, to one decimal: ``850ms``, ``1.5s``, ``2.0m``, ``1.2h``,
+    ``3.0d``; ``-`` for ``None``.
+
+    The unit is the largest one the duration reaches once rounded, so 59,990 ms reads
+    ``1.0m`` rather than ``60.0s``.
+    """
+    if ms is None:
+        return "-"
+    sign = "-" if ms < 0 else ""
+    ms = abs(ms)
+    if ms < 999.5:
+        return f"{sign}{int(ms)}ms"
+    for unit, size in _DESCRIBE_UNITS:
+        if round(ms / size, 1) >= 1:
+            return f"{sign}{ms / size:.1f}{unit}"
+    return f"{sign}{ms / 1_000:.1f}s"

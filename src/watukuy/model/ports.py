@@ -130,6 +130,9 @@ class BudgetStore(Protocol):
     ``settle(budget, policy, ticket, *, stamp, at, now)`` (both built-in stores do): a grant
     held until its answer arrives, so that budgets hold as the vendor counts them (see
     ``watukuy.budget.window``). Without them a grant counts from the moment it is made.
+    A store may also offer ``usage(budget, policy, now) -> float``, a read of how much of
+    the budget is in use (both built-in stores do); ``inspect()`` and the admin page show
+    it, and show nothing without it.
     """
 
     async def try_take(self, budget: str, policy: BudgetPolicy, cost: float, now: int) -> int:

@@ -41,12 +41,14 @@ from .poller import PollerDefinition
 from .results import ReplayResult
 
 if TYPE_CHECKING:
+    from watukuy.budget.manager import BudgetManager
     from watukuy.model.ports import Clock, StateStore
 
     from .results import EngineStatus, LeaseOptions
     from .runner import EngineDeps
 
 __all__ = [
+    "BudgetInspect",
     "DeletesOperations",
     "confirm_held_deletes",
     "discard_held_deletes",
@@ -85,6 +87,16 @@ class PollerInspect(TypedDict):
     held_deletes: dict[str, Any] | None
 
 
+class BudgetInspect(TypedDict):
+    """One named budget in :class:`InspectReport`: its policy and how much is in use."""
+
+    requests: int
+    per_ms: int
+    burst: int | None
+    used: float | None
+    waiting: int
+
+
 class InspectReport(TypedDict):
     """What ``engine.inspect()`` returns: a JSON-ready snapshot of persisted state."""
 
@@ -92,6 +104,7 @@ class InspectReport(TypedDict):
     status: str
     generated_at: int
     pollers: list[PollerInspect]
+    budgets: dict[str, BudgetInspect]
 
 
 def _epoch_ms(value: TimeArg, field: str) -> int:
@@ -123,6 +136,7 @@ class Operations:
     _lease: LeaseOptions
     _deps: EngineDeps
     _status: EngineStatus
+    _budget_manager: BudgetManager | None
 
     # Provided by EngineCore.
     def _poller_name(self, poller: PollerDefinition[Any] | str) -> str:
@@ -414,7 +428,32 @@ class Operations:
             "status": self._status.value,
             "generated_at": now,
             "pollers": report,
+            "budgets": await self.budget_usage(),
         }
+
+    async def budget_usage(self) -> dict[str, BudgetInspect]:
+        """Each named budget's policy and how much of it is in use now, by name.
+
+        One read of the budget store per budget (``inspect()`` includes the same under
+        ``"budgets"``). ``used`` is ``None`` when the budget store cannot tell.
+
+        Raises:
+            StoreError: The budget store failed.
+        """
+        manager = self._budget_manager
+        if manager is None:
+            return {}
+        report: dict[str, BudgetInspect] = {}
+        for name in manager.names:
+            usage = await manager.usage(name)
+            report[name] = {
+                "requests": usage.requests,
+                "per_ms": usage.per_ms,
+                "burst": usage.burst,
+                "used": usage.used,
+                "waiting": usage.waiting,
+            }
+        return report
 
     async def _inspect_key(
         self, poller: PollerDefinition[Any], key: PKey, now: int

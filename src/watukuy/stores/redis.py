@@ -1088,6 +1088,36 @@ class RedisBudgetStore:
             wait = await self._script(keys=[f"{self._prefix}budget:{budget}"], args=args)
         return int(wait)
 
+    async def usage(self, budget: str, policy: BudgetPolicy, now: int) -> float:
+        """How much of the budget is in use at ``now`` (a read; nothing changes).
+
+        The costs still counting in the window (``watukuy.budget.window.window_used``), or
+        for a token bucket the tokens not yet refilled (``watukuy.budget.bucket.bucket_used``).
+
+        Raises:
+            StoreError: Redis failed.
+        """
+        check_budget_args(policy, 0, now)
+        if policy.burst is not None:
+            with store_errors("usage"):
+                raw = await self._redis.get(f"{self._prefix}budget:{budget}:bucket")
+            # The arithmetic of watukuy.budget.bucket.bucket_used, as the Lua scripts
+            # mirror the rest (an adapter does not import the budget package).
+            tat = None if raw is None else float(raw)
+            if tat is None or tat <= now:
+                return 0.0
+            burst = policy.burst
+            return min(float(burst), (tat - now) / (policy.per_ms / policy.requests))
+        with store_errors("usage"):
+            members = await self._redis.zrangebyscore(
+                f"{self._prefix}budget:{budget}", f"({now - policy.per_ms}", "+inf"
+            )
+        total = 0.0
+        for member in reversed(members):  # newest first, as the take sums
+            text = member.decode() if isinstance(member, bytes) else member
+            total += float(text.rpartition(":")[2])
+        return total
+
     async def settle(
         self, budget: str, policy: BudgetPolicy, ticket: str, *, stamp: int, at: int, now: int
     ) -> None:

@@ -97,7 +97,9 @@ REPORT: dict[str, Any] = {
         (0, "0ms"),
         (850, "850ms"),
         (1_500, "1.5s"),
-        (59_999, "60.0s"),
+        (999.6, "1.0s"),
+        (59_999, "1.0m"),  # the unit it reaches once rounded: never "60.0s"
+        (3_599_000, "1.0h"),
         (120_000, "2.0m"),
         (5_400_000, "1.5h"),
         (172_800_000, "2.0d"),
@@ -195,6 +197,24 @@ def test_inspect_view_without_keys() -> None:
         "no keys yet: nothing has been polled",
     ]
 
+
+
+def test_inspect_ends_with_a_line_per_budget() -> None:
+    report = {
+        **REPORT,
+        "budgets": {
+            "erp": {"requests": 150, "per_ms": 1_000, "burst": None, "used": 37.0, "waiting": 2},
+            "crm": {"requests": 10, "per_ms": 1_000, "burst": 3, "used": 1.5, "waiting": 0},
+            "old": {"requests": 5, "per_ms": 60_000, "burst": None, "used": None, "waiting": 0},
+        },
+    }
+    lines = render(inspect_view(report), 100).splitlines()
+    assert lines[-3:] == [
+        "budget erp: 37 of 150 per 1.0s, 2 waiting",
+        "budget crm: 1.5 of a bucket of 3 (1 per 100ms)",
+        "budget old: ? of 5 per 1.0m",
+    ]
+    assert render(inspect_view(REPORT), 100).splitlines()[-1].startswith("invoices/")
 
 def test_tick_view_says_throttled_not_failed() -> None:
     result = {

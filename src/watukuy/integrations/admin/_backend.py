@@ -118,6 +118,8 @@ class KeySummary:
         backfill: A backfill lane is running.
         budget: The poller's budget name (engine only).
         live_cursor: The live cursor, described for people.
+        budget_usage: The budget's policy and use now (``requests``, ``per_ms``,
+            ``burst``, ``used``, ``waiting``, as in ``inspect()``), engine only.
     """
 
     key: PKey
@@ -138,6 +140,7 @@ class KeySummary:
     backfill: bool
     budget: str | None
     live_cursor: Any
+    budget_usage: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:
@@ -297,8 +300,16 @@ class Backend:
         poller = self.engine.pollers.get(key.poller)
         return poller is not None and poller.partitioned == bool(key.partition)
 
-    async def summary(self, key: PKey, now: int) -> KeySummary:
-        """One key's row: four store calls."""
+    async def budget_usage(self) -> dict[str, dict[str, Any]]:
+        """Every budget's use now, by name (engine only: a store alone knows no budgets)."""
+        if self.engine is None:
+            return {}
+        return {name: dict(usage) for name, usage in (await self.engine.budget_usage()).items()}
+
+    async def summary(
+        self, key: PKey, now: int, budgets: dict[str, dict[str, Any]] | None = None
+    ) -> KeySummary:
+        """One key's row: four store calls (and one per budget, unless ``budgets`` is given)."""
         store = self.store
         # Asked together, so a store with a worker thread or a pool answers them back to
         # back instead of waiting for the event loop between each.
@@ -315,6 +326,8 @@ class Backend:
         if self.engine is not None:
             definition = self.engine.pollers.get(key.poller)
             budget = definition.budget if definition is not None else None
+        if budget is not None and budgets is None:
+            budgets = await self.budget_usage()
         return KeySummary(
             key=key,
             paused=bool(state and state.paused),
@@ -338,14 +351,16 @@ class Backend:
             backfill=bool(state and state.backfill is not None),
             budget=budget,
             live_cursor=live,
+            budget_usage=None if budget is None or budgets is None else budgets.get(budget),
         )
 
     async def summaries(self, keys: Sequence[PKey], now: int) -> list[KeySummary]:
         """The rows of ``keys``, in order, a few keys at a time."""
         out: list[KeySummary] = []
+        budgets = await self.budget_usage()  # once for the page, not once per row
         for start in range(0, len(keys), _READ_AHEAD):
             batch = keys[start : start + _READ_AHEAD]
-            out.extend(await asyncio.gather(*(self.summary(key, now) for key in batch)))
+            out.extend(await asyncio.gather(*(self.summary(key, now, budgets) for key in batch)))
         return out
 
     def live_cursor(self, key: PKey, state: PollerState | None, now: int) -> tuple[Any, int | None]:

@@ -14,22 +14,12 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from watukuy.model import json as wkjson
+from watukuy.model.durations import describe_duration
 
 __all__ = ["ago", "cursor_text", "duration", "json_text", "lag_chart", "when"]
 
 
-def duration(ms: int | float | None) -> str:
-    """``850ms``, ``1.5s``, ``2.0m``, ``1.2h``, ``3.0d``; ``-`` for none."""
-    if ms is None:
-        return "-"
-    sign = "-" if ms < 0 else ""
-    ms = abs(ms)
-    if ms < 1_000:
-        return f"{sign}{int(ms)}ms"
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000)):
-        if ms >= size:
-            return f"{sign}{ms / size:.1f}{unit}"
-    return f"{sign}{ms / 1_000:.1f}s"
+duration = describe_duration
 
 
 def when(ms: int | None) -> str:

@@ -21,6 +21,7 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
+from watukuy.budget.manager import describe_usage
 from watukuy.model import json as wkjson
 from watukuy.model.errors import WatukuyError
 from watukuy.model.rows import ParkedKind, PKey
@@ -65,6 +66,7 @@ def _environment() -> Environment:
     )
     env.filters.update(
         duration=_format.duration,
+        budget_use=describe_usage,
         when=_format.when,
         cursor=_format.cursor_text,
         json=_format.json_text,
