@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         TokenCursor,
         TokenPosition,
     )
+    from .diff.patch import JsonPatch, apply_patch, json_patch
     from .engine import Engine
     from .model.durations import Duration, format_duration, parse_duration
     from .model.errors import (
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
     from .model.rows import HeldDeletes, Lane, RateLimitInfo
     from .runtime.consumers import Subscription
     from .runtime.context import FetchContext, HandlerContext
+    from .runtime.filters import EventFilter, changed, created, deleted, updated
     from .runtime.operations import InspectReport, PollerInspect
     from .runtime.poller import JsonObject, PollerDefinition, define_poller
     from .runtime.results import (
@@ -97,6 +99,14 @@ _EXPORTS: dict[str, str] = {
     "Subscription": ".runtime.consumers",
     "FetchContext": ".runtime.context",
     "HandlerContext": ".runtime.context",
+    "EventFilter": ".runtime.filters",
+    "changed": ".runtime.filters",
+    "created": ".runtime.filters",
+    "deleted": ".runtime.filters",
+    "updated": ".runtime.filters",
+    "JsonPatch": ".diff.patch",
+    "apply_patch": ".diff.patch",
+    "json_patch": ".diff.patch",
     "Duration": ".model.durations",
     "format_duration": ".model.durations",
     "parse_duration": ".model.durations",
@@ -204,6 +214,7 @@ __all__ = [
     "Engine",
     "EngineStatus",
     "Event",
+    "EventFilter",
     "EventIds",
     "EventLog",
     "EventType",
@@ -214,6 +225,7 @@ __all__ = [
     "HttpError",
     "InspectReport",
     "JsonObject",
+    "JsonPatch",
     "Lane",
     "LeaseLostError",
     "LeaseOptions",
@@ -250,8 +262,14 @@ __all__ = [
     "ValidationError",
     "WatukuyError",
     "__version__",
+    "apply_patch",
+    "changed",
+    "created",
     "define_poller",
+    "deleted",
     "format_duration",
+    "json_patch",
     "parse_duration",
     "store_from_url",
+    "updated",
 ]

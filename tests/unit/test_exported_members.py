@@ -23,6 +23,7 @@ EXPECTED = {
     "Engine",
     "EngineStatus",
     "Event",
+    "EventFilter",
     "EventIds",
     "EventLog",
     "EventType",
@@ -33,6 +34,7 @@ EXPECTED = {
     "HttpError",
     "InspectReport",
     "JsonObject",
+    "JsonPatch",
     "Lane",
     "LeaseLostError",
     "LeaseOptions",
@@ -69,10 +71,16 @@ EXPECTED = {
     "ValidationError",
     "WatukuyError",
     "__version__",
+    "apply_patch",
+    "changed",
+    "created",
     "define_poller",
+    "deleted",
     "format_duration",
+    "json_patch",
     "parse_duration",
     "store_from_url",
+    "updated",
 }
 
 

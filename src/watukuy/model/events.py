@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -11,13 +11,32 @@ from . import json as wkjson
 from .records import fast_init
 from .rows import Lane
 
-__all__ = ["Event", "EventType", "iso_time", "event_from_json", "event_to_json"]
+__all__ = [
+    "Event",
+    "EventType",
+    "event_from_json",
+    "event_to_json",
+    "iso_time",
+    "patch_paths",
+]
 
 T = TypeVar("T")
 
 EventType = Literal["created", "updated", "deleted"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def patch_paths(patch: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The JSON Pointers an RFC 6902 patch touches: each operation's ``path`` and a
+    ``move``'s (or ``copy``'s) ``from``, sorted, without duplicates."""
+    paths: set[str] = set()
+    for op in patch:
+        paths.add(op["path"])
+        source = op.get("from")
+        if source is not None:
+            paths.add(source)
+    return tuple(sorted(paths))
 
 
 def iso_time(ms: int) -> str:
@@ -49,6 +68,10 @@ class Event(Generic[T]):
             ``deleted`` event unless the poller retains payloads.
         previous: The last known item before this change (``retain="payload"`` only).
         attempt: 1-based delivery attempt.
+        changes: For an ``updated`` event of a poller with ``retain="payload"``: the RFC 6902
+            JSON Patch from ``previous`` to ``data`` (over their fingerprints when the
+            poller has one); ``None`` otherwise (``created``, ``deleted``,
+            ``retain="hash"``). Set when the event is delivered; see ``docs/changes.md``.
     """
 
     id: str
@@ -64,13 +87,22 @@ class Event(Generic[T]):
     data: T | None = None
     previous: T | None = None
     attempt: int = 1
+    changes: list[dict[str, Any]] | None = None
+
+    @property
+    def changed_paths(self) -> tuple[str, ...] | None:
+        """The JSON Pointers :attr:`changes` touches, sorted (``("/status",)``); ``None``
+        when there is no patch."""
+        return None if self.changes is None else patch_paths(self.changes)
 
     def to_cloudevent(self) -> dict[str, Any]:
         """This event as a CloudEvents 1.0 structured-mode dictionary.
 
         ``type`` becomes ``<poller>.<created|updated|deleted>``; the extensions
         ``watukuypartition``, ``watukuylane``, ``watukuysequence`` and ``watukuypoller`` are
-        always present, ``watukuyprevious`` only when ``previous`` is set.
+        always present, ``watukuyprevious`` only when ``previous`` is set, and
+        ``watukuychanges`` (the JSON Patch, an array) only when :attr:`changes` is set.
+        ``datacontenttype`` stays ``application/json``: ``data`` is the item.
         """
         cloudevent: dict[str, Any] = {
             "specversion": "1.0",
@@ -89,11 +121,14 @@ class Event(Generic[T]):
             cloudevent["data"] = wkjson.to_jsonable(self.data)
         if self.previous is not None:
             cloudevent["watukuyprevious"] = wkjson.to_jsonable(self.previous)
+        if self.changes is not None:
+            cloudevent["watukuychanges"] = self.changes
         return cloudevent
 
     def to_dict(self) -> dict[str, Any]:
-        """The envelope as plain JSON data (the form stored in the outbox)."""
-        return {
+        """The envelope as plain JSON data (the form stored in the outbox); ``changes`` is
+        present only when set."""
+        envelope: dict[str, Any] = {
             "id": self.id,
             "type": self.type,
             "source": self.source,
@@ -108,31 +143,42 @@ class Event(Generic[T]):
             "previous": wkjson.to_jsonable(self.previous),
             "attempt": self.attempt,
         }
+        if self.changes is not None:
+            envelope["changes"] = self.changes
+        return envelope
 
 
 def event_to_json(event: Event[Any]) -> str:
-    """Serialise an event to the JSON text stored in the outbox, parked table and log."""
-    return wkjson.dumps_typed(
-        {
-            "id": event.id,
-            "type": event.type,
-            "source": event.source,
-            "subject": event.subject,
-            "time": event.time,
-            "poller": event.poller,
-            "partition": event.partition,
-            "lane": event.lane,
-            "sequence": event.sequence,
-            "cursor": event.cursor,
-            "data": event.data,
-            "previous": event.previous,
-            "attempt": event.attempt,
-        }
-    )
+    """Serialise an event to the JSON text stored in the outbox, parked table and log.
+
+    ``changes`` is written only when set (the outbox holds events without it: the patch is
+    computed when the event is delivered).
+    """
+    envelope: dict[str, Any] = {
+        "id": event.id,
+        "type": event.type,
+        "source": event.source,
+        "subject": event.subject,
+        "time": event.time,
+        "poller": event.poller,
+        "partition": event.partition,
+        "lane": event.lane,
+        "sequence": event.sequence,
+        "cursor": event.cursor,
+        "data": event.data,
+        "previous": event.previous,
+        "attempt": event.attempt,
+    }
+    if event.changes is not None:
+        envelope["changes"] = event.changes
+    return wkjson.dumps_typed(envelope)
 
 
 def event_from_json(text: str | Mapping[str, Any]) -> Event[Any]:
-    """Rebuild an event from its stored JSON; ``data`` and ``previous`` stay plain JSON."""
+    """Rebuild an event from its stored JSON; ``data`` and ``previous`` stay plain JSON.
+
+    Events stored before ``changes`` existed load with ``changes=None``.
+    """
     data = wkjson.loads(text) if isinstance(text, str | bytes) else text
     return Event(
         id=data["id"],
@@ -148,4 +194,5 @@ def event_from_json(text: str | Mapping[str, Any]) -> Event[Any]:
         data=data.get("data"),
         previous=data.get("previous"),
         attempt=int(data.get("attempt", 1)),
+        changes=data.get("changes"),
     )

@@ -22,6 +22,7 @@ from watukuy.runtime.hooks import (
     ErrorDetails,
     EventDetails,
     FetchDetails,
+    FilteredDetails,
     HookContext,
     InvalidDetails,
     LeaseLostDetails,
@@ -144,7 +145,7 @@ class OtelHooks:
     ``watukuy.deliver.duration`` and ``watukuy.budget.wait`` (``watukuy.budget``), all with
     bucket boundaries from 5 ms to 60 s; counters ``watukuy.items.fetched``,
     ``watukuy.events.emitted`` (``watukuy.event.type``), ``watukuy.events.delivered``,
-    ``watukuy.events.retried``, ``watukuy.events.parked`` (``watukuy.kind`` = ``poison`` |
+    ``watukuy.events.filtered`` (``watukuy.event.type``), ``watukuy.events.retried``, ``watukuy.events.parked`` (``watukuy.kind`` = ``poison`` |
     ``invalid``), ``watukuy.items.invalid``, ``watukuy.errors`` (``watukuy.phase``),
     ``watukuy.lease.lost``, ``watukuy.circuit.opened``, ``watukuy.budget.waits``
     (``watukuy.budget``); and observable gauges per (poller, partition), without a lane:
@@ -377,6 +378,13 @@ class OtelHooks:
         if self._record_event_ids:
             attributes["watukuy.event.id"] = details.event.id
         self._finished_span("watukuy.deliver", details, details.duration_ms, attributes)
+
+    @_guarded
+    def on_filtered(self, details: FilteredDetails) -> None:
+        """Count an event the consumer's filter turned down, by type."""
+        self._instruments.events_filtered.add(
+            1, self._metric_attributes(details, event_type=details.event.type)
+        )
 
     @_guarded
     def on_retry(self, details: RetryDetails) -> None:

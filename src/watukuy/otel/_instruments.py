@@ -44,6 +44,7 @@ INSTRUMENT_NAMES: Final = (
     "watukuy.items.fetched",
     "watukuy.events.emitted",
     "watukuy.events.delivered",
+    "watukuy.events.filtered",
     "watukuy.events.retried",
     "watukuy.events.parked",
     "watukuy.items.invalid",
@@ -69,6 +70,7 @@ class Instruments:
     items_fetched: Counter
     events_emitted: Counter
     events_delivered: Counter
+    events_filtered: Counter
     events_retried: Counter
     events_parked: Counter
     items_invalid: Counter
@@ -118,6 +120,11 @@ def create_instruments(
             "watukuy.events.delivered",
             unit="{event}",
             description="Events a handler processed and the outbox acknowledged.",
+        ),
+        events_filtered=meter.create_counter(
+            "watukuy.events.filtered",
+            unit="{event}",
+            description="Events a consumer's when= filter turned down, acknowledged unseen.",
         ),
         events_retried=meter.create_counter(
             "watukuy.events.retried",

@@ -12,6 +12,7 @@ from watukuy.model.errors import WatukuyError
 from watukuy.model.events import Event
 
 from .context import HandlerContext
+from .filters import EventFilter
 
 __all__ = [
     "Consumer",
@@ -20,6 +21,7 @@ __all__ = [
     "HandlerConsumer",
     "ManualAckMissing",
     "Subscription",
+    "consumer_filter",
 ]
 
 T = TypeVar("T")
@@ -45,6 +47,12 @@ class Consumer(Protocol):
         ...
 
 
+def consumer_filter(consumer: Consumer) -> EventFilter | None:
+    """The ``when=`` filter of a consumer, if it has one."""
+    when = getattr(consumer, "when", None)
+    return when if isinstance(when, EventFilter) else None
+
+
 class HandlerConsumer:
     """Runs a user handler; sync handlers run in a worker thread so they may block."""
 
@@ -52,8 +60,12 @@ class HandlerConsumer:
     # being written.
     pipeline_acks = True
 
-    def __init__(self, handler: Handler, *, manual_ack: bool) -> None:
+    def __init__(
+        self, handler: Handler, *, manual_ack: bool, when: EventFilter | None = None
+    ) -> None:
         self.handler = handler
+        self.when = when
+        """Events this filter turns down are acknowledged without reaching the handler."""
         self._manual_ack = manual_ack
         self._is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
             getattr(handler, "__call__", None)  # noqa: B004 - callable objects with async __call__
@@ -91,8 +103,16 @@ class Subscription(Generic[T]):
     Iteration ends when the engine stops or :meth:`close` is called.
     """
 
-    def __init__(self, name: str, on_close: Callable[[Subscription[Any]], None]) -> None:
+    def __init__(
+        self,
+        name: str,
+        on_close: Callable[[Subscription[Any]], None],
+        *,
+        when: EventFilter | None = None,
+    ) -> None:
         self.name = name
+        self.when = when
+        """Events this filter turns down are acknowledged without being offered."""
         self._on_close = on_close
         self._offers: asyncio.Queue[tuple[Event[T], asyncio.Future[None]] | None] = asyncio.Queue()
         self._current: tuple[Event[T], asyncio.Future[None]] | None = None

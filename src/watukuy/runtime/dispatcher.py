@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from watukuy.diff.patch import json_patch
+from watukuy.model import json as wkjson
 from watukuy.model.errors import LeaseLostError, SerializedError
 from watukuy.model.events import Event, event_from_json
 from watukuy.model.partition import Partition
@@ -27,9 +29,9 @@ from watukuy.model.rows import OutboxRow, ParkedRow, PKey
 from watukuy.scheduler import backoff_delay
 from watukuy.validate import is_passthrough
 
-from .consumers import Consumer, DeliveryAbandoned
+from .consumers import Consumer, DeliveryAbandoned, consumer_filter
 from .context import HandlerContext
-from .hooks import DeliveredDetails, HookBus, ParkedDetails, RetryDetails
+from .hooks import DeliveredDetails, FilteredDetails, HookBus, ParkedDetails, RetryDetails
 from .poller import PollerDefinition
 
 __all__ = ["DrainResult", "Dispatcher"]
@@ -45,6 +47,7 @@ class DrainResult:
 
     Attributes:
         delivered: Events acked.
+        filtered: Events the consumer's ``when=`` filter turned down (acked, not delivered).
         parked: Events parked as poison.
         failed: Failed attempts scheduled for retry.
         next_retry_at: Earliest retry time of a failed event, if any.
@@ -54,6 +57,7 @@ class DrainResult:
     """
 
     delivered: int = 0
+    filtered: int = 0
     parked: int = 0
     failed: int = 0
     next_retry_at: int | None = None
@@ -70,6 +74,7 @@ class DrainResult:
     def merge(self, other: DrainResult) -> None:
         """Fold another drain of the same run into this one."""
         self.delivered += other.delivered
+        self.filtered += other.filtered
         self.parked += other.parked
         self.failed += other.failed
         if other.next_retry_at is not None:
@@ -78,6 +83,10 @@ class DrainResult:
         self.held = max(self.held, other.held)
         self.abandoned = self.abandoned or other.abandoned
         self.parked_rows.extend(other.parked_rows)
+
+
+# (event id, event, attempt, handler milliseconds, its drain's result, filtered out)
+_AckEntry = tuple[str, Event[Any], int, int, DrainResult, bool]
 
 
 class Dispatcher:
@@ -99,6 +108,8 @@ class Dispatcher:
         check_lease: Called before each delivery; raises ``LeaseLostError`` once the lease
             is lost or may have expired by this process's clock.
         redaction: Cleans handler errors of secrets before they are stored.
+        filtered_counts: Where events turned down by a consumer's filter are counted, by
+            key (the engine's, for ``inspect()``).
     """
 
     def __init__(
@@ -118,8 +129,10 @@ class Dispatcher:
         cancel: asyncio.Event,
         check_lease: Callable[[], None] = lambda: None,
         redaction: Redaction = DEFAULT_REDACTION,
+        filtered_counts: dict[PKey, int] | None = None,
     ) -> None:
         self._check_lease = check_lease
+        self._filtered_counts = filtered_counts if filtered_counts is not None else {}
         self._redaction = redaction
         self._store = store
         self._key = key
@@ -135,9 +148,10 @@ class Dispatcher:
         self._cancel = cancel
         self._ordering_key = poller.delivery.ordering_key
         self._passthrough = is_passthrough(poller.adapter)
+        self._patches = poller.retain_payload
         self._acking: dict[str, asyncio.Future[None]] = {}  # ordering key -> its latest ack
         # Acks waiting for the writer, and the future they all resolve together.
-        self._ack_queue: list[tuple[str, Event[Any], int, int, DrainResult]] = []
+        self._ack_queue: list[_AckEntry] = []
         self._ack_batch: asyncio.Future[None] | None = None
         self._ack_writer: asyncio.Task[None] | None = None
 
@@ -312,6 +326,20 @@ class Dispatcher:
             partition=self._partition, attempt=attempt, logger=self._logger, _cancel=self._cancel
         )
         self._check_lease()  # after any wait above: never deliver on a lease that may be gone
+        when = consumer_filter(consumer)
+        if when is not None:
+            try:
+                passed = when(event)
+            except Exception as error:  # a broken filter fails the delivery, like a handler
+                return await self._failed(okey, row, event, attempt, error, result)
+            if not passed:
+                # Acked for this consumer without reaching it: it never holds the key.
+                self._acking[okey] = self._queue_ack(
+                    row.event_id, event, attempt, 0, result, filtered=True
+                )
+                if len(self._ack_queue) >= _MAX_ACKS_IN_FLIGHT:
+                    await self._settle_acks()
+                return "next"
         try:
             await consumer.deliver(event, ctx)
         except DeliveryAbandoned:
@@ -332,7 +360,14 @@ class Dispatcher:
         return "next"
 
     def _queue_ack(
-        self, event_id: str, event: Event[Any], attempt: int, duration: int, result: DrainResult
+        self,
+        event_id: str,
+        event: Event[Any],
+        attempt: int,
+        duration: int,
+        result: DrainResult,
+        *,
+        filtered: bool = False,
     ) -> asyncio.Future[None]:
         """Queue an ack for the background writer; the future resolves when it landed.
 
@@ -342,7 +377,7 @@ class Dispatcher:
         """
         if self._ack_batch is None:
             self._ack_batch = asyncio.get_running_loop().create_future()
-        self._ack_queue.append((event_id, event, attempt, duration, result))
+        self._ack_queue.append((event_id, event, attempt, duration, result, filtered))
         if self._ack_writer is None or self._ack_writer.done():
             self._ack_writer = asyncio.ensure_future(self._write_acks())
         return self._ack_batch
@@ -364,9 +399,7 @@ class Dispatcher:
             if isinstance(failure, asyncio.CancelledError):
                 raise failure
 
-    async def _ack_group(
-        self, entries: list[tuple[str, Event[Any], int, int, DrainResult]]
-    ) -> BaseException | None:
+    async def _ack_group(self, entries: list[_AckEntry]) -> BaseException | None:
         """Ack a group in one store call. When that call fails for a reason other than a
         lost lease, each event is acked on its own, so that one bad ack costs one
         redelivery rather than one per event of the group. Returns the first failure."""
@@ -379,17 +412,41 @@ class Dispatcher:
             if len(entries) == 1:
                 return error
             failure: BaseException | None = None
-            for event_id, event, attempt, duration, result in entries:
+            for entry in entries:
                 try:
-                    await self._store.ack_events(self._key, lease, [event_id])
+                    await self._store.ack_events(self._key, lease, [entry[0]])
                 except Exception as single:
                     failure = failure or single
                     continue
-                await self._delivered(event, attempt, duration, result)
+                await self._acked(entry)
             return failure
-        for _, event, attempt, duration, result in entries:
-            await self._delivered(event, attempt, duration, result)
+        for entry in entries:
+            await self._acked(entry)
         return None
+
+    async def _acked(self, entry: _AckEntry) -> None:
+        _, event, attempt, duration, result, filtered = entry
+        if filtered:
+            await self._filtered(event, attempt, result)
+        else:
+            await self._delivered(event, attempt, duration, result)
+
+    async def _filtered(self, event: Event[Any], attempt: int, result: DrainResult) -> None:
+        result.filtered += 1
+        key = self._key
+        self._filtered_counts[key] = self._filtered_counts.get(key, 0) + 1
+        if self._hooks.has("on_filtered"):
+            await self._hooks.emit(
+                "on_filtered",
+                FilteredDetails(
+                    poller=key.poller,
+                    partition=key.partition,
+                    lane=event.lane,
+                    instance_id=self._instance_id,
+                    event=event,
+                    attempt=attempt,
+                ),
+            )
 
     def _abandon_acks(self) -> None:
         """Stop the ack writer and drop what it had not written (the events stay pending)."""
@@ -438,7 +495,10 @@ class Dispatcher:
 
     def _hydrate(self, stored: Event[Any], attempt: int) -> Event[Any]:
         adapter = self._poller.adapter
-        if self._passthrough and stored.attempt == attempt:
+        changes = stored.changes
+        if changes is None and self._patches and stored.type == "updated":
+            changes = self._changes_of(stored)
+        if self._passthrough and stored.attempt == attempt and changes is stored.changes:
             return stored  # no schema and a first attempt: the stored event is the one
         data = stored.data if stored.data is None else adapter.load(stored.data)
         previous = stored.previous if stored.previous is None else adapter.load(stored.previous)
@@ -456,7 +516,26 @@ class Dispatcher:
             data=data,
             previous=previous,
             attempt=attempt,
+            changes=changes,
         )
+
+    def _changes_of(self, stored: Event[Any]) -> list[dict[str, Any]] | None:
+        """The JSON Patch from ``previous`` to ``data`` of a stored ``updated`` event, over
+        the poller's fingerprint when it has one (``None`` without a ``previous``).
+
+        Computed at delivery rather than stored with the event: the outbox keeps its size,
+        and events written before patches existed get one too.
+        """
+        if stored.previous is None:
+            return None
+        poller = self._poller
+        before, after = stored.previous, stored.data
+        fingerprint = poller.fingerprint
+        if fingerprint is not None:
+            adapter = poller.adapter
+            before = wkjson.to_jsonable(fingerprint(adapter.load(before)))
+            after = wkjson.to_jsonable(fingerprint(adapter.load(after)))
+        return json_patch(before, after, array_key=poller.array_key)
 
     async def _failed(
         self,

@@ -34,6 +34,7 @@ from watukuy.scheduler import backoff_ceiling
 from .consumers import Consumer, Handler, HandlerConsumer, Subscription
 from .context import HandlerContext
 from .deadline import finish_by
+from .filters import EventFilter, as_filter
 from .hooks import ErrorDetails, HookBus, as_hook_list
 from .operations import DeletesOperations, Operations, ParkedOperations, PartitionOperations
 from .partition_book import PartitionBook
@@ -225,34 +226,71 @@ class EngineCore(Operations):
 
     @overload
     def on(
-        self, poller: PollerDefinition[T], handler: None = None
+        self,
+        poller: PollerDefinition[T],
+        handler: None = None,
+        *,
+        when: Callable[[Event[T]], bool] | None = None,
     ) -> Callable[[TypedHandler[T]], TypedHandler[T]]: ...
 
     @overload
-    def on(self, poller: PollerDefinition[T], handler: TypedHandler[T]) -> TypedHandler[T]: ...
+    def on(
+        self,
+        poller: PollerDefinition[T],
+        handler: TypedHandler[T],
+        *,
+        when: Callable[[Event[T]], bool] | None = None,
+    ) -> TypedHandler[T]: ...
 
     @overload
-    def on(self, poller: str, handler: None = None) -> Callable[[H], H]: ...
+    def on(
+        self,
+        poller: str,
+        handler: None = None,
+        *,
+        when: Callable[[Event[Any]], bool] | None = None,
+    ) -> Callable[[H], H]: ...
 
     @overload
-    def on(self, poller: str, handler: H) -> H: ...
+    def on(
+        self, poller: str, handler: H, *, when: Callable[[Event[Any]], bool] | None = None
+    ) -> H: ...
 
-    def on(self, poller: PollerDefinition[Any] | str, handler: Any = None) -> Any:
+    def on(
+        self,
+        poller: PollerDefinition[Any] | str,
+        handler: Any = None,
+        *,
+        when: Callable[[Event[Any]], bool] | None = None,
+    ) -> Any:
         """Attach the handler of a poller: ``(event, ctx)``, sync or async.
 
         Use it directly, ``engine.on("orders", handle)``, or as a decorator,
         ``@engine.on("orders")``. One consumer per poller: a second ``on()`` or a
         ``subscribe()`` raises ``ConfigError``. Returns the handler.
+
+        Args:
+            poller: The poller definition or its name.
+            handler: ``(event, ctx)``; omitted when used as a decorator.
+            when: Only events this filter passes reach the handler (``wk.changed(...)``,
+                ``wk.created()``... combined with ``&``, ``|``, ``~``, or any
+                ``(event) -> bool``); the others are acknowledged without it and counted
+                (``inspect()``'s ``filtered``, the ``on_filtered`` hook).
+
+        Raises:
+            ConfigError: The poller already has a consumer, the handler is not callable,
+                or ``when`` reads ``previous`` on a poller with ``retain="hash"``.
         """
         name = self._poller_name(poller)
+        check = self._filter_for(name, when)
         if handler is None:
 
             def decorator(fn: H) -> H:
-                self._attach(name, fn)
+                self._attach(name, fn, check)
                 return fn
 
             return decorator
-        self._attach(name, handler)
+        self._attach(name, handler, check)
         return handler
 
     def off(self, poller: PollerDefinition[Any] | str) -> None:
@@ -262,15 +300,40 @@ class EngineCore(Operations):
         if isinstance(consumer, Subscription):
             consumer.close()
 
-    def subscribe(self, poller: PollerDefinition[T] | str) -> Subscription[T]:
+    @overload
+    def subscribe(
+        self, poller: PollerDefinition[T], *, when: Callable[[Event[T]], bool] | None = None
+    ) -> Subscription[T]: ...
+
+    @overload
+    def subscribe(
+        self, poller: str, *, when: Callable[[Event[Any]], bool] | None = None
+    ) -> Subscription[Any]: ...
+
+    def subscribe(
+        self,
+        poller: PollerDefinition[Any] | str,
+        *,
+        when: Callable[[Event[Any]], bool] | None = None,
+    ) -> Subscription[Any]:
         """Pull events with backpressure: ``async for event in engine.subscribe("orders")``.
 
         An event is acknowledged when you pull the next one (or leave an ``async with``
         block normally); an exception or cancellation leaves it unacknowledged, and it is
         delivered again. Mutually exclusive with :meth:`on`.
+
+        Args:
+            poller: The poller definition or its name.
+            when: Only events this filter passes are offered; the others are acknowledged
+                without being offered, as with :meth:`on`.
+
+        Raises:
+            ConfigError: The poller already has a consumer, or ``when`` reads ``previous``
+                on a poller with ``retain="hash"``.
         """
         name = self._poller_name(poller)
-        subscription: Subscription[T] = Subscription(name, self._subscription_closed)
+        check = self._filter_for(name, when)
+        subscription: Subscription[Any] = Subscription(name, self._subscription_closed, when=check)
         self._attach_consumer(name, subscription)
         return subscription
 
@@ -278,11 +341,25 @@ class EngineCore(Operations):
         if self._consumers.get(subscription.name) is subscription:
             del self._consumers[subscription.name]
 
-    def _attach(self, name: str, handler: Handler) -> None:
+    def _filter_for(
+        self, name: str, when: Callable[[Event[Any]], bool] | None
+    ) -> EventFilter | None:
+        if when is None:
+            return None
+        check = as_filter(when)
+        if check.needs_previous and not self._pollers[name].retain_payload:
+            raise ConfigError(
+                f"the filter {check!r} reads previous and changes, which poller {name!r} "
+                'does not keep with retain="hash"; define it with retain="payload"',
+                field="when",
+            )
+        return check
+
+    def _attach(self, name: str, handler: Handler, when: EventFilter | None = None) -> None:
         if not callable(handler):
             raise ConfigError(f"expected a callable handler, got {handler!r}", field="handler")
         manual = self._pollers[name].delivery.ack_mode == "manual"
-        self._attach_consumer(name, HandlerConsumer(handler, manual_ack=manual))
+        self._attach_consumer(name, HandlerConsumer(handler, manual_ack=manual, when=when))
 
     def _attach_consumer(self, name: str, consumer: Consumer) -> None:
         if name in self._consumers:

@@ -8,7 +8,8 @@ at WARNING and never affects the engine.
 Within one lane cycle hooks fire in this order::
 
     on_lease_acquired -> on_poll_start
-      -> (on_fetch -> on_commit -> on_event* -> on_invalid* -> on_delivered*/on_retry*/on_parked*)*
+      -> (on_fetch -> on_commit -> on_event* -> on_invalid*
+          -> on_delivered*/on_filtered*/on_retry*/on_parked*)*
       -> on_schedule_change -> on_poll_end
 """
 
@@ -37,6 +38,7 @@ __all__ = [
     "ErrorPhase",
     "EventDetails",
     "FetchDetails",
+    "FilteredDetails",
     "HookBus",
     "HookContext",
     "InvalidDetails",
@@ -112,6 +114,16 @@ class DeliveredDetails(HookContext):
     event: Event[Any]
     attempt: int
     duration_ms: int
+
+
+@fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FilteredDetails(HookContext):
+    """``on_filtered``: the consumer's ``when=`` filter turned the event down, and the
+    event was acked without reaching it."""
+
+    event: Event[Any]
+    attempt: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -213,6 +225,7 @@ HOOK_NAMES: Final = (
     "on_commit",
     "on_event",
     "on_delivered",
+    "on_filtered",
     "on_retry",
     "on_parked",
     "on_invalid",

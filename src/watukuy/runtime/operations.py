@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from watukuy.model import json as wkjson
 from watukuy.model.durations import Duration, parse_duration
@@ -85,6 +85,10 @@ class PollerInspect(TypedDict):
     lag_ms: int | None
     listing: dict[str, Any]
     held_deletes: dict[str, Any] | None
+    filtered: NotRequired[int]
+    """Events this engine's consumer of the key acknowledged without delivering them,
+    because its ``when=`` filter turned them down, since the engine was created (a count of
+    this process; absent from reports read from the store alone)."""
 
 
 class BudgetInspect(TypedDict):
@@ -495,6 +499,7 @@ class Operations:
             "lag_ms": lag_ms,
             "listing": listing_report(state),
             "held_deletes": held_deletes_to_json(state.held_deletes) if state else None,
+            "filtered": self._deps.filtered.get(key, 0),
         }
 
 

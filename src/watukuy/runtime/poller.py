@@ -121,6 +121,7 @@ class PollerDefinition(Generic[T]):
     source: str
     ids: EventIds = field(default_factory=EventIds)
     deletes: Deletes = field(default_factory=Deletes)
+    array_key: str | None = "id"
     probe_every_ms: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -230,6 +231,7 @@ def define_poller(
     source: str | None = None,
     ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
     deletes: Deletes | Mapping[str, Any] | None = None,
+    array_key: str | None = "id",
 ) -> PollerDefinition[T]: ...
 
 
@@ -261,6 +263,7 @@ def define_poller(
     source: str | None = None,
     ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
     deletes: Deletes | Mapping[str, Any] | None = None,
+    array_key: str | None = "id",
 ) -> PollerDefinition[JsonObject]: ...
 
 
@@ -291,6 +294,7 @@ def define_poller(
     source: str | None = None,
     ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
     deletes: Deletes | Mapping[str, Any] | None = None,
+    array_key: str | None = "id",
 ) -> PollerDefinition[Any]:
     """Declare a poller.
 
@@ -317,7 +321,7 @@ def define_poller(
         partitions_refresh: How often ``partitions`` is called again.
         delivery: Ordering key, concurrency, retries, poison handling, ack mode.
         retain: ``"hash"`` (default) or ``"payload"`` (deleted events carry the last
-            payload; updated events carry ``previous``).
+            payload; updated events carry ``previous`` and the JSON Patch ``changes``).
         reconcile: A slow full listing that emits deletes for incremental strategies.
         on_invalid: Items failing the schema are ``"quarantine"``-d (parked, default),
             ``"skip"``-ped, or ``"fail"`` the page.
@@ -332,6 +336,10 @@ def define_poller(
             :class:`EventIds` that also sets how long tombstones are kept.
         deletes: When a full listing (``SnapshotDiff``, ``reconcile``) emits ``deleted``:
             passes that must confirm a delete, and the mass-delete guard (on by default).
+        array_key: The member that identifies the objects of an array when
+            ``event.changes`` is computed (``retain="payload"``): arrays whose objects all
+            carry a distinct one are diffed by it, other arrays by position; ``None``
+            diffs every array by position.
 
     Returns:
         The validated, immutable definition.
@@ -375,6 +383,8 @@ def define_poller(
         raise ConfigError(f"expected a non-empty string, got {source!r}", field="source")
     if inspect.isclass(fetch):
         raise ConfigError(f"expected a function, got the class {fetch!r}", field="fetch")
+    if array_key is not None and (not isinstance(array_key, str) or not array_key):
+        raise ConfigError(f"expected a member name or None, got {array_key!r}", field="array_key")
 
     return PollerDefinition(
         name=name,
@@ -404,4 +414,5 @@ def define_poller(
         source=source if source is not None else f"urn:watukuy:{name}",
         ids=resolved_ids,
         deletes=resolved_deletes,
+        array_key=array_key,
     )

@@ -125,6 +125,8 @@ class EngineDeps:
     budget_max_wait: Callable[[str], int | None] = field(default=lambda name: None)
     lease_margin_ms: int = 0
     redaction: Redaction = DEFAULT_REDACTION
+    filtered: dict[PKey, int] = field(default_factory=dict)
+    """Events turned down by a consumer's ``when=`` filter, per key, since the start."""
 
 
 RunOutcome = Literal["ran", "not-due", "paused", "leased", "lease-lost"]
@@ -361,6 +363,7 @@ class KeyRunner:
             logger=self._logger,
             cancel=cancel,
             redaction=deps.redaction,
+            filtered_counts=deps.filtered,
         )
         # 1. Deliver what a previous run (or a crash) left behind, before any request.
         drain = await dispatcher.drain(self._consumer)

@@ -38,8 +38,10 @@ from ._redis import DEFAULT_DEDUP_WINDOW, RedisStreamSink, StreamAdd, redis_stre
 from ._serialize import (
     CLOUDEVENTS_CONTENT_TYPE,
     JSON_CONTENT_TYPE,
+    JSON_PATCH_CONTENT_TYPE,
     SerializedEvent,
     SinkFormat,
+    changes_cloudevent,
     serialize_event,
     to_sink_payload,
 )
@@ -66,6 +68,7 @@ __all__ = [
     "DEFAULT_WEBHOOK_TIMEOUT",
     "DEFAULT_WEBHOOK_TOLERANCE",
     "JSON_CONTENT_TYPE",
+    "JSON_PATCH_CONTENT_TYPE",
     "MAX_WEBHOOK_ERROR_BODY_CHARS",
     "WEBHOOK_SECRET_PREFIX",
     "CelerySink",
@@ -85,6 +88,7 @@ __all__ = [
     "WebhookDeliveryError",
     "WebhookSink",
     "celery_sink",
+    "changes_cloudevent",
     "decode_webhook_secret",
     "kafka_binary_headers",
     "kafka_sink",

@@ -258,8 +258,10 @@ def webhook_sink(
     Each request carries ``webhook-id`` (``event.id``, stable across redeliveries, so a
     receiver dedups on it), ``webhook-timestamp`` (unix seconds) and ``webhook-signature``
     (``v1,<base64 HMAC-SHA256>`` over ``<id>.<timestamp>.<body>``). The body is the event
-    as a CloudEvent (``application/cloudevents+json``) or, with ``format="raw"``, the
-    watukuy envelope (``application/json``)::
+    as a CloudEvent (``application/cloudevents+json``); with ``format="changes"``, a
+    CloudEvent whose ``data`` is only the JSON Patch of the change
+    (``datacontenttype: application/json-patch+json``, see ``docs/changes.md``); with
+    ``format="raw"``, the watukuy envelope (``application/json``)::
 
         engine.on("orders", webhook_sink(
             "https://customer.example.com/hooks/orders",
@@ -276,7 +278,7 @@ def webhook_sink(
         secret: ``whsec_<base64>``, a raw string, or key bytes.
         headers: Extra request headers; they never replace ``content-type`` or the
             ``webhook-*`` headers.
-        format: ``"cloudevents"`` or ``"raw"``.
+        format: ``"cloudevents"``, ``"changes"`` or ``"raw"``.
         timeout: Per-request timeout.
         success_statuses: The statuses that count as delivered (default: any 2xx).
         client: An ``httpx.AsyncClient`` to send with (you close it); default: one the sink

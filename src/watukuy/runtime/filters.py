@@ -1,0 +1,313 @@
+"""Event filters: which events a handler or a subscription receives (``when=``).
+
+A filter is a callable ``(event) -> bool``. The built-in ones compose with ``&``, ``|`` and
+``~``, and with plain predicates::
+
+    engine.on("orders", handler, when=wk.changed("status", to="paid"))
+    engine.on("orders", handler, when=wk.created() | wk.deleted())
+    engine.on("orders", handler, when=wk.changed("/lines/*/qty") & ~wk.changed("status"))
+    engine.on("orders", handler, when=lambda event: event.data["total"] > 100)
+
+An event a filter turns down is acknowledged for that consumer without reaching it.
+Filters that read ``previous`` or ``changes`` (:func:`changed`) need ``retain="payload"``:
+registering one on a poller that keeps hashes only raises ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+from watukuy.diff.patch import join_pointer, json_equal, split_pointer
+from watukuy.model import json as wkjson
+from watukuy.model.errors import ConfigError
+from watukuy.model.events import Event, EventType
+
+__all__ = [
+    "EventFilter",
+    "Predicate",
+    "as_filter",
+    "changed",
+    "created",
+    "deleted",
+    "needs_previous",
+    "updated",
+]
+
+Predicate = Callable[[Event[Any]], bool]
+"""A plain filter: ``(event) -> bool``."""
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Final = _Unset()
+_WILDCARD: Final = "*"
+
+
+class EventFilter:
+    """A composable event filter: call it with an event to get ``True`` (deliver) or
+    ``False`` (acknowledge without delivering).
+
+    Build them with :func:`changed`, :func:`created`, :func:`updated` and :func:`deleted`,
+    and combine them with ``&`` (both), ``|`` (either) and ``~`` (not); a plain
+    ``(event) -> bool`` callable combines with them too.
+
+    Attributes:
+        needs_previous: The filter reads ``previous`` or ``changes``, which only
+            ``retain="payload"`` keeps.
+    """
+
+    __slots__ = ()
+
+    needs_previous: bool = False
+
+    def __call__(self, event: Event[Any]) -> bool:
+        """True when ``event`` passes the filter."""
+        raise NotImplementedError
+
+    def __and__(self, other: EventFilter | Predicate) -> EventFilter:
+        return _All(self, as_filter(other))
+
+    def __rand__(self, other: Predicate) -> EventFilter:
+        return _All(as_filter(other), self)
+
+    def __or__(self, other: EventFilter | Predicate) -> EventFilter:
+        return _Any(self, as_filter(other))
+
+    def __ror__(self, other: Predicate) -> EventFilter:
+        return _Any(as_filter(other), self)
+
+    def __invert__(self) -> EventFilter:
+        return _Not(self)
+
+
+class _Types(EventFilter):
+    __slots__ = ("_types",)
+
+    def __init__(self, *types: EventType) -> None:
+        self._types = frozenset(types)
+
+    def __call__(self, event: Event[Any]) -> bool:
+        return event.type in self._types
+
+    def __repr__(self) -> str:
+        return " | ".join(f"{kind}()" for kind in sorted(self._types))
+
+
+class _Callable(EventFilter):
+    __slots__ = ("_predicate",)
+
+    def __init__(self, predicate: Predicate) -> None:
+        self._predicate = predicate
+
+    def __call__(self, event: Event[Any]) -> bool:
+        return bool(self._predicate(event))
+
+    def __repr__(self) -> str:
+        return repr(self._predicate)
+
+
+class _All(EventFilter):
+    __slots__ = ("_left", "_right", "needs_previous")
+
+    def __init__(self, left: EventFilter, right: EventFilter) -> None:
+        self._left, self._right = left, right
+        self.needs_previous = left.needs_previous or right.needs_previous
+
+    def __call__(self, event: Event[Any]) -> bool:
+        return self._left(event) and self._right(event)
+
+    def __repr__(self) -> str:
+        return f"({self._left!r} & {self._right!r})"
+
+
+class _Any(EventFilter):
+    __slots__ = ("_left", "_right", "needs_previous")
+
+    def __init__(self, left: EventFilter, right: EventFilter) -> None:
+        self._left, self._right = left, right
+        self.needs_previous = left.needs_previous or right.needs_previous
+
+    def __call__(self, event: Event[Any]) -> bool:
+        return self._left(event) or self._right(event)
+
+    def __repr__(self) -> str:
+        return f"({self._left!r} | {self._right!r})"
+
+
+class _Not(EventFilter):
+    __slots__ = ("_inner", "needs_previous")
+
+    def __init__(self, inner: EventFilter) -> None:
+        self._inner = inner
+        self.needs_previous = inner.needs_previous
+
+    def __call__(self, event: Event[Any]) -> bool:
+        return not self._inner(event)
+
+    def __repr__(self) -> str:
+        return f"~{self._inner!r}"
+
+
+def _matches(pattern: list[str], path: list[str]) -> bool:
+    """True when one is a prefix of the other, ``*`` standing for any one segment: a change
+    at ``/lines`` or ``/lines/2`` (a parent) or ``/lines/2/qty/unit`` (a child) is a change
+    at ``/lines/*/qty``."""
+    return all(want in (_WILDCARD, got) for want, got in zip(pattern, path, strict=False))
+
+
+_MISSING: Final = object()
+
+
+def _lookup(document: Any, path: list[str]) -> Any:
+    node = document
+    for segment in path:
+        if isinstance(node, dict):
+            node = node.get(segment, _MISSING)
+        elif isinstance(node, list) and segment.isdigit() and int(segment) < len(node):
+            node = node[int(segment)]
+        else:
+            return _MISSING
+        if node is _MISSING:
+            return _MISSING
+    return node
+
+
+def _expand(document: Any, pattern: list[str], bound: list[str]) -> Iterator[list[str]]:
+    """Concrete paths of ``pattern`` that exist in ``document``, starting from ``bound``
+    (its first segments, already concrete)."""
+    if len(bound) == len(pattern):
+        yield bound
+        return
+    segment = pattern[len(bound)]
+    if segment != _WILDCARD:
+        yield from _expand(document, pattern, [*bound, segment])
+        return
+    node = _lookup(document, bound)
+    if isinstance(node, dict):
+        keys: list[str] = list(node)
+    elif isinstance(node, list):
+        keys = [str(index) for index in range(len(node))]
+    else:
+        return
+    for key in keys:
+        yield from _expand(document, pattern, [*bound, key])
+
+
+class _Changed(EventFilter):
+    __slots__ = ("_from", "_pattern", "_pointer", "_to")
+
+    needs_previous = True
+
+    def __init__(self, pointer: str, to: Any, from_: Any) -> None:
+        self._pointer = pointer
+        self._pattern = split_pointer(pointer)
+        self._to = to
+        self._from = from_
+
+    def __call__(self, event: Event[Any]) -> bool:
+        if event.type != "updated" or event.changes is None:
+            return False
+        pattern = self._pattern
+        touched = [split_pointer(op["path"]) for op in event.changes]
+        touched += [split_pointer(op["from"]) for op in event.changes if "from" in op]
+        hits = [path for path in touched if _matches(pattern, path)]
+        if not hits:
+            return False
+        if self._to is _UNSET and self._from is _UNSET:
+            return True
+        after = wkjson.to_jsonable(event.data)
+        before = wkjson.to_jsonable(event.previous)
+        for hit in hits:
+            bound = hit[: len(pattern)]
+            for concrete in (
+                _expand(after, pattern, bound) if len(bound) < len(pattern) else [bound]
+            ):
+                if self._value_changed(before, after, concrete):
+                    return True
+            if len(bound) < len(pattern) and self._to is _UNSET:
+                # Only ``from_`` was given: the value may have gone away from ``after``.
+                for concrete in _expand(before, pattern, bound):
+                    if self._value_changed(before, after, concrete):
+                        return True
+        return False
+
+    def _value_changed(self, before: Any, after: Any, path: list[str]) -> bool:
+        old, new = _lookup(before, path), _lookup(after, path)
+        if old is not _MISSING and new is not _MISSING and json_equal(old, new):
+            return False
+        if self._to is not _UNSET and (new is _MISSING or not json_equal(new, self._to)):
+            return False
+        return self._from is _UNSET or (old is not _MISSING and json_equal(old, self._from))
+
+    def __repr__(self) -> str:
+        parts = [repr(self._pointer)]
+        if self._to is not _UNSET:
+            parts.append(f"to={self._to!r}")
+        if self._from is not _UNSET:
+            parts.append(f"from_={self._from!r}")
+        return f"changed({', '.join(parts)})"
+
+
+def changed(path: str = "", *, to: Any = _UNSET, from_: Any = _UNSET) -> EventFilter:
+    """Pass ``updated`` events whose change set touches ``path``.
+
+    Args:
+        path: A top-level member name (``"status"``) or a JSON Pointer (``"/lines/*/qty"``,
+            ``*`` standing for any one segment: an array index or a member name). A change
+            at the path, under it (``/status/code``) or above it (the whole ``/lines``
+            array replaced, a line added) counts. ``""`` (default): any change.
+        to: Also require the value at the path in ``data`` (its JSON form) to equal this,
+            and to differ from the one in ``previous``.
+        from_: Also require the value at the path in ``previous`` to equal this, and to
+            differ from the one in ``data``.
+
+    Returns:
+        A filter that needs ``retain="payload"`` (``created`` and ``deleted`` events never
+        pass it; combine with :func:`created` or :func:`deleted` for those).
+
+    Raises:
+        ConfigError: ``path`` is not a string.
+    """
+    if not isinstance(path, str):
+        raise ConfigError(f"expected a member name or a JSON Pointer, got {path!r}", field="path")
+    pointer = path if path == "" or path.startswith("/") else join_pointer([path])
+    return _Changed(pointer, to, from_)
+
+
+def created() -> EventFilter:
+    """Pass ``created`` events."""
+    return _Types("created")
+
+
+def updated() -> EventFilter:
+    """Pass ``updated`` events."""
+    return _Types("updated")
+
+
+def deleted() -> EventFilter:
+    """Pass ``deleted`` events."""
+    return _Types("deleted")
+
+
+def as_filter(when: EventFilter | Predicate) -> EventFilter:
+    """``when`` as an :class:`EventFilter` (a plain callable is wrapped).
+
+    Raises:
+        ConfigError: ``when`` is not callable.
+    """
+    if isinstance(when, EventFilter):
+        return when
+    if not callable(when):
+        raise ConfigError(
+            f"expected a filter or a callable (event) -> bool, got {when!r}", field="when"
+        )
+    return _Callable(when)
+
+
+def needs_previous(when: EventFilter | Predicate) -> bool:
+    """True when ``when`` is a filter that reads ``previous`` or ``changes``."""
+    return isinstance(when, EventFilter) and when.needs_previous
