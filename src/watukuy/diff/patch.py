@@ -36,10 +36,12 @@ __all__ = [
     "JsonPatch",
     "apply_patch",
     "changed_paths",
+    "element_identity",
     "escape_pointer",
     "join_pointer",
     "json_equal",
     "json_patch",
+    "keyed_array",
     "split_pointer",
 ]
 
@@ -115,7 +117,7 @@ def _diff(before: Any, after: Any, path: str, ops: JsonPatch, key: str | None) -
     if isinstance(before, dict) and isinstance(after, dict):
         _diff_objects(before, after, path, ops, key)
     elif isinstance(before, list) and isinstance(after, list):
-        if key is not None and _keyed(before, key) and _keyed(after, key):
+        if key is not None and keyed_array(before, key) and keyed_array(after, key):
             _diff_keyed(before, after, path, ops, key)
         else:
             _diff_positional(before, after, path, ops, key)
@@ -148,14 +150,15 @@ def _diff_positional(
         ops.append({"op": "remove", "path": f"{path}/{index}"})
 
 
-def _identity(element: dict[str, Any], key: str) -> Any:
-    # Keys compared as JSON: 1 and True must stay apart, so the type is part of the identity.
+def element_identity(element: dict[str, Any], key: str) -> Any:
+    """What identifies an element of a keyed array (``True`` and ``1`` stay apart)."""
     value = element[key]
     return (type(value).__name__, value) if isinstance(value, bool) else value
 
 
-def _keyed(items: list[Any], key: str) -> bool:
-    """True when every element is an object with a scalar, distinct ``key``."""
+def keyed_array(items: list[Any], key: str) -> bool:
+    """True when the array is diffed by ``key``: not empty, and every element an object with
+    a scalar, distinct ``key``."""
     seen: set[Any] = set()
     for element in items:
         if not isinstance(element, dict) or key not in element:
@@ -163,7 +166,7 @@ def _keyed(items: list[Any], key: str) -> bool:
         value = element[key]
         if isinstance(value, dict | list):
             return False
-        identity = _identity(element, key)
+        identity = element_identity(element, key)
         if identity in seen:
             return False
         seen.add(identity)
@@ -177,9 +180,9 @@ def _diff_keyed(
     ops: JsonPatch,
     key: str,
 ) -> None:
-    wanted = {_identity(element, key) for element in after}
-    current = [_identity(element, key) for element in before]
-    by_identity = {_identity(element, key): element for element in before}
+    wanted = {element_identity(element, key) for element in after}
+    current = [element_identity(element, key) for element in before]
+    by_identity = {element_identity(element, key): element for element in before}
     # 1. Drop what went away, from the end so that the earlier indexes stay valid.
     for index in range(len(current) - 1, -1, -1):
         if current[index] not in wanted:
@@ -188,7 +191,7 @@ def _diff_keyed(
     # 2. Build the new order from the front: everything before ``index`` is already final,
     #    so a kept element is found at ``index`` or after it and moved forward.
     for index, element in enumerate(after):
-        identity = _identity(element, key)
+        identity = element_identity(element, key)
         target = f"{path}/{index}"
         if identity in by_identity:
             position = current.index(identity, index)

@@ -346,8 +346,9 @@ class EngineCore(Operations):
     ) -> EventFilter | None:
         if when is None:
             return None
-        check = as_filter(when)
-        if check.needs_previous and not self._pollers[name].retain_payload:
+        poller = self._pollers[name]
+        check = as_filter(when, array_key=poller.array_key)
+        if check.needs_previous and not poller.retain_payload:
             raise ConfigError(
                 f"the filter {check!r} reads previous and changes, which poller {name!r} "
                 'does not keep with retain="hash"; define it with retain="payload"',

@@ -18,7 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-from watukuy.diff.patch import join_pointer, json_equal, split_pointer
+from watukuy.diff.patch import (
+    DEFAULT_ARRAY_KEY,
+    element_identity,
+    join_pointer,
+    json_equal,
+    keyed_array,
+    split_pointer,
+)
 from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError
 from watukuy.model.events import Event, EventType
@@ -83,6 +90,10 @@ class EventFilter:
     def __invert__(self) -> EventFilter:
         return _Not(self)
 
+    def _bind(self, array_key: str | None) -> EventFilter:
+        """This filter for a poller whose arrays are diffed by ``array_key``."""
+        return self
+
 
 class _Types(EventFilter):
     __slots__ = ("_types",)
@@ -120,6 +131,9 @@ class _All(EventFilter):
     def __call__(self, event: Event[Any]) -> bool:
         return self._left(event) and self._right(event)
 
+    def _bind(self, array_key: str | None) -> EventFilter:
+        return _All(self._left._bind(array_key), self._right._bind(array_key))
+
     def __repr__(self) -> str:
         return f"({self._left!r} & {self._right!r})"
 
@@ -134,6 +148,9 @@ class _Any(EventFilter):
     def __call__(self, event: Event[Any]) -> bool:
         return self._left(event) or self._right(event)
 
+    def _bind(self, array_key: str | None) -> EventFilter:
+        return _Any(self._left._bind(array_key), self._right._bind(array_key))
+
     def __repr__(self) -> str:
         return f"({self._left!r} | {self._right!r})"
 
@@ -147,6 +164,9 @@ class _Not(EventFilter):
 
     def __call__(self, event: Event[Any]) -> bool:
         return not self._inner(event)
+
+    def _bind(self, array_key: str | None) -> EventFilter:
+        return _Not(self._inner._bind(array_key))
 
     def __repr__(self) -> str:
         return f"~{self._inner!r}"
@@ -171,9 +191,41 @@ def _lookup(document: Any, path: list[str]) -> Any:
             node = node[int(segment)]
         else:
             return _MISSING
-        if node is _MISSING:
-            return _MISSING
     return node
+
+
+def _counterpart(element: Any, others: list[Any], key: str) -> Any:
+    identity = element_identity(element, key)
+    for other in others:
+        if element_identity(other, key) == identity:
+            return other
+    return _MISSING
+
+
+def _resolve(primary: Any, other: Any, path: list[str], key: str | None) -> tuple[Any, Any]:
+    """The value at ``path`` in ``primary``, and the value at the same place in ``other``:
+    in an array diffed by key (as the patch was), the element with the same key, wherever it
+    is; elsewhere the same member or position. ``_MISSING`` where there is none."""
+    mine, theirs = primary, other
+    for segment in path:
+        if isinstance(mine, dict):
+            mine, theirs = (
+                mine.get(segment, _MISSING),
+                theirs.get(segment, _MISSING) if isinstance(theirs, dict) else _MISSING,
+            )
+        elif isinstance(mine, list) and segment.isdigit() and int(segment) < len(mine):
+            index = int(segment)
+            element = mine[index]
+            if not isinstance(theirs, list):
+                theirs = _MISSING
+            elif key is not None and keyed_array(mine, key) and keyed_array(theirs, key):
+                theirs = _counterpart(element, theirs, key)
+            else:
+                theirs = theirs[index] if index < len(theirs) else _MISSING
+            mine = element
+        else:
+            return _MISSING, _MISSING
+    return mine, theirs
 
 
 def _expand(document: Any, pattern: list[str], bound: list[str]) -> Iterator[list[str]]:
@@ -198,45 +250,53 @@ def _expand(document: Any, pattern: list[str], bound: list[str]) -> Iterator[lis
 
 
 class _Changed(EventFilter):
-    __slots__ = ("_from", "_pattern", "_pointer", "_to")
+    __slots__ = ("_array_key", "_from", "_pattern", "_pointer", "_to")
 
     needs_previous = True
 
-    def __init__(self, pointer: str, to: Any, from_: Any) -> None:
+    def __init__(self, pointer: str, to: Any, from_: Any, array_key: str | None) -> None:
         self._pointer = pointer
         self._pattern = split_pointer(pointer)
         self._to = to
         self._from = from_
+        self._array_key = array_key
+
+    def _bind(self, array_key: str | None) -> EventFilter:
+        return _Changed(self._pointer, self._to, self._from, array_key)
 
     def __call__(self, event: Event[Any]) -> bool:
         if event.type != "updated" or event.changes is None:
             return False
         pattern = self._pattern
-        touched = [split_pointer(op["path"]) for op in event.changes]
-        touched += [split_pointer(op["from"]) for op in event.changes if "from" in op]
-        hits = [path for path in touched if _matches(pattern, path)]
-        if not hits:
-            return False
-        if self._to is _UNSET and self._from is _UNSET:
-            return True
+        values = self._to is not _UNSET or self._from is not _UNSET
+        # Where each op points: a removal at a place in ``previous`` (the patch removes
+        # first), every other op at its place in ``data``.
+        hits: list[tuple[list[str], bool]] = []
+        for op in event.changes:
+            path = split_pointer(op["path"])
+            if _matches(pattern, path):
+                hits.append((path, op["op"] == "remove"))
+            source = op.get("from")
+            if not values and source is not None and _matches(pattern, split_pointer(source)):
+                return True
+        if not hits or not values:
+            return bool(hits)
         after = wkjson.to_jsonable(event.data)
         before = wkjson.to_jsonable(event.previous)
-        for hit in hits:
-            bound = hit[: len(pattern)]
-            for concrete in (
-                _expand(after, pattern, bound) if len(bound) < len(pattern) else [bound]
-            ):
-                if self._value_changed(before, after, concrete):
+        for path, in_before in hits:
+            bound = path[: len(pattern)]
+            for concrete in _expand(before if in_before else after, pattern, bound):
+                if in_before:
+                    old, new = _resolve(before, after, concrete, self._array_key)
+                else:
+                    new, old = _resolve(after, before, concrete, self._array_key)
+                if self._passes(old, new):
                     return True
-            if len(bound) < len(pattern) and self._to is _UNSET:
-                # Only ``from_`` was given: the value may have gone away from ``after``.
-                for concrete in _expand(before, pattern, bound):
-                    if self._value_changed(before, after, concrete):
-                        return True
         return False
 
-    def _value_changed(self, before: Any, after: Any, path: list[str]) -> bool:
-        old, new = _lookup(before, path), _lookup(after, path)
+    def _passes(self, old: Any, new: Any) -> bool:
+        if old is _MISSING and new is _MISSING:
+            return False
         if old is not _MISSING and new is not _MISSING and json_equal(old, new):
             return False
         if self._to is not _UNSET and (new is _MISSING or not json_equal(new, self._to)):
@@ -275,7 +335,7 @@ def changed(path: str = "", *, to: Any = _UNSET, from_: Any = _UNSET) -> EventFi
     if not isinstance(path, str):
         raise ConfigError(f"expected a member name or a JSON Pointer, got {path!r}", field="path")
     pointer = path if path == "" or path.startswith("/") else join_pointer([path])
-    return _Changed(pointer, to, from_)
+    return _Changed(pointer, to, from_, DEFAULT_ARRAY_KEY)
 
 
 def created() -> EventFilter:
@@ -293,14 +353,18 @@ def deleted() -> EventFilter:
     return _Types("deleted")
 
 
-def as_filter(when: EventFilter | Predicate) -> EventFilter:
-    """``when`` as an :class:`EventFilter` (a plain callable is wrapped).
+def as_filter(
+    when: EventFilter | Predicate, *, array_key: str | None = DEFAULT_ARRAY_KEY
+) -> EventFilter:
+    """``when`` as an :class:`EventFilter` (a plain callable is wrapped), for a poller whose
+    arrays are diffed by ``array_key`` (so that ``to=`` and ``from_=`` pair array elements
+    the way its patches do).
 
     Raises:
         ConfigError: ``when`` is not callable.
     """
     if isinstance(when, EventFilter):
-        return when
+        return when._bind(array_key)
     if not callable(when):
         raise ConfigError(
             f"expected a filter or a callable (event) -> bool, got {when!r}", field="when"
