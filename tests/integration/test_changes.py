@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 import watukuy as wk
 from watukuy.model.events import event_from_json, event_to_json
@@ -304,3 +306,50 @@ def test_type_filters_and_plain_predicates_are_fine_on_retain_hash(world: World)
     engine.off("orders")
     with pytest.raises(wk.ConfigError, match="callable"):
         engine.on("orders", Recorder(), when=42)  # type: ignore[arg-type]
+
+
+class Line(BaseModel):
+    id: str
+    qty: int
+
+
+class Order(BaseModel):
+    id: str
+    status: str
+    updated_at: dt.datetime
+    lines: list[Line] = []
+
+
+async def test_typed_items_get_patches_and_filters_over_their_json_form(world: World) -> None:
+    world.api.add(item(1, T, status="pending", lines=[{"id": "a", "qty": 1}]))
+    poller = wk.define_poller(
+        name="orders",
+        schema=Order,
+        identity=lambda o: o.id,
+        cursor=wk.SnapshotDiff(),
+        fetch=page_fetch(page_size=5),
+        retain="payload",
+    )
+    engine = world.engine(poller)
+    seen: list[wk.Event[Order]] = []
+
+    async def handler(event: wk.Event[Order], ctx: wk.HandlerContext) -> None:
+        seen.append(event)
+
+    engine.on(poller, handler, when=wk.changed("status", to="paid") | wk.changed("/lines/*/qty"))
+    await engine.tick()
+    world.api.update("item-001", status="paid")
+    await world.clock.advance("10m")
+    await engine.tick()
+    world.api.update("item-001", lines=[{"id": "a", "qty": 4}])
+    await world.clock.advance("10m")
+    await engine.tick()
+    first, second = seen
+    assert isinstance(first.data, Order)
+    assert first.changed_paths == ("/status", "/updated_at")
+    assert second.changed_paths == ("/lines/0/qty", "/updated_at")
+    assert first.previous is not None
+    assert first.data is not None
+    assert wk.apply_patch(
+        first.previous.model_dump(mode="json"), first.changes or []
+    ) == first.data.model_dump(mode="json")

@@ -55,7 +55,9 @@ DEFAULT_ARRAY_KEY: Final = "id"
 
 def escape_pointer(segment: str) -> str:
     """One reference token of a JSON Pointer: ``a/b~c`` becomes ``a~1b~0c``."""
-    return segment.replace("~", "~0").replace("/", "~1")
+    if "~" in segment or "/" in segment:
+        return segment.replace("~", "~0").replace("/", "~1")
+    return segment
 
 
 def join_pointer(segments: Iterable[str | int]) -> str:
@@ -113,8 +115,16 @@ def json_patch(before: Any, after: Any, *, array_key: str | None = DEFAULT_ARRAY
     return ops
 
 
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
 def _diff(before: Any, after: Any, path: str, ops: JsonPatch, key: str | None) -> None:
-    if isinstance(before, dict) and isinstance(after, dict):
+    kind = type(before)
+    if kind is type(after) and kind in _SCALARS:
+        # The common case, first: a member that kept its type (``==`` is exact then).
+        if before != after:
+            ops.append({"op": "replace", "path": path, "value": after})
+    elif isinstance(before, dict) and isinstance(after, dict):
         _diff_objects(before, after, path, ops, key)
     elif isinstance(before, list) and isinstance(after, list):
         if key is not None and keyed_array(before, key) and keyed_array(after, key):
@@ -128,14 +138,25 @@ def _diff(before: Any, after: Any, path: str, ops: JsonPatch, key: str | None) -
 def _diff_objects(
     before: dict[str, Any], after: dict[str, Any], path: str, ops: JsonPatch, key: str | None
 ) -> None:
-    for name in sorted(before.keys() - after.keys()):
-        ops.append({"op": "remove", "path": f"{path}/{escape_pointer(name)}"})
+    if before.keys() != after.keys():
+        for name in sorted(before.keys() - after.keys()):
+            ops.append({"op": "remove", "path": f"{path}/{escape_pointer(name)}"})
     for name in sorted(after):
-        child = f"{path}/{escape_pointer(name)}"
+        value = after[name]
         if name in before:
-            _diff(before[name], after[name], child, ops, key)
+            old = before[name]
+            if old is value:
+                continue
+            kind = type(old)
+            if kind is type(value) and kind in _SCALARS:
+                if old != value:
+                    ops.append(
+                        {"op": "replace", "path": f"{path}/{escape_pointer(name)}", "value": value}
+                    )
+                continue
+            _diff(old, value, f"{path}/{escape_pointer(name)}", ops, key)
         else:
-            ops.append({"op": "add", "path": child, "value": after[name]})
+            ops.append({"op": "add", "path": f"{path}/{escape_pointer(name)}", "value": value})
 
 
 def _diff_positional(

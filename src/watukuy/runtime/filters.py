@@ -15,7 +15,8 @@ registering one on a poller that keeps hashes only raises ``ConfigError``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from watukuy.diff.patch import (
@@ -172,18 +173,34 @@ class _Not(EventFilter):
         return f"~{self._inner!r}"
 
 
-def _matches(pattern: list[str], path: list[str]) -> bool:
+def _matches(pattern: Sequence[str], path: Sequence[str]) -> bool:
     """True when one is a prefix of the other, ``*`` standing for any one segment: a change
     at ``/lines`` or ``/lines/2`` (a parent) or ``/lines/2/qty/unit`` (a child) is a change
     at ``/lines/*/qty``."""
-    return all(want in (_WILDCARD, got) for want, got in zip(pattern, path, strict=False))
+    for want, got in zip(pattern, path, strict=False):
+        if want != got and want != _WILDCARD:
+            return False
+    return True
 
 
 _MISSING: Final = object()
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+_PLAIN: Final = _SCALARS | {dict, list}
+
+
+def _plain(node: Any) -> Any:
+    """``node`` as JSON data: plain JSON as it is, anything else (a model, a datetime)
+    through ``to_jsonable``, one level at a time as a path is walked."""
+    return node if type(node) in _PLAIN or node is _MISSING else wkjson.to_jsonable(node)
+
+
+@functools.lru_cache(maxsize=4096)
+def _segments(pointer: str) -> tuple[str, ...]:
+    return tuple(split_pointer(pointer))
 
 
 def _lookup(document: Any, path: list[str]) -> Any:
-    node = document
+    node = _plain(document)
     for segment in path:
         if isinstance(node, dict):
             node = node.get(segment, _MISSING)
@@ -191,6 +208,7 @@ def _lookup(document: Any, path: list[str]) -> Any:
             node = node[int(segment)]
         else:
             return _MISSING
+        node = _plain(node)
     return node
 
 
@@ -206,7 +224,7 @@ def _resolve(primary: Any, other: Any, path: list[str], key: str | None) -> tupl
     """The value at ``path`` in ``primary``, and the value at the same place in ``other``:
     in an array diffed by key (as the patch was), the element with the same key, wherever it
     is; elsewhere the same member or position. ``_MISSING`` where there is none."""
-    mine, theirs = primary, other
+    mine, theirs = _plain(primary), _plain(other)
     for segment in path:
         if isinstance(mine, dict):
             mine, theirs = (
@@ -225,10 +243,11 @@ def _resolve(primary: Any, other: Any, path: list[str], key: str | None) -> tupl
             mine = element
         else:
             return _MISSING, _MISSING
+        mine, theirs = _plain(mine), _plain(theirs)
     return mine, theirs
 
 
-def _expand(document: Any, pattern: list[str], bound: list[str]) -> Iterator[list[str]]:
+def _expand(document: Any, pattern: Sequence[str], bound: list[str]) -> Iterator[list[str]]:
     """Concrete paths of ``pattern`` that exist in ``document``, starting from ``bound``
     (its first segments, already concrete)."""
     if len(bound) == len(pattern):
@@ -256,7 +275,7 @@ class _Changed(EventFilter):
 
     def __init__(self, pointer: str, to: Any, from_: Any, array_key: str | None) -> None:
         self._pointer = pointer
-        self._pattern = split_pointer(pointer)
+        self._pattern = _segments(pointer)
         self._to = to
         self._from = from_
         self._array_key = array_key
@@ -271,20 +290,21 @@ class _Changed(EventFilter):
         values = self._to is not _UNSET or self._from is not _UNSET
         # Where each op points: a removal at a place in ``previous`` (the patch removes
         # first), every other op at its place in ``data``.
-        hits: list[tuple[list[str], bool]] = []
+        hits: list[tuple[tuple[str, ...], bool]] = []
         for op in event.changes:
-            path = split_pointer(op["path"])
+            path = _segments(op["path"])
             if _matches(pattern, path):
+                if not values:
+                    return True
                 hits.append((path, op["op"] == "remove"))
             source = op.get("from")
-            if not values and source is not None and _matches(pattern, split_pointer(source)):
+            if not values and source is not None and _matches(pattern, _segments(source)):
                 return True
-        if not hits or not values:
-            return bool(hits)
-        after = wkjson.to_jsonable(event.data)
-        before = wkjson.to_jsonable(event.previous)
+        if not hits:
+            return False
+        after, before = event.data, event.previous
         for path, in_before in hits:
-            bound = path[: len(pattern)]
+            bound = list(path[: len(pattern)])
             for concrete in _expand(before if in_before else after, pattern, bound):
                 if in_before:
                     old, new = _resolve(before, after, concrete, self._array_key)
@@ -297,6 +317,9 @@ class _Changed(EventFilter):
     def _passes(self, old: Any, new: Any) -> bool:
         if old is _MISSING and new is _MISSING:
             return False
+        # A leaf that is an object or an array may still hold a model or a datetime.
+        old = old if old is _MISSING or type(old) in _SCALARS else wkjson.to_jsonable(old)
+        new = new if new is _MISSING or type(new) in _SCALARS else wkjson.to_jsonable(new)
         if old is not _MISSING and new is not _MISSING and json_equal(old, new):
             return False
         if self._to is not _UNSET and (new is _MISSING or not json_equal(new, self._to)):

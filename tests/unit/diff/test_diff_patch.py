@@ -166,7 +166,7 @@ def _keyed_lists(children: st.SearchStrategy[Any]) -> st.SearchStrategy[list[dic
     return st.lists(element, max_size=5, unique_by=lambda e: (type(e["id"]), e["id"]))
 
 
-PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @PROPERTY
