@@ -1,8 +1,10 @@
 """What ``retain="payload"`` with change sets costs, next to ``retain="hash"`` (the default).
 
 The same 100,000-item sync as ``bench_engine``'s snapshot scenario (``SnapshotDiff`` over an
-in-process ``FakeApi`` in pages of 500, a ``SqliteStore`` file, no-op hooks), run twice: once
-with ``retain="hash"`` and once with ``retain="payload"``. For each:
+in-process ``FakeApi`` in pages of 500, a ``SqliteStore`` file, no-op hooks), run three
+times: with ``retain="hash"``; with ``retain="payload"`` and the patch computation switched
+off (what ``retain="payload"`` cost before change sets: bigger rows, ``previous`` parsed);
+and with ``retain="payload"`` as it ships. For each:
 
 * **initial sync**: the 100,000 ``created`` events are committed (no handler attached);
 * **dispatch created**: they are delivered to a no-op handler (no patch: ``created``);
@@ -38,6 +40,7 @@ from typing import Any
 import watukuy as wk
 from watukuy.diff.patch import json_patch
 from watukuy.model.rows import PKey
+from watukuy.runtime.dispatcher import Dispatcher
 from watukuy.testing import FakeApi, fake_items
 
 try:
@@ -57,6 +60,7 @@ class Run:
     """The figures of one ``retain`` mode."""
 
     retain: str
+    patches: bool = True
     seconds: dict[str, float] = field(default_factory=dict)
     events: dict[str, int] = field(default_factory=dict)
     payload_bytes: int = 0
@@ -130,6 +134,15 @@ async def _dispatch(
     run.delivered = delivered[0]
 
 
+def _ids() -> list[str]:
+    width = len(str(ITEMS))  # fake_items numbers its ids to the width of the count
+    return [f"item-{n:0{width}d}" for n in range(1, ITEMS + 1)]
+
+
+def _no_patches(self: Dispatcher, stored: wk.Event[Any]) -> None:
+    return None
+
+
 def _storage(path: Path, run: Run) -> None:
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -140,9 +153,9 @@ def _storage(path: Path, run: Run) -> None:
     run.file_bytes = path.stat().st_size
 
 
-async def _run(retain: str) -> Run:
+async def _run(retain: str, *, patches: bool = True) -> Run:
     api = _api()
-    run = Run(retain)
+    run = Run(retain, patches)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "engine.db"
         store = wk.SqliteStore(path)
@@ -153,13 +166,13 @@ async def _run(retain: str) -> Run:
         try:
             await _poll(engine, run, "initial sync")
             await _dispatch(engine, run, "dispatch created")
-            for n in range(1, ITEMS + 1):
-                api.update(f"item-{n:06d}", status="shipped")
+            for identity in _ids():
+                api.update(identity, status="shipped")
             await _poll(engine, run, "all changed")
             await _dispatch(engine, run, "dispatch updated")
-            if retain == "payload":
-                for n in range(1, ITEMS + 1):
-                    api.update(f"item-{n:06d}", status="paid" if n % PAID_EVERY == 0 else "lost")
+            if retain == "payload" and patches:
+                for n, identity in enumerate(_ids(), 1):
+                    api.update(identity, status="paid" if n % PAID_EVERY == 0 else "lost")
                 await _poll(engine, run, "all changed again")
                 await _dispatch(
                     engine, run, "dispatch, 1 in 10 passes", wk.changed("status", to="paid")
@@ -182,33 +195,41 @@ def _stored_patch_cost() -> tuple[float, float]:
     return size + len(',"changes":'), micros
 
 
-def _print(hashed: Run, payload: Run) -> None:
+def _print(hashed: Run, unpatched: Run, payload: Run) -> None:
     print(
         f"change sets on SqliteStore: {ITEMS:,} items in pages of {PAGE} (SnapshotDiff, "
         "direct FakeApi listing calls, no-op hooks, a no-op handler at concurrency 1)"
     )
-    print(f"{'cycle':<28}{'hash s':>9}{'payload s':>11}{'payload/hash':>14}{'events':>10}")
+    print(
+        f"{'cycle':<28}{'hash s':>9}{'payload, no patch s':>21}{'payload s':>11}"
+        f"{'payload/hash':>14}{'events':>10}"
+    )
     for label, seconds in payload.seconds.items():
         base = hashed.seconds.get(label)
+        middle = unpatched.seconds.get(label)
         ratio = f"{seconds / base:>13.2f}x" if base else f"{'-':>14}"
         shown = f"{base:>9.2f}" if base is not None else f"{'-':>9}"
-        print(f"{label:<28}{shown}{seconds:>11.2f}{ratio}{payload.events.get(label, 0):>10,}")
+        between = f"{middle:>21.2f}" if middle is not None else f"{'-':>21}"
+        print(
+            f"{label:<28}{shown}{between}{seconds:>11.2f}{ratio}{payload.events.get(label, 0):>10,}"
+        )
     filtered = payload.seconds.get("dispatch, 1 in 10 passes")
     if filtered is not None:
         print(
             f"  filtered dispatch: {payload.delivered:,} of {ITEMS:,} events reached the "
-            f"handler, the rest were acked unseen; "
-            f"{ITEMS / filtered:,.0f} events/s overall"
+            f"handler, the rest were acked unseen; {ITEMS / filtered:,.0f} events/s overall"
         )
-    updated = payload.seconds["dispatch updated"] - hashed.seconds["dispatch updated"]
+    label = "dispatch updated"
     print(
-        f"  patches at delivery: {updated / ITEMS * 1e6:+,.1f} us per updated event "
-        f"({ITEMS / payload.seconds['dispatch updated']:,.0f} events/s with patches, "
-        f"{ITEMS / hashed.seconds['dispatch updated']:,.0f} without)"
+        f"  dispatch of updated events: {ITEMS / hashed.seconds[label]:,.0f} events/s with "
+        f'retain="hash", {ITEMS / unpatched.seconds[label]:,.0f} with retain="payload" '
+        f"without patches, {ITEMS / payload.seconds[label]:,.0f} with patches "
+        f"({(payload.seconds[label] - unpatched.seconds[label]) / ITEMS * 1e6:+,.1f} us "
+        "per event for the patch)"
     )
     print(
         f'  storage: retain="payload" keeps {payload.payload_bytes / ITEMS:,.0f} bytes of '
-        f"payload per item (these items are ~120 bytes of JSON); database file "
+        f"payload per item (the JSON of these items); database file "
         f"{payload.file_bytes / ITEMS:,.0f} bytes per item, against "
         f'{hashed.file_bytes / ITEMS:,.0f} with retain="hash"'
     )
@@ -220,18 +241,24 @@ def _print(hashed: Run, payload: Run) -> None:
     )
 
 
-async def run() -> tuple[Run, Run]:
+async def run() -> tuple[Run, Run, Run]:
     """Both modes, then the table."""
     logger = logging.getLogger("watukuy")
     level = logger.level
     logger.setLevel(logging.ERROR)  # the syncs run without a handler on purpose
+    computing = Dispatcher._changes_of
     try:
         hashed = await _run("hash")
+        Dispatcher._changes_of = _no_patches  # type: ignore[method-assign]
+        try:
+            unpatched = await _run("payload", patches=False)
+        finally:
+            Dispatcher._changes_of = computing  # type: ignore[method-assign]
         payload = await _run("payload")
     finally:
         logger.setLevel(level)
-    _print(hashed, payload)
-    return hashed, payload
+    _print(hashed, unpatched, payload)
+    return hashed, unpatched, payload
 
 
 def main() -> None:

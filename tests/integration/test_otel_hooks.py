@@ -407,6 +407,8 @@ async def test_every_instrument_has_a_unit_and_a_description(
 ) -> None:
     world = make_world()
     world.hooks.on_retry(_retry_details())
+    retry = _retry_details()
+    world.hooks.on_filtered(wk_hooks.FilteredDetails(**_context(), event=retry.event, attempt=1))
     world.hooks.on_budget_wait(wk_hooks.BudgetWaitDetails(**_context(), budget="erp", wait_ms=40))
     world.hooks.on_circuit_open(wk_hooks.CircuitOpenDetails(**_context(), failures=5, probe_at=T0))
     world.hooks.on_lease_lost(wk_hooks.LeaseLostDetails(**_context(), epoch=1))
@@ -426,6 +428,7 @@ async def test_every_instrument_has_a_unit_and_a_description(
     wait = telemetry.histogram("watukuy.budget.wait", budget="erp")
     assert (wait.count, wait.sum) == (1, 40)
     assert telemetry.value("watukuy.budget.waits", budget="erp") == 1
+    assert telemetry.value("watukuy.events.filtered", **_key(event_type="created")) == 1
 
 
 async def test_parked_and_retried_events_are_counted_by_kind(
