@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     )
     from .diff.patch import JsonPatch, apply_patch, json_patch
     from .engine import Engine
+    from .inbox import Inbox
     from .model.durations import Duration, format_duration, parse_duration
     from .model.errors import (
         BudgetTimeoutError,
@@ -160,6 +161,7 @@ _EXPORTS: dict[str, str] = {
     "TokenCursor": ".cursor",
     "TokenPosition": ".cursor",
     "Engine": ".engine",
+    "Inbox": ".inbox",
     "MemoryStore": ".stores",
     "SqliteStore": ".stores",
     "store_from_url": ".stores",
@@ -223,6 +225,7 @@ __all__ = [
     "HandlerError",
     "HeldDeletes",
     "HttpError",
+    "Inbox",
     "InspectReport",
     "JsonObject",
     "JsonPatch",

@@ -23,6 +23,8 @@ TARGETS = [
     "kafka",
     "sqs",
     "sinks",
+    "aiosqlite",
+    "sqlalchemy",
     "all",
 ]
 

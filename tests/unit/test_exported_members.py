@@ -32,6 +32,7 @@ EXPECTED = {
     "HandlerError",
     "HeldDeletes",
     "HttpError",
+    "Inbox",
     "InspectReport",
     "JsonObject",
     "JsonPatch",

@@ -1,0 +1,407 @@
+"""``Inbox``: the public face, which picks the adapter for whatever it is handed."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, overload
+
+from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError
+
+from . import _base
+from ._sql import Dialect, InboxEvent, Placeholders, Statements, epoch_ms, now_ms, validate_table
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    import aiosqlite
+    import psycopg
+    import psycopg_pool
+    from sqlalchemy import Connection as SaConnection
+    from sqlalchemy import Engine
+    from sqlalchemy.ext.asyncio import AsyncConnection as SaAsyncConnection
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+    from sqlalchemy.orm import Session, sessionmaker
+
+    SyncConnection: TypeAlias = (
+        sqlite3.Connection | psycopg.Connection[Any] | Session | SaConnection
+    )
+    AsyncConnection: TypeAlias = (
+        aiosqlite.Connection | psycopg.AsyncConnection[Any] | AsyncSession | SaAsyncConnection
+    )
+    SyncSource: TypeAlias = psycopg_pool.ConnectionPool[Any] | Engine | sessionmaker[Any]
+    AsyncSource: TypeAlias = (
+        psycopg_pool.AsyncConnectionPool[Any] | AsyncEngine | async_sessionmaker[Any]
+    )
+
+__all__ = ["Inbox"]
+
+E = TypeVar("E", bound=InboxEvent)
+C = TypeVar("C")
+PgConn = TypeVar("PgConn", bound="psycopg.Connection[Any]")
+PgAsyncConn = TypeVar("PgAsyncConn", bound="psycopg.AsyncConnection[Any]")
+SessionT = TypeVar("SessionT", bound="Session")
+AsyncSessionT = TypeVar("AsyncSessionT", bound="AsyncSession")
+Conn_co = TypeVar("Conn_co", covariant=True)
+
+
+class AsyncHandlerDecorator(Protocol[Conn_co]):
+    """What ``inbox.handler(async_source)`` returns: ``(event, ctx, conn)`` becomes a
+    watukuy handler ``(event, ctx)``."""
+
+    def __call__(
+        self, fn: Callable[[E, C, Conn_co], Awaitable[None]], /
+    ) -> Callable[[E, C], Coroutine[Any, Any, None]]: ...
+
+
+class SyncHandlerDecorator(Protocol[Conn_co]):
+    """What ``inbox.handler(sync_source)`` returns: ``(event, ctx, conn)`` becomes a
+    watukuy handler ``(event, ctx)`` (run in a worker thread by the engine)."""
+
+    def __call__(self, fn: Callable[[E, C, Conn_co], None], /) -> Callable[[E, C], None]: ...
+
+
+def _module(name: str) -> Any:
+    """A driver module if the process imported it (an object of its type implies it did)."""
+    return sys.modules.get(name)
+
+
+class Inbox:
+    """An idempotency table in the consumer's own database, written in the same
+    transaction as the consumer's effect.
+
+    A crash between a handler's effect and watukuy's ack redelivers the event; with the
+    inbox, the redelivery finds the event's id already committed next to the effect and is
+    skipped, so the effect happens exactly once. See ``docs/delivery.md``.
+
+    Args:
+        table: The table's name: letters, digits and underscores (at most 48). One table
+            per effect: two handlers that both consume a poller into one database each need
+            an inbox of their own.
+        retention: How long ids are kept, counted from the event's observation time, by
+            :meth:`prune` when it is not told otherwise. Keep it longer than any event can
+            wait for delivery (retries, parked events, outages), or a late redelivery is
+            applied again.
+
+    Raises:
+        ConfigError: The table name is not a plain identifier, or the retention is not a
+            duration.
+    """
+
+    def __init__(self, table: str = "watukuy_inbox", *, retention: Duration = "30d") -> None:
+        self._table = validate_table(table)
+        self._retention_ms = parse_duration(retention, "retention")
+        self._statements: dict[tuple[Dialect, Placeholders], Statements] = {}
+
+    @property
+    def table(self) -> str:
+        """The table's name."""
+        return self._table
+
+    @property
+    def retention_ms(self) -> int:
+        """The default retention of :meth:`prune`, in milliseconds."""
+        return self._retention_ms
+
+    def __repr__(self) -> str:
+        return f"Inbox(table={self._table!r}, retention_ms={self._retention_ms})"
+
+    # --- the steps -----------------------------------------------------------------------
+
+    @overload
+    def once(self, conn: SyncConnection, event: InboxEvent) -> AbstractContextManager[bool]: ...
+
+    @overload
+    def once(
+        self, conn: AsyncConnection, event: InboxEvent
+    ) -> AbstractAsyncContextManager[bool]: ...
+
+    def once(self, conn: Any, event: InboxEvent) -> Any:
+        """Record ``event`` in the caller's transaction; the block learns if it is fresh.
+
+        ``with inbox.once(conn, event) as fresh:`` (``async with`` for an asyncio
+        connection). The id is inserted in the transaction ``conn`` is in, or the one its
+        first statement opens; the inbox never commits it: commit after the block, as
+        ``with conn:``, ``conn.transaction()``, ``pool.connection()`` or
+        ``session.begin()`` do, and the id and the effect land together. ``fresh`` is
+        ``False`` for an event already applied (or being applied by a concurrent
+        transaction, which the insert waits for): skip the effect then. If the block
+        raises, a savepoint undoes the id and the block's writes, so the retry is fresh.
+
+        Args:
+            conn: A ``sqlite3`` or ``aiosqlite`` connection, a psycopg ``Connection`` or
+                ``AsyncConnection``, or a SQLAlchemy ``Session``, ``AsyncSession``,
+                ``Connection`` or ``AsyncConnection``.
+            event: The event (anything with ``id``, ``poller``, ``partition``, ``time``).
+
+        Raises:
+            ConfigError: ``conn`` commits each statement on its own (autocommit outside a
+                transaction), so the id would be committed before the effect; or ``conn``
+                is of a kind the inbox does not know.
+        """
+        sync, adapter = self._adapt(conn)
+        return _base.once(adapter, event) if sync else _base.once_async(adapter, event)
+
+    @overload
+    def migrate(self, target: SyncConnection | SyncSource) -> None: ...
+
+    @overload
+    def migrate(self, target: AsyncConnection | AsyncSource) -> Coroutine[Any, Any, None]: ...
+
+    def migrate(self, target: Any) -> Any:
+        """Create the table and its index when they are missing (idempotent, and safe from
+        several processes at once). Awaitable for asyncio targets.
+
+        On a connection or session it runs in the transaction already open (you commit
+        it), or in one of its own that it commits; on a pool, an engine or a session
+        factory it takes a connection and commits.
+        """
+        return self._maintain(target, _base.migrate, _base.migrate_async)
+
+    @overload
+    def prune(
+        self, target: SyncConnection | SyncSource, *, older_than: Duration | datetime | None = None
+    ) -> int: ...
+
+    @overload
+    def prune(
+        self,
+        target: AsyncConnection | AsyncSource,
+        *,
+        older_than: Duration | datetime | None = None,
+    ) -> Coroutine[Any, Any, int]: ...
+
+    def prune(self, target: Any, *, older_than: Duration | datetime | None = None) -> Any:
+        """Delete the ids of events observed before a cutoff; returns how many went.
+
+        Args:
+            target: As for :meth:`migrate`.
+            older_than: A duration before now, or a moment (a naive ``datetime`` is UTC);
+                by default the inbox's ``retention``. An event older than the cutoff that
+                is still delivered afterwards is applied again.
+        """
+        if isinstance(older_than, datetime):
+            cutoff = epoch_ms(older_than)
+        else:
+            span = (
+                self._retention_ms
+                if older_than is None
+                else parse_duration(older_than, "older_than")
+            )
+            cutoff = now_ms() - span
+        return self._maintain(
+            target,
+            lambda adapter: _base.prune(adapter, cutoff),
+            lambda adapter: _base.prune_async(adapter, cutoff),
+        )
+
+    # --- handlers --------------------------------------------------------------------------
+
+    @overload
+    def handler(
+        self, source: psycopg_pool.AsyncConnectionPool[PgAsyncConn]
+    ) -> AsyncHandlerDecorator[PgAsyncConn]: ...
+
+    @overload
+    def handler(
+        self, source: psycopg_pool.ConnectionPool[PgConn]
+    ) -> SyncHandlerDecorator[PgConn]: ...
+
+    @overload
+    def handler(self, source: AsyncEngine) -> AsyncHandlerDecorator[SaAsyncConnection]: ...
+
+    @overload
+    def handler(self, source: Engine) -> SyncHandlerDecorator[SaConnection]: ...
+
+    @overload
+    def handler(
+        self, source: async_sessionmaker[AsyncSessionT]
+    ) -> AsyncHandlerDecorator[AsyncSessionT]: ...
+
+    @overload
+    def handler(self, source: sessionmaker[SessionT]) -> SyncHandlerDecorator[SessionT]: ...
+
+    def handler(self, source: Any) -> Any:
+        """Turn ``fn(event, ctx, conn)`` into a watukuy handler that owns the transaction.
+
+        For each delivery the handler takes a connection (a session) from ``source``, opens
+        a transaction, records the event's id, calls ``fn`` with the connection only when
+        the id is fresh, and commits both together; if ``fn`` raises, both roll back and
+        the delivery is retried. Use it under ``engine.on``::
+
+            @engine.on("orders")
+            @inbox.handler(pool)
+            async def on_order(event, ctx, conn): ...
+
+        Args:
+            source: A psycopg ``ConnectionPool`` or ``AsyncConnectionPool``, a SQLAlchemy
+                ``Engine`` or ``AsyncEngine`` (``fn`` gets a ``Connection``), or a
+                ``sessionmaker`` or ``async_sessionmaker`` (``fn`` gets a session).
+                Asyncio sources need an ``async def fn``; the others a plain ``def``.
+
+        Raises:
+            ConfigError: ``source`` is of a kind the inbox does not know.
+        """
+        return self._decorator(source)
+
+    # --- dispatch ----------------------------------------------------------------------------
+
+    def _statements_for(self, dialect: Dialect, style: Placeholders) -> Statements:
+        key = (dialect, style)
+        statements = self._statements.get(key)
+        if statements is None:
+            statements = self._statements[key] = Statements.build(dialect, self._table, style)
+        return statements
+
+    def _adapt(self, conn: Any) -> tuple[bool, Any]:
+        """``(is_sync, adapter)`` for a connection or session."""
+        sqlite3 = _module("sqlite3")
+        if sqlite3 is not None and isinstance(conn, sqlite3.Connection):
+            from ._sqlite import SqliteAdapter
+
+            return True, SqliteAdapter(conn, self._statements_for("sqlite", "qmark"))
+        aiosqlite = _module("aiosqlite")
+        if aiosqlite is not None and isinstance(conn, aiosqlite.Connection):
+            from ._sqlite import AiosqliteAdapter
+
+            return False, AiosqliteAdapter(conn, self._statements_for("sqlite", "qmark"))
+        psycopg = _module("psycopg")
+        if psycopg is not None:
+            from ._psycopg import AsyncPsycopgAdapter, PsycopgAdapter
+
+            if isinstance(conn, psycopg.Connection):
+                return True, PsycopgAdapter(conn, self._statements_for("postgresql", "format"))
+            if isinstance(conn, psycopg.AsyncConnection):
+                statements = self._statements_for("postgresql", "format")
+                return False, AsyncPsycopgAdapter(conn, statements)
+        orm = _module("sqlalchemy.orm")
+        engine = _module("sqlalchemy.engine")
+        if (orm is not None and isinstance(conn, orm.Session)) or (
+            engine is not None and isinstance(conn, engine.Connection)
+        ):
+            from ._sqlalchemy import SqlalchemyAdapter, dialect_of
+
+            bind = conn.get_bind() if orm is not None and isinstance(conn, orm.Session) else conn
+            dialect = dialect_of(bind.dialect.name)
+            return True, SqlalchemyAdapter(conn, self._statements_for(dialect, "named"))
+        asyncio_ext = _module("sqlalchemy.ext.asyncio")
+        if asyncio_ext is not None and isinstance(
+            conn, asyncio_ext.AsyncSession | asyncio_ext.AsyncConnection
+        ):
+            from ._sqlalchemy import AsyncSqlalchemyAdapter, dialect_of
+
+            if isinstance(conn, asyncio_ext.AsyncSession):
+                name = conn.get_bind().dialect.name
+            else:
+                name = conn.dialect.name
+            statements = self._statements_for(dialect_of(name), "named")
+            return False, AsyncSqlalchemyAdapter(conn, statements)
+        raise _unknown(conn, "a connection or a session")
+
+    def _source_kind(self, source: Any) -> str:
+        pool = _module("psycopg_pool")
+        if pool is not None:
+            if isinstance(source, pool.AsyncConnectionPool):
+                return "async-pool"
+            if isinstance(source, pool.ConnectionPool):
+                return "pool"
+        engine = _module("sqlalchemy.engine")
+        if engine is not None and isinstance(source, engine.Engine):
+            return "engine"
+        orm = _module("sqlalchemy.orm")
+        if orm is not None and isinstance(source, orm.sessionmaker):
+            return "sessionmaker"
+        asyncio_ext = _module("sqlalchemy.ext.asyncio")
+        if asyncio_ext is not None:
+            if isinstance(source, asyncio_ext.AsyncEngine):
+                return "async-engine"
+            if isinstance(source, asyncio_ext.async_sessionmaker):
+                return "async-sessionmaker"
+        return ""
+
+    def _maintain(
+        self,
+        target: Any,
+        step: Callable[[Any], Any],
+        step_async: Callable[[Any], Coroutine[Any, Any, Any]],
+    ) -> Any:
+        """Run a maintenance step (migrate, prune) on a connection or a source."""
+        kind = self._source_kind(target)
+        if kind == "":
+            sync, adapter = self._adapt(target)
+            return step(adapter) if sync else step_async(adapter)
+        if kind.startswith("async-"):
+
+            async def run() -> Any:
+                async with _open_async(kind, target) as conn:
+                    _, adapter = self._adapt(conn)
+                    return await step_async(adapter)
+
+            return run()
+        with _open_sync(kind, target) as conn:
+            _, adapter = self._adapt(conn)
+            return step(adapter)
+
+    def _decorator(self, source: Any) -> Any:
+        kind = self._source_kind(source)
+        if kind == "":
+            raise _unknown(
+                source, "a psycopg pool, a SQLAlchemy engine or a session factory", "source"
+            )
+        if kind.startswith("async-"):
+
+            def decorate_async(fn: Callable[..., Awaitable[None]]) -> Any:
+                @functools.wraps(fn)
+                async def handle(event: Any, ctx: Any) -> None:
+                    async with _open_async(kind, source) as conn:
+                        _, adapter = self._adapt(conn)
+                        async with adapter.transaction():
+                            await adapter.require_transaction()
+                            if await _base.record_async(adapter, event):
+                                await fn(event, ctx, conn)
+
+                return handle
+
+            return decorate_async
+
+        def decorate(fn: Callable[..., None]) -> Any:
+            @functools.wraps(fn)
+            def handle(event: Any, ctx: Any) -> None:
+                with _open_sync(kind, source) as conn:
+                    _, adapter = self._adapt(conn)
+                    with adapter.transaction():
+                        adapter.require_transaction()
+                        if _base.record(adapter, event):
+                            fn(event, ctx, conn)
+
+            return handle
+
+        return decorate
+
+
+def _open_sync(kind: str, source: Any) -> AbstractContextManager[Any]:
+    if kind == "pool":
+        return source.connection()  # type: ignore[no-any-return]
+    if kind == "engine":
+        return source.connect()  # type: ignore[no-any-return]
+    return source()  # type: ignore[no-any-return]  # a sessionmaker's session
+
+
+def _open_async(kind: str, source: Any) -> AbstractAsyncContextManager[Any]:
+    if kind == "async-pool":
+        return source.connection()  # type: ignore[no-any-return]
+    if kind == "async-engine":
+        return source.connect()  # type: ignore[no-any-return]
+    return source()  # type: ignore[no-any-return]  # an async_sessionmaker's session
+
+
+def _unknown(value: Any, expected: str, field: str = "conn") -> ConfigError:
+    kind = f"{type(value).__module__}.{type(value).__qualname__}"
+    return ConfigError(
+        f"expected {expected} of sqlite3, aiosqlite, psycopg or SQLAlchemy, got {kind}",
+        field=field,
+    )
