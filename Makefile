@@ -12,7 +12,7 @@ help:
 	@echo "make demo         run the demo: a simulated vendor API polled into ./watukuy-demo.db"
 	@echo "make test         lint, strict type check, architecture contract and the whole test suite"
 	@echo "make bench        benchmarks (figures, not pass/fail)"
-	@echo "make chaos        long chaos sweep (SEEDS=200 STEPS=150)"
+	@echo "make chaos        long chaos sweep (SEEDS=200 STEPS=150), then the inbox crash loop (INBOX_RUNS=300)"
 	@echo "make conformance  long conformance sweep on all four stores (EXAMPLES=10 STORES=all)"
 	@echo "make mutants      every mutant of tests/guarantees/ledger.py must be killed (ONLY=name,...)"
 
@@ -55,8 +55,10 @@ bench-scale: $(STAMP)
 
 SEEDS ?= 200
 STEPS ?= 150
+INBOX_RUNS ?= 300
 chaos: $(STAMP)
 	$(BIN)/python -m watukuy.testing.chaos --seeds $(SEEDS) --steps $(STEPS)
+	$(BIN)/python tests/inbox/crash_loop.py --runs $(INBOX_RUNS) --databases sqlite,postgres
 
 EXAMPLES ?= 10
 STORES ?= all
