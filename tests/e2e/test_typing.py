@@ -1,6 +1,6 @@
 """Type checkers hold the public API to its promises, both ways.
 
-The README quickstart and ``tests/typing/api.py`` must pass ``mypy --strict`` and
+The README quickstart, ``tests/typing/api.py`` and ``tests/typing/inbox.py`` must pass ``mypy --strict`` and
 ``pyright --strict``; every ``# case:`` region of ``tests/typing/negative/`` must draw an
 error from both (a fetch given another cursor's position, a handler of another item type),
 and the code before the first case none, so a negative case cannot pass by being broken
@@ -93,12 +93,12 @@ def checked(negative_copy: Path) -> dict[str, dict[str, list[int]]]:
 
 def test_there_are_negative_cases() -> None:
     names = {path.name for path in NEGATIVE.glob("*.py")}
-    assert {"cursor_mismatch.py", "handler_mismatch.py"} <= names
+    assert {"cursor_mismatch.py", "handler_mismatch.py", "inbox_mismatch.py"} <= names
     assert all(cases(NEGATIVE / name) for name in names)
 
 
 @pytest.mark.parametrize("checker", ["mypy", "pyright"])
-@pytest.mark.parametrize("file", ["cursor_mismatch.py", "handler_mismatch.py"])
+@pytest.mark.parametrize("file", ["cursor_mismatch.py", "handler_mismatch.py", "inbox_mismatch.py"])
 def test_every_negative_case_is_a_type_error(
     checked: dict[str, dict[str, list[int]]], checker: str, file: str
 ) -> None:
@@ -113,6 +113,7 @@ def test_every_negative_case_is_a_type_error(
 def test_the_quickstart_and_the_typing_module_pass_both_checkers(tmp_path: Path) -> None:
     (tmp_path / "quickstart.py").write_text(runnable_blocks()["quickstart"], encoding="utf-8")
     shutil.copy(ROOT / "tests" / "typing" / "api.py", tmp_path / "api.py")
+    shutil.copy(ROOT / "tests" / "typing" / "inbox.py", tmp_path / "inbox.py")
     files = sorted(tmp_path.glob("*.py"))
 
     assert mypy_errors(files, tmp_path) == {}
