@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, overload
 
 from watukuy.model.durations import Duration, parse_duration
-from watukuy.model.errors import ConfigError
 
 from . import _base
+from ._dispatch import adapt, open_async, open_sync, source_kind, unknown
 from ._sql import Dialect, InboxEvent, Placeholders, Statements, epoch_ms, now_ms, validate_table
 
 if TYPE_CHECKING:
@@ -63,11 +62,6 @@ class SyncHandlerDecorator(Protocol[Conn_co]):
     watukuy handler ``(event, ctx)`` (run in a worker thread by the engine)."""
 
     def __call__(self, fn: Callable[[E, C, Conn_co], None], /) -> Callable[[E, C], None]: ...
-
-
-def _module(name: str) -> Any:
-    """A driver module if the process imported it (an object of its type implies it did)."""
-    return sys.modules.get(name)
 
 
 class Inbox:
@@ -143,7 +137,7 @@ class Inbox:
                 transaction), so the id would be committed before the effect; or ``conn``
                 is of a kind the inbox does not know.
         """
-        sync, adapter = self._adapt(conn)
+        sync, adapter = adapt(conn, self._statements_for)
         return _base.once(adapter, event) if sync else _base.once_async(adapter, event)
 
     @overload
@@ -257,72 +251,6 @@ class Inbox:
             statements = self._statements[key] = Statements.build(dialect, self._table, style)
         return statements
 
-    def _adapt(self, conn: Any) -> tuple[bool, Any]:
-        """``(is_sync, adapter)`` for a connection or session."""
-        sqlite3 = _module("sqlite3")
-        if sqlite3 is not None and isinstance(conn, sqlite3.Connection):
-            from ._sqlite import SqliteAdapter
-
-            return True, SqliteAdapter(conn, self._statements_for("sqlite", "qmark"))
-        aiosqlite = _module("aiosqlite")
-        if aiosqlite is not None and isinstance(conn, aiosqlite.Connection):
-            from ._sqlite import AiosqliteAdapter
-
-            return False, AiosqliteAdapter(conn, self._statements_for("sqlite", "qmark"))
-        psycopg = _module("psycopg")
-        if psycopg is not None:
-            from ._psycopg import AsyncPsycopgAdapter, PsycopgAdapter
-
-            if isinstance(conn, psycopg.Connection):
-                return True, PsycopgAdapter(conn, self._statements_for("postgresql", "format"))
-            if isinstance(conn, psycopg.AsyncConnection):
-                statements = self._statements_for("postgresql", "format")
-                return False, AsyncPsycopgAdapter(conn, statements)
-        orm = _module("sqlalchemy.orm")
-        engine = _module("sqlalchemy.engine")
-        if (orm is not None and isinstance(conn, orm.Session)) or (
-            engine is not None and isinstance(conn, engine.Connection)
-        ):
-            from ._sqlalchemy import SqlalchemyAdapter, dialect_of
-
-            bind = conn.get_bind() if orm is not None and isinstance(conn, orm.Session) else conn
-            dialect = dialect_of(bind.dialect.name)
-            return True, SqlalchemyAdapter(conn, self._statements_for(dialect, "named"))
-        asyncio_ext = _module("sqlalchemy.ext.asyncio")
-        if asyncio_ext is not None and isinstance(
-            conn, asyncio_ext.AsyncSession | asyncio_ext.AsyncConnection
-        ):
-            from ._sqlalchemy import AsyncSqlalchemyAdapter, dialect_of
-
-            if isinstance(conn, asyncio_ext.AsyncSession):
-                name = conn.get_bind().dialect.name
-            else:
-                name = conn.dialect.name
-            statements = self._statements_for(dialect_of(name), "named")
-            return False, AsyncSqlalchemyAdapter(conn, statements)
-        raise _unknown(conn, "a connection or a session")
-
-    def _source_kind(self, source: Any) -> str:
-        pool = _module("psycopg_pool")
-        if pool is not None:
-            if isinstance(source, pool.AsyncConnectionPool):
-                return "async-pool"
-            if isinstance(source, pool.ConnectionPool):
-                return "pool"
-        engine = _module("sqlalchemy.engine")
-        if engine is not None and isinstance(source, engine.Engine):
-            return "engine"
-        orm = _module("sqlalchemy.orm")
-        if orm is not None and isinstance(source, orm.sessionmaker):
-            return "sessionmaker"
-        asyncio_ext = _module("sqlalchemy.ext.asyncio")
-        if asyncio_ext is not None:
-            if isinstance(source, asyncio_ext.AsyncEngine):
-                return "async-engine"
-            if isinstance(source, asyncio_ext.async_sessionmaker):
-                return "async-sessionmaker"
-        return ""
-
     def _maintain(
         self,
         target: Any,
@@ -330,26 +258,26 @@ class Inbox:
         step_async: Callable[[Any], Coroutine[Any, Any, Any]],
     ) -> Any:
         """Run a maintenance step (migrate, prune) on a connection or a source."""
-        kind = self._source_kind(target)
+        kind = source_kind(target)
         if kind == "":
-            sync, adapter = self._adapt(target)
+            sync, adapter = adapt(target, self._statements_for)
             return step(adapter) if sync else step_async(adapter)
         if kind.startswith("async-"):
 
             async def run() -> Any:
-                async with _open_async(kind, target) as conn:
-                    _, adapter = self._adapt(conn)
+                async with open_async(kind, target) as conn:
+                    _, adapter = adapt(conn, self._statements_for)
                     return await step_async(adapter)
 
             return run()
-        with _open_sync(kind, target) as conn:
-            _, adapter = self._adapt(conn)
+        with open_sync(kind, target) as conn:
+            _, adapter = adapt(conn, self._statements_for)
             return step(adapter)
 
     def _decorator(self, source: Any) -> Any:
-        kind = self._source_kind(source)
+        kind = source_kind(source)
         if kind == "":
-            raise _unknown(
+            raise unknown(
                 source, "a psycopg pool, a SQLAlchemy engine or a session factory", "source"
             )
         if kind.startswith("async-"):
@@ -357,8 +285,8 @@ class Inbox:
             def decorate_async(fn: Callable[..., Awaitable[None]]) -> Any:
                 @functools.wraps(fn)
                 async def handle(event: Any, ctx: Any) -> None:
-                    async with _open_async(kind, source) as conn:
-                        _, adapter = self._adapt(conn)
+                    async with open_async(kind, source) as conn:
+                        _, adapter = adapt(conn, self._statements_for)
                         async with adapter.transaction():
                             await adapter.require_transaction()
                             if await _base.record_async(adapter, event):
@@ -371,8 +299,8 @@ class Inbox:
         def decorate(fn: Callable[..., None]) -> Any:
             @functools.wraps(fn)
             def handle(event: Any, ctx: Any) -> None:
-                with _open_sync(kind, source) as conn:
-                    _, adapter = self._adapt(conn)
+                with open_sync(kind, source) as conn:
+                    _, adapter = adapt(conn, self._statements_for)
                     with adapter.transaction():
                         adapter.require_transaction()
                         if _base.record(adapter, event):
@@ -381,27 +309,3 @@ class Inbox:
             return handle
 
         return decorate
-
-
-def _open_sync(kind: str, source: Any) -> AbstractContextManager[Any]:
-    if kind == "pool":
-        return source.connection()  # type: ignore[no-any-return]
-    if kind == "engine":
-        return source.connect()  # type: ignore[no-any-return]
-    return source()  # type: ignore[no-any-return]  # a sessionmaker's session
-
-
-def _open_async(kind: str, source: Any) -> AbstractAsyncContextManager[Any]:
-    if kind == "async-pool":
-        return source.connection()  # type: ignore[no-any-return]
-    if kind == "async-engine":
-        return source.connect()  # type: ignore[no-any-return]
-    return source()  # type: ignore[no-any-return]  # an async_sessionmaker's session
-
-
-def _unknown(value: Any, expected: str, field: str = "conn") -> ConfigError:
-    kind = f"{type(value).__module__}.{type(value).__qualname__}"
-    return ConfigError(
-        f"expected {expected} of sqlite3, aiosqlite, psycopg or SQLAlchemy, got {kind}",
-        field=field,
-    )
