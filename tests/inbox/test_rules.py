@@ -43,6 +43,34 @@ def test_an_unknown_connection_is_refused_with_what_is_known() -> None:
         Inbox().handler(sqlite3.connect(":memory:"))  # type: ignore[call-overload]
 
 
+async def test_a_handler_of_the_wrong_colour_is_refused_before_it_can_lose_an_effect(
+    tmp_path: Path,
+) -> None:
+    import sqlalchemy as sa
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    blocking = sa.create_engine(f"sqlite:///{tmp_path / 'consumer.db'}")
+    asyncio_engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'consumer.db'}")
+
+    async def coroutine_fn(event: Any, ctx: Any, conn: Any) -> None: ...
+
+    def plain_fn(event: Any, ctx: Any, conn: Any) -> None: ...
+
+    with pytest.raises(wk.ConfigError, match="plain def"):
+        Inbox().handler(blocking)(coroutine_fn)  # type: ignore[arg-type]
+    with pytest.raises(wk.ConfigError, match="async def"):
+        Inbox().handler(asyncio_engine)(plain_fn)  # type: ignore[arg-type]
+    inbox = Inbox()
+    inbox.migrate(blocking)
+    sneaky = inbox.handler(blocking)(lambda event, ctx, conn: coroutine_fn(event, ctx, conn))  # type: ignore[arg-type]
+    with pytest.raises(wk.ConfigError, match="returned an awaitable"):
+        sneaky(make_event(1), None)
+    with blocking.connect() as conn:  # the transaction rolled back: the id is not kept
+        assert conn.execute(sa.text("SELECT count(*) FROM watukuy_inbox")).scalar_one() == 0
+    blocking.dispose()
+    await asyncio_engine.dispose()
+
+
 def test_an_event_without_an_iso_time_is_refused() -> None:
     db = sqlite3.connect(":memory:")
     inbox = Inbox()

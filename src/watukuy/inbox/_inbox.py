@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, overload
 
 from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError
 
 from . import _base
 from ._dispatch import adapt, open_async, open_sync, source_kind, unknown
@@ -283,6 +285,11 @@ class Inbox:
         if kind.startswith("async-"):
 
             def decorate_async(fn: Callable[..., Awaitable[None]]) -> Any:
+                if not _is_async(fn):
+                    raise ConfigError(
+                        f"an asyncio source needs an async def handler, got {fn!r}", field="fn"
+                    )
+
                 @functools.wraps(fn)
                 async def handle(event: Any, ctx: Any) -> None:
                     async with open_async(kind, source) as conn:
@@ -297,6 +304,13 @@ class Inbox:
             return decorate_async
 
         def decorate(fn: Callable[..., None]) -> Any:
+            # A coroutine left unawaited would commit the id without the effect.
+            if _is_async(fn):
+                raise ConfigError(
+                    f"a blocking source needs a plain def handler, got the async {fn!r}",
+                    field="fn",
+                )
+
             @functools.wraps(fn)
             def handle(event: Any, ctx: Any) -> None:
                 with open_sync(kind, source) as conn:
@@ -304,8 +318,22 @@ class Inbox:
                     with adapter.transaction():
                         adapter.require_transaction()
                         if _base.record(adapter, event):
-                            fn(event, ctx, conn)
+                            result: object = fn(event, ctx, conn)  # type: ignore[func-returns-value]
+                            if inspect.isawaitable(result):
+                                if inspect.iscoroutine(result):
+                                    result.close()
+                                raise ConfigError(
+                                    f"{fn!r} returned an awaitable; a blocking source needs "
+                                    "a plain def handler",
+                                    field="fn",
+                                )
 
             return handle
 
         return decorate
+
+
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    )
