@@ -6,7 +6,7 @@ before it was seen), starts a child engine (``_crash_child.py``), and kills it w
 ``SIGKILL`` at one of the three points it announces (before the effect, after the effect
 and before the commit, after the commit and before the engine's ack; the runs take them in
 turn), at a random occurrence of it (the first, second or third); a child that falls
-silent for 2 s before that is killed anyway (counted as ``idle``). The dead child's lease is released (it is dead: the next child need not wait
+silent for 5 s before that is killed anyway (counted as ``idle``). The dead child's lease is released (it is dead: the next child need not wait
 for the lease to expire), and the next run starts. A last child then runs until every
 version is applied and the outbox is empty, and stops gracefully.
 
@@ -208,7 +208,9 @@ class Vendor:
 
     def wave(self, applied: set[tuple[str, int]]) -> None:
         """A few new items, and new versions of items whose current version is applied."""
-        for _ in range(self.rng.randint(2, 5)):
+        # At least three new items: three fresh events, so each kill point occurs at least
+        # three times in the run and the chosen occurrence (up to the third) comes.
+        for _ in range(self.rng.randint(3, 6)):
             self._next += 1
             stored = self.api.add({"id": f"item-{self._next:05d}", "n": self._next})
             self.versions.add((stored["id"], stored["version"]))
@@ -251,7 +253,7 @@ async def crash_loop(
             child = await GatedChild.start(folder, f"child-{run}", args)
             seen = 0
             while True:
-                line = await child.line(timeout=2.0)
+                line = await child.line(timeout=5.0)
                 if line is None:  # idle before the chosen point: it never came
                     figures.kills["idle"] += 1
                     await child.kill()
