@@ -6,9 +6,10 @@ before it was seen), starts a child engine (``_crash_child.py``), and kills it w
 ``SIGKILL`` at one of the three points it announces (before the effect, after the effect
 and before the commit, after the commit and before the engine's ack; the runs take them in
 turn), at a random occurrence of it (the first, second or third); a child that falls
-silent for 5 s before that is killed anyway (counted as ``idle``). The dead child's lease is released (it is dead: the next child need not wait
-for the lease to expire), and the next run starts. A last child then runs until every
-version is applied and the outbox is empty, and stops gracefully.
+silent for 5 s before that is killed anyway (counted as ``idle``). The dead child's lease
+is released (it is dead: the next child need not wait for the lease to expire), and the
+next run starts. A last child then runs until every version is applied and the outbox is
+empty, and stops gracefully.
 
 The checks: the counter equals the number of distinct event ids delivered, the rows of the
 ``applied`` table, the ids in the inbox and the number of versions the vendor produced;
