@@ -198,7 +198,6 @@ def test_inspect_view_without_keys() -> None:
     ]
 
 
-
 def test_inspect_ends_with_a_line_per_budget() -> None:
     report = {
         **REPORT,
@@ -215,6 +214,7 @@ def test_inspect_ends_with_a_line_per_budget() -> None:
         "budget old: ? of 5 per 1.0m",
     ]
     assert render(inspect_view(REPORT), 100).splitlines()[-1].startswith("invoices/")
+
 
 def test_tick_view_says_throttled_not_failed() -> None:
     result = {
