@@ -36,6 +36,22 @@ def test_the_defaults_and_the_retention() -> None:
         Inbox(retention="soon")
 
 
+def test_the_module_reads_like_an_inbox_of_the_default_table(tmp_path: Path) -> None:
+    from watukuy import inbox
+
+    assert inbox.DEFAULT.table == "watukuy_inbox"
+    db = sqlite3.connect(tmp_path / "consumer.db")
+    inbox.migrate(db)
+    event = make_event()
+    answers = []
+    for _ in range(2):  # a delivery, then its redelivery
+        with db, inbox.once(db, event) as fresh:
+            answers.append(fresh)
+    assert answers == [True, False]
+    assert inbox.prune(db, older_than="0ms") == 1
+    db.close()
+
+
 def test_an_unknown_connection_is_refused_with_what_is_known() -> None:
     with pytest.raises(wk.ConfigError, match=r"conn: expected a connection or a session"):
         Inbox().migrate(object())  # type: ignore[call-overload]

@@ -23,11 +23,35 @@ its objects, so this module needs none of them. ``once()`` is a context manager 
 blocking connection and an async one for an asyncio connection; ``migrate()`` and
 ``prune()`` return an awaitable for asyncio targets; :meth:`Inbox.handler` owns the
 transaction for a pool or an engine.
+
+The module's own ``once``, ``handler``, ``migrate`` and ``prune`` are those of
+:data:`DEFAULT`, an ``Inbox()`` with the default table, so ``from watukuy import inbox`` and
+then ``inbox.once(conn, event)`` reads the way the instance does.
 """
 
 from __future__ import annotations
 
+from typing import Final
+
 from ._inbox import AsyncHandlerDecorator, Inbox, SyncHandlerDecorator
 from ._sql import InboxEvent
 
-__all__ = ["AsyncHandlerDecorator", "Inbox", "InboxEvent", "SyncHandlerDecorator"]
+__all__ = [
+    "DEFAULT",
+    "AsyncHandlerDecorator",
+    "Inbox",
+    "InboxEvent",
+    "SyncHandlerDecorator",
+    "handler",
+    "migrate",
+    "once",
+    "prune",
+]
+
+DEFAULT: Final = Inbox()
+"""The inbox behind the module-level functions: table ``watukuy_inbox``, ids kept 30 days."""
+
+once = DEFAULT.once
+handler = DEFAULT.handler
+migrate = DEFAULT.migrate
+prune = DEFAULT.prune
