@@ -52,11 +52,59 @@ def test_the_module_reads_like_an_inbox_of_the_default_table(tmp_path: Path) -> 
     db.close()
 
 
+
+async def test_a_sqlite_connection_serves_a_handler_one_transaction_at_a_time(
+    tmp_path: Path,
+) -> None:
+    db = sqlite3.connect(tmp_path / "consumer.db", check_same_thread=False)
+    db.execute("CREATE TABLE applied (id TEXT)")
+    db.commit()
+    inbox = Inbox()
+    inbox.migrate(db)
+    seen: list[str] = []
+
+    @inbox.handler(db)
+    def apply(event: wk.Event[Any], ctx: object, conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO applied VALUES (?)", (event.id,))
+        seen.append(event.id)
+        if event.sequence == 3:
+            raise Boom("the effect failed")
+
+    events = [make_event(n) for n in (1, 2, 1, 2, 1)]  # three redeliveries
+    # Blocking handlers run in worker threads, several at once.
+    await asyncio.gather(*(asyncio.to_thread(apply, event, None) for event in events))
+    with pytest.raises(Boom):
+        await asyncio.to_thread(apply, make_event(3), None)
+    assert sorted(seen) == sorted([make_event(1).id, make_event(2).id, make_event(3).id])
+    rows = db.execute("SELECT id FROM applied ORDER BY id").fetchall()
+    assert [row[0] for row in rows] == sorted([make_event(1).id, make_event(2).id])
+    assert not db.in_transaction  # each delivery committed (or rolled back) its own
+
+
+async def test_an_aiosqlite_connection_serves_an_async_handler(tmp_path: Path) -> None:
+    import aiosqlite
+
+    async with aiosqlite.connect(tmp_path / "consumer.db") as db:
+        await db.execute("CREATE TABLE applied (id TEXT)")
+        await db.commit()
+        inbox = Inbox()
+        await inbox.migrate(db)
+
+        @inbox.handler(db)
+        async def apply(event: wk.Event[Any], ctx: object, conn: aiosqlite.Connection) -> None:
+            await conn.execute("INSERT INTO applied VALUES (?)", (event.id,))
+            await asyncio.sleep(0)  # let the other deliveries try to interleave
+
+        await asyncio.gather(*(apply(make_event(n), None) for n in (1, 2, 1, 3, 2, 1)))
+        async with db.execute("SELECT count(*), count(DISTINCT id) FROM applied") as cursor:
+            assert await cursor.fetchone() == (3, 3)
+        assert not db.in_transaction
+
 def test_an_unknown_connection_is_refused_with_what_is_known() -> None:
     with pytest.raises(wk.ConfigError, match=r"conn: expected a connection or a session"):
         Inbox().migrate(object())  # type: ignore[call-overload]
-    with pytest.raises(wk.ConfigError, match=r"source: expected a psycopg pool"):
-        Inbox().handler(sqlite3.connect(":memory:"))  # type: ignore[call-overload]
+    with pytest.raises(wk.ConfigError, match=r"source: expected a psycopg pool.*SQLite"):
+        Inbox().handler(object())  # type: ignore[call-overload]
 
 
 async def test_a_handler_of_the_wrong_colour_is_refused_before_it_can_lose_an_effect(

@@ -6,16 +6,31 @@ never imports a driver the process does not use.
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+)
 from typing import Any, TypeAlias
 
 from watukuy.model.errors import ConfigError
 
 from ._sql import Dialect, Placeholders, Statements
 
-__all__ = ["adapt", "open_async", "open_sync", "source_kind", "unknown"]
+__all__ = [
+    "SharedConnection",
+    "adapt",
+    "open_async",
+    "open_sync",
+    "shared_sqlite",
+    "source_kind",
+    "unknown",
+]
 
 StatementsFor: TypeAlias = Callable[[Dialect, Placeholders], Statements]
 
@@ -99,8 +114,47 @@ def source_kind(source: Any) -> str:
     return ""
 
 
+class SharedConnection:
+    """One SQLite connection that a handler's deliveries take in turn.
+
+    A handler may run for several events at once (each ordering key on its own, blocking
+    handlers in worker threads); one SQLite connection holds one transaction at a time, so
+    each delivery holds the connection until its transaction ends.
+    """
+
+    def __init__(self, conn: Any, *, asyncio_lock: bool) -> None:
+        self.conn = conn
+        self._thread_lock = threading.Lock()
+        self._asyncio_lock = asyncio.Lock() if asyncio_lock else None
+
+    @contextmanager
+    def take(self) -> Iterator[Any]:
+        with self._thread_lock:
+            yield self.conn
+
+    @asynccontextmanager
+    async def take_async(self) -> AsyncIterator[Any]:
+        assert self._asyncio_lock is not None
+        async with self._asyncio_lock:
+            yield self.conn
+
+
+def shared_sqlite(source: Any) -> tuple[str, SharedConnection] | None:
+    """``("sqlite" | "async-sqlite", shared)`` for a SQLite connection used as a handler's
+    source, ``None`` for anything else."""
+    sqlite3 = _module("sqlite3")
+    if sqlite3 is not None and isinstance(source, sqlite3.Connection):
+        return "sqlite", SharedConnection(source, asyncio_lock=False)
+    aiosqlite = _module("aiosqlite")
+    if aiosqlite is not None and isinstance(source, aiosqlite.Connection):
+        return "async-sqlite", SharedConnection(source, asyncio_lock=True)
+    return None
+
+
 def open_sync(kind: str, source: Any) -> AbstractContextManager[Any]:
     """A connection or session of a blocking source, as a context manager."""
+    if kind == "sqlite":
+        return source.take()  # type: ignore[no-any-return]  # a SharedConnection
     if kind == "pool":
         return source.connection()  # type: ignore[no-any-return]
     if kind == "engine":
@@ -110,6 +164,8 @@ def open_sync(kind: str, source: Any) -> AbstractContextManager[Any]:
 
 def open_async(kind: str, source: Any) -> AbstractAsyncContextManager[Any]:
     """A connection or session of an asyncio source, as an async context manager."""
+    if kind == "async-sqlite":
+        return source.take_async()  # type: ignore[no-any-return]  # a SharedConnection
     if kind == "async-pool":
         return source.connection()  # type: ignore[no-any-return]
     if kind == "async-engine":

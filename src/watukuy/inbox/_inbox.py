@@ -13,7 +13,7 @@ from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError
 
 from . import _base
-from ._dispatch import adapt, open_async, open_sync, source_kind, unknown
+from ._dispatch import adapt, open_async, open_sync, shared_sqlite, source_kind, unknown
 from ._sql import Dialect, InboxEvent, Placeholders, Statements, epoch_ms, now_ms, validate_table
 
 if TYPE_CHECKING:
@@ -221,6 +221,14 @@ class Inbox:
     @overload
     def handler(self, source: sessionmaker[SessionT]) -> SyncHandlerDecorator[SessionT]: ...
 
+    @overload
+    def handler(
+        self, source: aiosqlite.Connection
+    ) -> AsyncHandlerDecorator[aiosqlite.Connection]: ...
+
+    @overload
+    def handler(self, source: sqlite3.Connection) -> SyncHandlerDecorator[sqlite3.Connection]: ...
+
     def handler(self, source: Any) -> Any:
         """Turn ``fn(event, ctx, conn)`` into a watukuy handler that owns the transaction.
 
@@ -235,8 +243,11 @@ class Inbox:
 
         Args:
             source: A psycopg ``ConnectionPool`` or ``AsyncConnectionPool``, a SQLAlchemy
-                ``Engine`` or ``AsyncEngine`` (``fn`` gets a ``Connection``), or a
-                ``sessionmaker`` or ``async_sessionmaker`` (``fn`` gets a session).
+                ``Engine`` or ``AsyncEngine`` (``fn`` gets a ``Connection``), a
+                ``sessionmaker`` or ``async_sessionmaker`` (``fn`` gets a session), or one
+                ``sqlite3`` or ``aiosqlite`` connection, which the deliveries take in turn,
+                one transaction at a time (a ``sqlite3`` one must be opened with
+                ``check_same_thread=False``: blocking handlers run in worker threads).
                 Asyncio sources need an ``async def fn``; the others a plain ``def``.
 
         Raises:
@@ -278,9 +289,14 @@ class Inbox:
 
     def _decorator(self, source: Any) -> Any:
         kind = source_kind(source)
+        shared = shared_sqlite(source) if kind == "" else None
+        if shared is not None:
+            kind, source = shared
         if kind == "":
             raise unknown(
-                source, "a psycopg pool, a SQLAlchemy engine or a session factory", "source"
+                source,
+                "a psycopg pool, a SQLAlchemy engine, a session factory or a SQLite connection",
+                "source",
             )
         if kind.startswith("async-"):
 
