@@ -42,6 +42,7 @@ from watukuy.runtime.operations import (
     discard_held_deletes,
     listing_report,
 )
+from watukuy.runtime.operator import KeyOperator
 from watukuy.scheduler import trigger as trigger_schedule
 
 from ._errors import CliError
@@ -49,60 +50,16 @@ from ._errors import CliError
 __all__ = ["EngineOperator", "Operator", "StoreOperator"]
 
 
-class Operator(Protocol):
-    """What the store-only commands need, whoever performs it."""
-
-    @property
-    def store(self) -> StateStore:
-        """The store operated on."""
-        ...
+class Operator(KeyOperator, Protocol):
+    """What the store-only commands need, whoever performs it: the key operations, plus
+    the report and the held deletes."""
 
     async def inspect(self) -> dict[str, Any]:
         """A report shaped like ``engine.inspect()``."""
         ...
 
-    async def trigger(self, name: str, partition: str | None) -> PKey:
-        """Make a key due now."""
-        ...
-
-    async def pause(self, name: str, partition: str | None) -> PKey:
-        """Pause a key."""
-        ...
-
-    async def resume(self, name: str, partition: str | None) -> PKey:
-        """Resume a key and make it due now."""
-        ...
-
-    async def reset_cursor(
-        self, name: str, to: str | None, *, clear_snapshot: bool, partition: str | None
-    ) -> PKey:
-        """Rewind the live cursor."""
-        ...
-
-    async def parked_list(
-        self, name: str, *, partition: str | None, kind: ParkedKind | None, limit: int | None
-    ) -> list[ParkedRow]:
-        """Parked rows of a key."""
-        ...
-
-    async def parked_retry(self, name: str, ids: Sequence[str], *, partition: str | None) -> int:
-        """Send parked poison events back to the outbox."""
-        ...
-
-    async def parked_discard(self, name: str, ids: Sequence[str], *, partition: str | None) -> int:
-        """Drop parked rows."""
-        ...
-
     async def deletes_held(self, name: str, *, partition: str | None) -> HeldDeletes | None:
         """The deletes the mass-delete guard holds for a key."""
-        ...
-
-    async def deletes_confirm(self, name: str, *, partition: str | None) -> int:
-        """Confirm held deletes (the next run emits them); returns how many were held."""
-        ...
-
-    async def deletes_discard(self, name: str, *, partition: str | None) -> int:
-        """Drop held deletes; returns how many were held."""
         ...
 
 

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from watukuy.budget.manager import describe_usage
-from watukuy.model import json as wkjson
+from watukuy.cursor.strategy import describe_cursor
 from watukuy.model.durations import describe_duration
 
 __all__ = [
@@ -52,28 +52,7 @@ def key_name(poller: str, partition: str) -> str:
     return f"{poller}/{partition}" if partition else poller
 
 
-def cursor_text(cursor: Any) -> str:
-    """One line for a cursor as ``inspect()`` describes it.
-
-    Timestamp cursors read ``<value> #<tie-break>``, token cursors show the token, page
-    cursors ``page <n>``; anything else is shown as compact JSON.
-    """
-    if cursor is None:
-        return "-"
-    if isinstance(cursor, Mapping):
-        keys = set(cursor)
-        if keys == {"value", "tie_break"}:
-            value, tie = cursor["value"], cursor["tie_break"]
-            if value is None:
-                return "(start)"
-            return f"{value} #{tie}" if tie is not None else str(value)
-        if keys == {"value"}:
-            return "(start)" if cursor["value"] is None else str(cursor["value"])
-        if keys == {"page"}:
-            return f"page {cursor['page']}"
-    if isinstance(cursor, str):
-        return cursor
-    return wkjson.dumps(cursor)
+cursor_text = describe_cursor
 
 
 def _lease_text(lease: Mapping[str, Any] | None, now: int) -> Text:

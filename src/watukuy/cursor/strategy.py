@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeAlias, TypeVar, overload
 
+from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError
 from watukuy.model.page import Page
 
@@ -20,7 +21,7 @@ from .custom import CustomStrategy
 from .simple import PageStrategy, SnapshotDiffStrategy, TokenStrategy
 from .timestamp import TimestampStrategy
 
-__all__ = ["CursorStrategy", "StrategyKind", "make_strategy"]
+__all__ = ["CursorStrategy", "StrategyKind", "describe_cursor", "make_strategy"]
 
 C = TypeVar("C")
 
@@ -162,3 +163,27 @@ def make_strategy(config: CursorConfig) -> CursorStrategy[Any]:
         f"got {config!r}",
         field="cursor",
     )
+
+
+def describe_cursor(cursor: Any) -> str:
+    """One line for a cursor as ``inspect()`` describes it.
+
+    Timestamp cursors read ``<value> #<tie-break>``, token cursors show the token, page
+    cursors ``page <n>``; anything else is shown as compact JSON.
+    """
+    if cursor is None:
+        return "-"
+    if isinstance(cursor, Mapping):
+        keys = set(cursor)
+        if keys == {"value", "tie_break"}:
+            value, tie = cursor["value"], cursor["tie_break"]
+            if value is None:
+                return "(start)"
+            return f"{value} #{tie}" if tie is not None else str(value)
+        if keys == {"value"}:
+            return "(start)" if cursor["value"] is None else str(cursor["value"])
+        if keys == {"page"}:
+            return f"page {cursor['page']}"
+    if isinstance(cursor, str):
+        return cursor
+    return wkjson.dumps(cursor)

@@ -16,7 +16,7 @@ import bisect
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from watukuy._system import SystemClock
 from watukuy.cursor.config import read_timestamp_ms
@@ -35,64 +35,16 @@ from watukuy.model.rows import (
     schedule_to_json,
 )
 from watukuy.runtime.engine import EngineCore
+from watukuy.runtime.operator import KeyOperator
 
 __all__ = ["AdminOperator", "Backend", "KeySummary", "LogLine"]
 
 _READ_AHEAD = 10  # keys read at once: 40 store calls in flight, well within a small pool
 
 
-@runtime_checkable
-class AdminOperator(Protocol):
-    """The store-only operations, as the CLI's operators provide them.
-
-    ``watukuy ui --store URL`` passes such an object; with an engine the page calls the
-    engine's methods instead (and can also start a backfill).
-    """
-
-    @property
-    def store(self) -> StateStore:
-        """The store operated on."""
-        ...
-
-    async def trigger(self, name: str, partition: str | None) -> PKey:
-        """Make a key due now."""
-        ...
-
-    async def pause(self, name: str, partition: str | None) -> PKey:
-        """Pause a key."""
-        ...
-
-    async def resume(self, name: str, partition: str | None) -> PKey:
-        """Resume a key and make it due now."""
-        ...
-
-    async def reset_cursor(
-        self, name: str, to: str | None, *, clear_snapshot: bool, partition: str | None
-    ) -> PKey:
-        """Rewind the live cursor."""
-        ...
-
-    async def parked_list(
-        self, name: str, *, partition: str | None, kind: ParkedKind | None, limit: int | None
-    ) -> list[ParkedRow]:
-        """Parked rows of a key."""
-        ...
-
-    async def parked_retry(self, name: str, ids: Sequence[str], *, partition: str | None) -> int:
-        """Send parked poison events back to the outbox."""
-        ...
-
-    async def parked_discard(self, name: str, ids: Sequence[str], *, partition: str | None) -> int:
-        """Drop parked rows."""
-        ...
-
-    async def deletes_confirm(self, name: str, *, partition: str | None) -> int:
-        """Confirm held deletes; returns how many were held."""
-        ...
-
-    async def deletes_discard(self, name: str, *, partition: str | None) -> int:
-        """Drop held deletes; returns how many were held."""
-        ...
+AdminOperator = KeyOperator
+"""The store-only operations the page uses: ``watukuy ui --store URL`` passes the CLI's
+store operator, which has them (:class:`watukuy.runtime.operator.KeyOperator`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from markupsafe import Markup, escape
 
-from watukuy.model import json as wkjson
+from watukuy.cursor.strategy import describe_cursor
 from watukuy.model.durations import describe_duration
 
 __all__ = ["ago", "cursor_text", "duration", "json_text", "lag_chart", "when"]
@@ -39,24 +39,7 @@ def ago(ms: int | None, now: int) -> str:
     return f"{duration(delta)} ago" if delta > 0 else f"in {duration(-delta)}"
 
 
-def cursor_text(cursor: Any) -> str:
-    """One line for a cursor as ``inspect()`` describes it (as the CLI writes it)."""
-    if cursor is None:
-        return "-"
-    if isinstance(cursor, Mapping):
-        keys = set(cursor)
-        if keys == {"value", "tie_break"}:
-            value, tie = cursor["value"], cursor["tie_break"]
-            if value is None:
-                return "(start)"
-            return f"{value} #{tie}" if tie is not None else str(value)
-        if keys == {"value"}:
-            return "(start)" if cursor["value"] is None else str(cursor["value"])
-        if keys == {"page"}:
-            return f"page {cursor['page']}"
-    if isinstance(cursor, str):
-        return cursor
-    return wkjson.dumps(cursor)
+cursor_text = describe_cursor
 
 
 def json_text(value: Any) -> str:
