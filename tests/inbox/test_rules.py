@@ -52,7 +52,6 @@ def test_the_module_reads_like_an_inbox_of_the_default_table(tmp_path: Path) -> 
     db.close()
 
 
-
 async def test_a_sqlite_connection_serves_a_handler_one_transaction_at_a_time(
     tmp_path: Path,
 ) -> None:
@@ -99,6 +98,7 @@ async def test_an_aiosqlite_connection_serves_an_async_handler(tmp_path: Path) -
         async with db.execute("SELECT count(*), count(DISTINCT id) FROM applied") as cursor:
             assert await cursor.fetchone() == (3, 3)
         assert not db.in_transaction
+
 
 def test_an_unknown_connection_is_refused_with_what_is_known() -> None:
     with pytest.raises(wk.ConfigError, match=r"conn: expected a connection or a session"):
