@@ -35,6 +35,14 @@ def test_the_names_a_script_uses_load_no_http_client_cli_or_metadata() -> None:
     )
     assert "watukuy.engine" in loaded
     assert sorted(loaded & set(HEAVY)) == []
+    assert "watukuy.stores.memory" not in loaded  # one store's module, not every store's
+
+
+def test_a_store_loads_only_its_own_module() -> None:
+    loaded = _loaded_after("import watukuy as wk\nwk.SqliteStore(':memory:')")
+    assert "watukuy.stores.memory" not in loaded
+    loaded = _loaded_after("import watukuy as wk\nwk.MemoryStore()")
+    assert "watukuy.stores.sqlite" not in loaded
 
 
 def test_every_public_name_resolves_and_star_import_matches_all() -> None:

@@ -6,8 +6,9 @@
 * ``RedisStore`` and ``RedisBudgetStore``: Redis, and rate budgets shared across
   processes (extra ``redis``).
 
-The Postgres and Redis stores are imported on first access, so ``import watukuy.stores``
-never needs psycopg or redis-py. :func:`store_from_url` picks a store from a URL.
+Each store's module is imported on first access, so ``import watukuy.stores`` never needs
+psycopg or redis-py, and a process that uses one store does not load the others.
+:func:`store_from_url` picks a store from a URL.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from urllib.parse import parse_qsl, unquote
 from watukuy.model.errors import ConfigError
 from watukuy.model.ports import StateStore
 from watukuy.model.redact import redact_url
-from watukuy.stores.memory import MemoryKeySnapshot, MemoryStore
-from watukuy.stores.sqlite import SqliteStore, sqlite_migrations
 
 if TYPE_CHECKING:
+    from watukuy.stores.memory import MemoryKeySnapshot, MemoryStore
     from watukuy.stores.postgres import PostgresStore
     from watukuy.stores.redis import RedisBudgetStore, RedisStore
+    from watukuy.stores.sqlite import SqliteStore, sqlite_migrations
 
 __all__ = [
     "MemoryKeySnapshot",
@@ -38,6 +39,10 @@ __all__ = [
 ]
 
 _LAZY: Final = {
+    "MemoryKeySnapshot": "watukuy.stores.memory",
+    "MemoryStore": "watukuy.stores.memory",
+    "SqliteStore": "watukuy.stores.sqlite",
+    "sqlite_migrations": "watukuy.stores.sqlite",
     "PostgresStore": "watukuy.stores.postgres",
     "RedisStore": "watukuy.stores.redis",
     "RedisBudgetStore": "watukuy.stores.redis",
@@ -50,7 +55,9 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
@@ -92,6 +99,8 @@ def store_from_url(url: str) -> StateStore:
     if sep and scheme == "memory":
         if rest.strip("/"):
             raise ConfigError(f"memory:// takes no path or options, got {url!r}", field="store")
+        from watukuy.stores.memory import MemoryStore
+
         return MemoryStore()
     if sep and scheme == "sqlite":
         return _sqlite_from_url(url, rest)
@@ -132,4 +141,6 @@ def _sqlite_from_url(url: str, rest: str) -> SqliteStore:
             f"sqlite://:memory:, got {url!r}",
             field="store",
         )
+    from watukuy.stores.sqlite import SqliteStore
+
     return SqliteStore(path, **options)
