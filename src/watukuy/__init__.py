@@ -171,20 +171,11 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def _version() -> str:
-    # importlib.metadata costs tens of milliseconds to import; only a caller of
-    # ``watukuy.__version__`` pays for it.
-    from importlib import metadata
-
-    try:
-        return metadata.version("watukuy")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0.0.0"
-
-
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        value: Any = _version()
+        from ._version import __version__
+
+        value: Any = __version__
     else:
         module_name = _EXPORTS.get(name)
         if module_name is None:

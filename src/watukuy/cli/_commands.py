@@ -52,12 +52,9 @@ _LAZY_COMMANDS = {
 
 
 def _version() -> str:
-    from importlib import metadata
+    from watukuy._version import __version__
 
-    try:
-        return metadata.version("watukuy")
-    except metadata.PackageNotFoundError:  # pragma: no cover - a source tree without metadata
-        return "0.0.0"
+    return __version__
 
 
 class _Group(click.Group):

@@ -37,14 +37,10 @@ order, so the pool never holds more requests than connections.
 
 @functools.cache
 def default_user_agent() -> str:
-    """``watukuy/<version>``, the version read from the installed package metadata."""
-    from importlib import metadata  # slow to import; read once, on the first engine
+    """``watukuy/<version>``, the package's version (``watukuy.__version__``)."""
+    from watukuy._version import __version__
 
-    try:
-        version = metadata.version("watukuy")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        version = "0+unknown"
-    return f"watukuy/{version}"
+    return f"watukuy/{__version__}"
 
 
 class HttpxFactory:

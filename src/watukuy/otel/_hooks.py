@@ -6,7 +6,6 @@ import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from watukuy._system import SystemClock
@@ -61,10 +60,9 @@ PollKey = tuple[str, str, str]
 
 
 def _package_version() -> str:
-    try:
-        return metadata.version("watukuy")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare source tree
-        return "0.0.0"
+    from watukuy._version import __version__
+
+    return __version__
 
 
 def _ns(ms: int) -> int:
