@@ -88,3 +88,18 @@ def test_an_engine_imports_httpx_without_its_command_line_client() -> None:
     )
     loaded = _loaded_after(code)
     assert {"httpx", "httpx._main"} <= loaded
+
+
+def test_an_engine_without_budgets_loads_no_budget_machinery() -> None:
+    code = (
+        "import watukuy as wk\n"
+        "poller = wk.define_poller(name='p', identity=lambda o: o, cursor=wk.SnapshotDiff(),"
+        " fetch=lambda ctx: [])\n"
+        "wk.Engine(store=wk.SqliteStore(':memory:'), pollers=[poller])\n"
+    )
+    loaded = _loaded_after(code)
+    assert sorted(name for name in loaded if name.startswith("watukuy.budget")) == []
+    budgeted = code.replace(
+        "pollers=[poller]", "pollers=[poller], budgets={'api': wk.Budget(10, '1s')}"
+    )
+    assert "watukuy.budget.manager" in _loaded_after(budgeted)

@@ -15,10 +15,8 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
-from watukuy.budget import InMemoryBudgetStore
-from watukuy.budget.manager import BudgetManager
 from watukuy.cursor import PageCursor, make_strategy
 from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError, StoreError, WatukuyError
@@ -41,6 +39,9 @@ from .partition_book import PartitionBook
 from .poller import PollerDefinition
 from .results import EngineStatus, LeaseOptions, TickResult
 from .runner import EngineDeps, KeyRunner, KeyRunResult, TickPollResult, wake_time
+
+if TYPE_CHECKING:
+    from watukuy.budget.manager import BudgetManager
 
 __all__ = ["EngineCore"]
 
@@ -140,16 +141,18 @@ class EngineCore(Operations):
         self._lease = lease or LeaseOptions()
         self._hooks = HookBus(as_hook_list(hooks), self._log)
         self._http = http
-        self._budget_manager = (
-            BudgetManager(
+        self._budget_manager: BudgetManager | None = None
+        if self._budgets:
+            # Imported here: an engine without budgets never loads the budget machinery.
+            from watukuy.budget.manager import BudgetManager
+            from watukuy.budget.window import InMemoryBudgetStore
+
+            self._budget_manager = BudgetManager(
                 self._budgets,
                 budget_store or InMemoryBudgetStore(),
                 clock,
                 instance_id=self.instance_id,
             )
-            if self._budgets
-            else None
-        )
         self._deps = EngineDeps(
             store=store,
             clock=clock,
