@@ -103,3 +103,13 @@ def test_an_engine_without_budgets_loads_no_budget_machinery() -> None:
         "pollers=[poller]", "pollers=[poller], budgets={'api': wk.Budget(10, '1s')}"
     )
     assert "watukuy.budget.manager" in _loaded_after(budgeted)
+
+
+def test_an_engine_without_hooks_builds_no_hook_records() -> None:
+    code = (
+        "import watukuy as wk\n"
+        "poller = wk.define_poller(name='p', identity=lambda o: o, cursor=wk.SnapshotDiff(),"
+        " fetch=lambda ctx: [])\n"
+        "wk.Engine(store=wk.SqliteStore(':memory:'), pollers=[poller])\n"
+    )
+    assert "watukuy.runtime.hooks" not in _loaded_after(code)

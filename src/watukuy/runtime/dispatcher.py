@@ -29,9 +29,9 @@ from watukuy.model.rows import OutboxRow, ParkedRow, PKey
 from watukuy.scheduler import backoff_delay
 from watukuy.validate import is_passthrough
 
+from ._hookbus import HookBus
 from .consumers import Consumer, DeliveryAbandoned, consumer_filter
 from .context import HandlerContext
-from .hooks import DeliveredDetails, FilteredDetails, HookBus, ParkedDetails, RetryDetails
 from .poller import PollerDefinition
 
 __all__ = ["DrainResult", "Dispatcher"]
@@ -438,14 +438,12 @@ class Dispatcher:
         if self._hooks.has("on_filtered"):
             await self._hooks.emit(
                 "on_filtered",
-                FilteredDetails(
-                    poller=key.poller,
-                    partition=key.partition,
-                    lane=event.lane,
-                    instance_id=self._instance_id,
-                    event=event,
-                    attempt=attempt,
-                ),
+                poller=key.poller,
+                partition=key.partition,
+                lane=event.lane,
+                instance_id=self._instance_id,
+                event=event,
+                attempt=attempt,
             )
 
     def _abandon_acks(self) -> None:
@@ -469,15 +467,13 @@ class Dispatcher:
         if self._hooks.has("on_delivered"):
             await self._hooks.emit(
                 "on_delivered",
-                DeliveredDetails(
-                    poller=self._key.poller,
-                    partition=self._key.partition,
-                    lane=event.lane,
-                    instance_id=self._instance_id,
-                    event=event,
-                    attempt=attempt,
-                    duration_ms=duration,
-                ),
+                poller=self._key.poller,
+                partition=self._key.partition,
+                lane=event.lane,
+                instance_id=self._instance_id,
+                event=event,
+                attempt=attempt,
+                duration_ms=duration,
             )
 
     async def _settle_acks(self) -> None:
@@ -580,7 +576,7 @@ class Dispatcher:
                 serialized.get("message"),
                 extra={"event_id": row.event_id, "attempts": attempt},
             )
-            await self._hooks.emit("on_parked", ParkedDetails(**context, row=parked))
+            await self._hooks.emit("on_parked", **context, row=parked)
             if delivery.poison.action == "halt":
                 result.halted = True
                 return "stop-group"
@@ -601,9 +597,11 @@ class Dispatcher:
         )
         await self._hooks.emit(
             "on_retry",
-            RetryDetails(
-                **context, event=event, attempt=attempt, error=_strip(serialized), delay_ms=delay
-            ),
+            **context,
+            event=event,
+            attempt=attempt,
+            error=_strip(serialized),
+            delay_ms=delay,
         )
         return "stop-group"
 

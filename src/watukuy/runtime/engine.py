@@ -29,11 +29,11 @@ from watukuy.model.redact import RedactingLogger, Redaction, serialize_error
 from watukuy.model.rows import PKey
 from watukuy.scheduler import backoff_ceiling
 
+from ._hookbus import HookBus, as_hook_list
 from .consumers import Consumer, Handler, HandlerConsumer, Subscription
 from .context import HandlerContext
 from .deadline import finish_by
 from .filters import EventFilter, as_filter
-from .hooks import ErrorDetails, HookBus, as_hook_list
 from .operations import DeletesOperations, Operations, ParkedOperations, PartitionOperations
 from .partition_book import PartitionBook
 from .poller import PollerDefinition
@@ -610,14 +610,12 @@ class EngineCore(Operations):
             )
             await self._hooks.emit(
                 "on_error",
-                ErrorDetails(
-                    poller=poller.name,
-                    partition=partition.key,
-                    lane="live",
-                    instance_id=self.instance_id,
-                    error=serialize_error(error, redaction=self.redaction),
-                    phase="commit",
-                ),
+                poller=poller.name,
+                partition=partition.key,
+                lane="live",
+                instance_id=self.instance_id,
+                error=serialize_error(error, redaction=self.redaction),
+                phase="commit",
             )
             return KeyRunResult(
                 "ran",

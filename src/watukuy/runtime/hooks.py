@@ -15,9 +15,7 @@ Within one lane cycle hooks fire in this order::
 
 from __future__ import annotations
 
-import inspect
-import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -25,6 +23,8 @@ from watukuy.model.errors import SerializedError, ValidationIssue
 from watukuy.model.events import Event
 from watukuy.model.records import fast_init
 from watukuy.model.rows import Lane, Lease, ParkedRow, PollSummary
+
+from ._hook_names import HOOK_NAMES
 
 __all__ = [
     "HOOK_NAMES",
@@ -39,7 +39,6 @@ __all__ = [
     "EventDetails",
     "FetchDetails",
     "FilteredDetails",
-    "HookBus",
     "HookContext",
     "InvalidDetails",
     "LeaseAcquiredDetails",
@@ -47,6 +46,7 @@ __all__ = [
     "ParkedDetails",
     "PollEndDetails",
     "PollStartDetails",
+    "RECORD_TYPES",
     "RetryDetails",
     "ScheduleChangeDetails",
 ]
@@ -218,74 +218,24 @@ class PollEndDetails(HookContext):
     summary: PollSummary
 
 
-HOOK_NAMES: Final = (
-    "on_lease_acquired",
-    "on_poll_start",
-    "on_fetch",
-    "on_commit",
-    "on_event",
-    "on_delivered",
-    "on_filtered",
-    "on_retry",
-    "on_parked",
-    "on_invalid",
-    "on_error",
-    "on_lease_lost",
-    "on_circuit_open",
-    "on_circuit_close",
-    "on_budget_wait",
-    "on_schedule_change",
-    "on_poll_end",
-    "on_deletes_held",
-)
-
-
-class HookBus:
-    """Calls every registered hook of a name, in registration order, isolating failures.
-
-    Args:
-        hooks: Hook sets (objects with any of the ``on_*`` methods).
-        logger: Where a failing hook is reported.
-    """
-
-    def __init__(
-        self,
-        hooks: Iterable[object],
-        logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
-    ) -> None:
-        self._logger = logger
-        self._table: dict[str, list[Any]] = {name: [] for name in HOOK_NAMES}
-        for hook_set in hooks:
-            for name in HOOK_NAMES:
-                method = getattr(hook_set, name, None)
-                if method is not None and callable(method):
-                    self._table[name].append(method)
-
-    def has(self, name: str) -> bool:
-        """True when at least one hook set implements ``name``."""
-        return bool(self._table[name])
-
-    async def emit(self, name: str, details: HookContext) -> None:
-        """Call every ``name`` hook with ``details``; errors are logged, never raised."""
-        for method in self._table[name]:
-            try:
-                result = method(details)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as error:  # a hook must never break the engine
-                self._logger.warning(
-                    "hook %s raised %s: %s",
-                    name,
-                    type(error).__name__,
-                    error,
-                    extra={"hook": name, "poller": details.poller, "partition": details.partition},
-                )
-
-
-def as_hook_list(hooks: object | Sequence[object] | None) -> list[object]:
-    """Normalise the ``hooks`` engine option into a list of hook sets."""
-    if hooks is None:
-        return []
-    if isinstance(hooks, list | tuple):
-        return list(hooks)
-    return [hooks]
+RECORD_TYPES: Final[Mapping[str, type[HookContext]]] = {
+    "on_lease_acquired": LeaseAcquiredDetails,
+    "on_poll_start": PollStartDetails,
+    "on_fetch": FetchDetails,
+    "on_commit": CommitDetails,
+    "on_event": EventDetails,
+    "on_delivered": DeliveredDetails,
+    "on_filtered": FilteredDetails,
+    "on_retry": RetryDetails,
+    "on_parked": ParkedDetails,
+    "on_invalid": InvalidDetails,
+    "on_error": ErrorDetails,
+    "on_lease_lost": LeaseLostDetails,
+    "on_circuit_open": CircuitOpenDetails,
+    "on_circuit_close": CircuitCloseDetails,
+    "on_budget_wait": BudgetWaitDetails,
+    "on_schedule_change": ScheduleChangeDetails,
+    "on_poll_end": PollEndDetails,
+    "on_deletes_held": DeletesHeldDetails,
+}
+"""The record each hook receives, by hook name (the keys are :data:`HOOK_NAMES`)."""

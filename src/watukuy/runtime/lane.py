@@ -21,7 +21,7 @@ import dataclasses
 import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watukuy.cursor import CursorStrategy
 from watukuy.diff import (
@@ -70,18 +70,11 @@ from watukuy.validate import Invalid, is_passthrough
 from .consumers import Consumer
 from .context import FetchContext
 from .dispatcher import Dispatcher, DrainResult
-from .hooks import (
-    BudgetWaitDetails,
-    CommitDetails,
-    DeletesHeldDetails,
-    ErrorPhase,
-    EventDetails,
-    FetchDetails,
-    InvalidDetails,
-    PollStartDetails,
-)
 from .lease import LeaseKeeper
 from .poller import PollerDefinition
+
+if TYPE_CHECKING:
+    from .hooks import ErrorPhase
 
 __all__ = ["LaneCycle"]
 
@@ -211,9 +204,7 @@ class LaneCycle:
         deps = self._deps
         clock = deps.clock
         started = clock.now()
-        await deps.hooks.emit(
-            "on_poll_start", PollStartDetails(**self._fields(), started_at=started)
-        )
+        await deps.hooks.emit("on_poll_start", **self._fields(), started_at=started)
         strategy = self._strategy
         observations = HttpObservations(rate_limit=state.schedule.rate_limit, defer_validators=True)
         self._observations = observations
@@ -263,13 +254,11 @@ class LaneCycle:
                 saw_not_modified = saw_not_modified or observations.not_modified
                 await deps.hooks.emit(
                     "on_fetch",
-                    FetchDetails(
-                        **self._fields(),
-                        page=pages,
-                        duration_ms=clock.now() - fetch_started,
-                        items=len(page.items),
-                        not_modified=observations.not_modified,
-                    ),
+                    **self._fields(),
+                    page=pages,
+                    duration_ms=clock.now() - fetch_started,
+                    items=len(page.items),
+                    not_modified=observations.not_modified,
                 )
                 before = None if strategy.full_scan else strategy.serialize(request)
                 stored = strategy.serialize(cursor)
@@ -394,9 +383,7 @@ class LaneCycle:
         budget_wait = deps.budget_max_wait(poller.budget) if poller.budget is not None else None
 
         async def on_budget_wait(budget: str, waited: int) -> None:
-            await deps.hooks.emit(
-                "on_budget_wait", BudgetWaitDetails(**self._fields(), budget=budget, wait_ms=waited)
-            )
+            await deps.hooks.emit("on_budget_wait", **self._fields(), budget=budget, wait_ms=waited)
 
         return deps.http.bind(
             HttpScope(
@@ -612,9 +599,7 @@ class LaneCycle:
         committed = True
         for raw, issues in invalid:
             if poller.on_invalid == "quarantine":
-                await deps.hooks.emit(
-                    "on_invalid", InvalidDetails(**self._fields(), item=raw, issues=issues)
-                )
+                await deps.hooks.emit("on_invalid", **self._fields(), item=raw, issues=issues)
         if rows:
             state = dataclasses.replace(
                 state, schedule=dataclasses.replace(state.schedule, drain_blocked=False)
@@ -749,17 +734,15 @@ class LaneCycle:
         await deps.store.commit_poll(self._key, self._keeper.lease, batch)
         await deps.hooks.emit(
             "on_commit",
-            CommitDetails(
-                **self._fields(),
-                events=len(batch.events),
-                upserts=len(batch.upserts),
-                deletes=deletes,
-                duration_ms=deps.clock.now() - started,
-            ),
+            **self._fields(),
+            events=len(batch.events),
+            upserts=len(batch.upserts),
+            deletes=deletes,
+            duration_ms=deps.clock.now() - started,
         )
         if deps.hooks.has("on_event"):
             for event in events:
-                await deps.hooks.emit("on_event", EventDetails(**self._fields(), event=event))
+                await deps.hooks.emit("on_event", **self._fields(), event=event)
 
     # --- the end of a full scan -----------------------------------------------------------
 
@@ -982,9 +965,10 @@ class LaneCycle:
         )
         await self._deps.hooks.emit(
             "on_deletes_held",
-            DeletesHeldDetails(
-                **self._fields(), count=held.count, snapshot=held.snapshot, passes=held.passes
-            ),
+            **self._fields(),
+            count=held.count,
+            snapshot=held.snapshot,
+            passes=held.passes,
         )
 
     async def release_held(self, state: PollerState) -> tuple[PollerState, int]:

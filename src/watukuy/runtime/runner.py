@@ -47,18 +47,9 @@ from watukuy.scheduler import (
     on_success,
 )
 
+from ._hookbus import HookBus
 from .consumers import Consumer
 from .dispatcher import Dispatcher, DrainResult
-from .hooks import (
-    CircuitCloseDetails,
-    CircuitOpenDetails,
-    ErrorDetails,
-    HookBus,
-    LeaseAcquiredDetails,
-    LeaseLostDetails,
-    PollEndDetails,
-    ScheduleChangeDetails,
-)
 from .lane import LaneCycle
 from .lease import LeaseKeeper
 from .poller import PollerDefinition
@@ -280,7 +271,8 @@ class KeyRunner:
             )
         await deps.hooks.emit(
             "on_lease_acquired",
-            LeaseAcquiredDetails(**self._hook_fields("live"), lease=lease),
+            **self._hook_fields("live"),
+            lease=lease,
         )
         return await self._run_leased(lease)
 
@@ -339,9 +331,7 @@ class KeyRunner:
         if lease_lost or keeper.lost:
             result.outcome = "lease-lost"
             self._logger.warning("lease lost during the run; its in-memory work was discarded")
-            await deps.hooks.emit(
-                "on_lease_lost", LeaseLostDetails(**self._hook_fields("live"), epoch=lease.epoch)
-            )
+            await deps.hooks.emit("on_lease_lost", **self._hook_fields("live"), epoch=lease.epoch)
         return result
 
     async def _lanes(self, keeper: LeaseKeeper, cancel: asyncio.Event, out: KeyRunResult) -> None:
@@ -458,11 +448,9 @@ class KeyRunner:
         if transition.circuit_opened:
             await deps.hooks.emit(
                 "on_circuit_open",
-                CircuitOpenDetails(
-                    **self._hook_fields("live"),
-                    failures=transition.state.consecutive_failures,
-                    probe_at=transition.state.next_due_at or deps.clock.now(),
-                ),
+                **self._hook_fields("live"),
+                failures=transition.state.consecutive_failures,
+                probe_at=transition.state.next_due_at or deps.clock.now(),
             )
         return dataclasses.replace(state, schedule=transition.state)
 
@@ -564,26 +552,20 @@ class KeyRunner:
             if summary.events.total:
                 schedule = dataclasses.replace(schedule, drain_blocked=False)
             if tr.circuit_closed:
-                await deps.hooks.emit(
-                    "on_circuit_close", CircuitCloseDetails(**self._hook_fields(lane))
-                )
+                await deps.hooks.emit("on_circuit_close", **self._hook_fields(lane))
             if tr.circuit_opened:
                 await deps.hooks.emit(
                     "on_circuit_open",
-                    CircuitOpenDetails(
-                        **self._hook_fields(lane),
-                        failures=schedule.consecutive_failures,
-                        probe_at=schedule.next_due_at or now,
-                    ),
+                    **self._hook_fields(lane),
+                    failures=schedule.consecutive_failures,
+                    probe_at=schedule.next_due_at or now,
                 )
             await deps.hooks.emit(
                 "on_schedule_change",
-                ScheduleChangeDetails(
-                    **self._hook_fields(lane),
-                    interval_ms=schedule.interval_ms or self._poller.schedule.min_ms,
-                    next_due_at=schedule.next_due_at or now,
-                    reason=tr.reason,
-                ),
+                **self._hook_fields(lane),
+                interval_ms=schedule.interval_ms or self._poller.schedule.min_ms,
+                next_due_at=schedule.next_due_at or now,
+                reason=tr.reason,
             )
         else:
             schedule, throttled = await self._side_transition(lane, schedule, error, cycle, now)
@@ -601,13 +583,9 @@ class KeyRunner:
                     "throttled": throttled,
                 },
             )
-            await deps.hooks.emit(
-                "on_error", ErrorDetails(**self._hook_fields(lane), error=error, phase=phase)
-            )
+            await deps.hooks.emit("on_error", **self._hook_fields(lane), error=error, phase=phase)
         state = dataclasses.replace(state, schedule=schedule)
-        await deps.hooks.emit(
-            "on_poll_end", PollEndDetails(**self._hook_fields(lane), summary=summary)
-        )
+        await deps.hooks.emit("on_poll_end", **self._hook_fields(lane), summary=summary)
         out.results.append(
             TickPollResult(
                 poller=self._key.poller,
@@ -639,9 +617,7 @@ class KeyRunner:
         if error is None:
             lanes.pop(lane, None)
             if side.circuit is not CircuitState.CLOSED:
-                await self._deps.hooks.emit(
-                    "on_circuit_close", CircuitCloseDetails(**self._hook_fields(lane))
-                )
+                await self._deps.hooks.emit("on_circuit_close", **self._hook_fields(lane))
         else:
             tr = self._failure_transition(side, error, cycle.raised, now)
             throttled = tr.reason == "throttled"
@@ -649,11 +625,9 @@ class KeyRunner:
             if tr.circuit_opened:
                 await self._deps.hooks.emit(
                     "on_circuit_open",
-                    CircuitOpenDetails(
-                        **self._hook_fields(lane),
-                        failures=tr.state.consecutive_failures,
-                        probe_at=tr.state.next_due_at or now,
-                    ),
+                    **self._hook_fields(lane),
+                    failures=tr.state.consecutive_failures,
+                    probe_at=tr.state.next_due_at or now,
                 )
         last_error = error if error is not None else schedule.last_error
         return dataclasses.replace(schedule, lanes=lanes, last_error=last_error), throttled

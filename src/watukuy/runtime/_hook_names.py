@@ -1,0 +1,32 @@
+"""The names of the hooks, in the order they fire within a lane cycle.
+
+Its own module so that the engine's hook bus knows them without importing the detail
+records of :mod:`watukuy.runtime.hooks`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["HOOK_NAMES"]
+
+HOOK_NAMES: Final = (
+    "on_lease_acquired",
+    "on_poll_start",
+    "on_fetch",
+    "on_commit",
+    "on_event",
+    "on_delivered",
+    "on_filtered",
+    "on_retry",
+    "on_parked",
+    "on_invalid",
+    "on_error",
+    "on_lease_lost",
+    "on_circuit_open",
+    "on_circuit_close",
+    "on_budget_wait",
+    "on_schedule_change",
+    "on_poll_end",
+    "on_deletes_held",
+)
