@@ -17,8 +17,6 @@ from typing import Final
 from watukuy.model.options import MAX_THROTTLE_MS
 from watukuy.model.rows import RateLimitInfo, RateLimitSource
 
-from ._sfv import Item, SfvError, parse_dictionary, parse_list
-
 __all__ = ["parse_rate_limit", "parse_retry_after"]
 
 # A reset value of 10+ digits is an epoch in seconds, 13+ digits an epoch in milliseconds;
@@ -191,6 +189,9 @@ def _structured(text: str) -> list[tuple[str | None, dict[str, object]]] | None:
     The current form is a List of named items (``"burst";r=5;t=1, "day";r=900;t=3600``);
     the older form is a Dictionary with one policy (``limit=100, remaining=50, reset=30``).
     """
+    # The parser is imported on the first RateLimit field: most APIs never send one.
+    from ._sfv import Item, SfvError, parse_dictionary, parse_list
+
     try:
         members = parse_list(text)
     except SfvError:
