@@ -18,7 +18,7 @@ from watukuy.model.errors import ConfigError, LeaseLostError, StoreError
 from watukuy.model.ports import StateStore
 from watukuy.model.rows import Lease, ListingState, PKey, empty_poller_state, state_to_fields
 from watukuy.stores import MemoryStore, store_from_url
-from watukuy.stores.sqlite import SqliteStore, sqlite_migrations
+from watukuy.stores.sqlite import SCHEMA_VERSION, SqliteStore, sqlite_migrations
 from watukuy.testing.store_contract import (
     KEY,
     T0,
@@ -148,6 +148,8 @@ async def test_wal_mode_and_the_schema_version_are_on_disk(
 
 async def test_migrations_ship_as_versioned_files() -> None:
     [(first, initial), (second, due_index), *later] = sqlite_migrations("p_")
+    # A store at SCHEMA_VERSION reads no migration file: it must be the newest one.
+    assert sqlite_migrations()[-1][0] == SCHEMA_VERSION
     assert [first, second, *(version for version, _ in later)] == list(range(1, 3 + len(later)))
     assert 'CREATE TABLE IF NOT EXISTS "p_pollers"' in initial
     assert 'ALTER TABLE "p_pollers" ADD COLUMN wake_at INTEGER;' in due_index
