@@ -290,8 +290,8 @@ MUTANTS: tuple[Mutant, ...] = (
         DISPATCHER,
         [
             (
-                'delay_ms=delay\n            ),\n        )\n        return "stop-group"',
-                'delay_ms=delay\n            ),\n        )\n        return "next"',
+                'delay_ms=delay,\n        )\n        return "stop-group"',
+                'delay_ms=delay,\n        )\n        return "next"',
             )
         ],
         f"{GM}::test_g3_a_failed_attempt_holds_the_pending_events_of_its_key[memory]",
