@@ -48,6 +48,7 @@ class Guarantee:
 
 GI = "tests/integration/test_guarantees.py"
 GM = "tests/integration/test_guarantees_measured.py"
+CO = "tests/integration/test_consumers.py"
 CH = "tests/chaos/test_chaos_seeds.py"
 HA = "tests/chaos/test_chaos_harness.py"
 MEM = "tests/stores/test_memory.py::TestMemoryStoreContract"
@@ -116,6 +117,7 @@ GUARANTEES: dict[str, Guarantee] = {
         (
             f"{GI}::test_g7_one_poison_item_is_parked_while_the_others_flow",
             "tests/integration/test_lanes.py",
+            CO,
         ),
     ),
     "G8": Guarantee(
@@ -290,8 +292,8 @@ MUTANTS: tuple[Mutant, ...] = (
         DISPATCHER,
         [
             (
-                'delay_ms=delay,\n        )\n        return "stop-group"',
-                'delay_ms=delay,\n        )\n        return "next"',
+                'consumer=_consumer_of(row.event_id),\n        )\n        return "stop-group"',
+                'consumer=_consumer_of(row.event_id),\n        )\n        return "next"',
             )
         ],
         f"{GM}::test_g3_a_failed_attempt_holds_the_pending_events_of_its_key[memory]",
@@ -625,12 +627,51 @@ MUTANTS: tuple[Mutant, ...] = (
         DISPATCHER,
         [
             (
-                '                    if outcome == "stop-group":\n                        blocked.add(okey)\n                        break',
-                '                    if outcome == "stop-group":\n                        blocked.add(okey)\n                        return',
+                '                    if outcome == "stop-group":\n                        blocked.add(group)\n                        break',
+                '                    if outcome == "stop-group":\n                        blocked.add(group)\n                        return',
             )
         ],
         f"{GI}::test_g7_one_poison_item_is_parked_while_the_others_flow[memory]",
         bug="a failing key stops its worker, so the keys queued behind it wait",
+    ),
+    _m(
+        "a-split-keeps-the-shared-row",
+        "G7",
+        DISPATCHER,
+        [
+            (
+                "        await self._store.ack_events(self._key, lease, [row.event_id for row in shared])\n",
+                "",
+            )
+        ],
+        f"{CO}::test_every_consumer_gets_every_event_once[memory]",
+        bug="a shared row is split again on every drain, so every consumer gets it again",
+    ),
+    _m(
+        "a-hold-holds-every-consumer",
+        "G7",
+        DISPATCHER,
+        [
+            (
+                '            group = okey if name is None else f"{okey}@{name}"\n',
+                "            group = okey\n",
+            )
+        ],
+        f"{CO}::test_a_hold_holds_only_its_own_consumer[memory]",
+        bug="one consumer's parked event holds the ordering key for every consumer",
+    ),
+    _m(
+        "a-consumers-row-goes-to-the-shared-consumer",
+        "G7",
+        DISPATCHER,
+        [
+            (
+                "            consumer = shared if name is None else consumers.get(name)\n",
+                "            consumer = shared if name is None else next(iter(consumers.values()))\n",
+            )
+        ],
+        f"{CO}::test_a_consumer_that_parks_never_redelivers_to_the_others[memory]",
+        bug="a consumer's own row is handed to the first consumer instead of its own",
     ),
     _m(
         "seeded-random-ignores-its-seed",

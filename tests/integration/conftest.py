@@ -111,12 +111,35 @@ def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-async def store(store_kind: str, tmp_path: Path) -> AsyncIterator[StateStore]:
-    created: StateStore = (
-        wk.MemoryStore() if store_kind == "memory" else wk.SqliteStore(tmp_path / "w.db")
-    )
+async def open_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> StateStore:
+    """A migrated store of ``kind``: ``memory``, ``sqlite``, or ``postgres`` and ``redis``
+    on the real servers (in a schema or key prefix of the test's own)."""
+    created: StateStore
+    if kind == "memory":
+        created = wk.MemoryStore()
+    elif kind == "sqlite":
+        created = wk.SqliteStore(tmp_path / "w.db")
+    elif kind == "postgres":
+        from watukuy.stores.postgres import PostgresStore
+
+        url, schema = request.getfixturevalue("postgres_url"), request.getfixturevalue("pg_schema")
+        created = PostgresStore(url, schema=schema)
+    else:
+        from watukuy.stores.redis import RedisStore
+
+        url, prefix = request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
+        created = RedisStore.from_url(url, prefix=prefix)
     await created.migrate()
+    return created
+
+
+@pytest.fixture
+async def store(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[StateStore]:
+    """A store of ``store_kind``: a module that overrides ``store_kind`` with
+    ``"postgres"`` or ``"redis"`` runs on the real servers too."""
+    created = await open_store(store_kind, tmp_path, request)
     yield created
     await created.close()
 
@@ -129,6 +152,23 @@ def clock() -> VirtualClock:
 @pytest.fixture
 def world(clock: VirtualClock, store: StateStore) -> World:
     return World(clock=clock, api=FakeApi(clock), store=store)
+
+
+def orders(**options: Any) -> wk.PollerDefinition[Any]:
+    """The ``orders`` poller over the keyset listing, 50 a page unless ``fetch`` is given."""
+    options.setdefault("fetch", timestamp_fetch(limit=50))
+    return wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+        **options,
+    )
+
+
+def seed(world: World, n: int, at: str = "2025-12-31T12:00:00.000Z") -> None:
+    """``n`` items, ``item-001`` onwards, all stamped ``at``."""
+    for i in range(1, n + 1):
+        world.api.add(item(i, at))
 
 
 def item(n: int, at: str, **extra: Any) -> dict[str, Any]:

@@ -10,24 +10,9 @@ import pytest
 import watukuy as wk
 from watukuy.model.rows import PKey
 
-from .conftest import Recorder, World, item, timestamp_fetch
+from .conftest import Recorder, World, item, orders, seed
 
 T = "2025-12-31T12:00:00.000Z"
-
-
-def orders(**options: Any) -> wk.PollerDefinition[Any]:
-    options.setdefault("fetch", timestamp_fetch(limit=50))
-    return wk.define_poller(
-        name="orders",
-        identity=lambda o: o["id"],
-        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
-        **options,
-    )
-
-
-def seed(world: World, n: int) -> None:
-    for i in range(1, n + 1):
-        world.api.add(item(i, T))
 
 
 async def test_sync_handlers_run_in_a_worker_thread(world: World) -> None:

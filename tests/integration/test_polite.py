@@ -22,6 +22,8 @@ from watukuy.model.ports import StateStore
 from watukuy.model.rows import CircuitState, PKey
 from watukuy.testing import SeededRandom, VirtualClock
 
+from .conftest import open_store
+
 BASE = "https://vendor.test"
 T0 = "2025-12-31T00:00:00.000Z"
 
@@ -310,29 +312,9 @@ async def test_the_strictest_of_two_rate_limit_policies_paces_the_key(
 
 @pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
 async def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StateStore]:
-    kind = request.param
-    client: Any = None
-    if kind == "memory":
-        store: StateStore = wk.MemoryStore()
-    elif kind == "sqlite":
-        store = wk.SqliteStore(tmp_path / "w.db")
-    elif kind == "postgres":
-        from watukuy.stores.postgres import PostgresStore
-
-        url, schema = request.getfixturevalue("postgres_url"), request.getfixturevalue("pg_schema")
-        store = PostgresStore(url, schema=schema)
-    else:
-        import redis.asyncio
-
-        from watukuy.stores.redis import RedisStore
-
-        client = redis.asyncio.Redis.from_url(request.getfixturevalue("redis_url"))
-        store = RedisStore(client, prefix=request.getfixturevalue("redis_prefix"))
-    await store.migrate()
+    store = await open_store(request.param, tmp_path, request)
     yield store
     await store.close()
-    if client is not None:
-        await client.aclose()
 
 
 @pytest.mark.parametrize(

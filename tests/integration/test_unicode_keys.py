@@ -8,14 +8,11 @@ quarantined, and the rest of the page is delivered.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import watukuy as wk
-from watukuy.model.ports import StateStore
 from watukuy.model.rows import PKey
 
 from .conftest import Recorder, World
@@ -24,30 +21,6 @@ from .conftest import Recorder, World
 @pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-@pytest.fixture
-async def store(
-    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> AsyncIterator[StateStore]:
-    created: StateStore
-    if store_kind == "memory":
-        created = wk.MemoryStore()
-    elif store_kind == "sqlite":
-        created = wk.SqliteStore(tmp_path / "w.db")
-    elif store_kind == "postgres":
-        from watukuy.stores.postgres import PostgresStore
-
-        url, schema = request.getfixturevalue("postgres_url"), request.getfixturevalue("pg_schema")
-        created = PostgresStore(url, schema=schema)
-    else:
-        from watukuy.stores.redis import RedisStore
-
-        url, prefix = request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
-        created = RedisStore.from_url(url, prefix=prefix)
-    await created.migrate()
-    yield created
-    await created.close()
 
 
 IDENTITIES = ["a\x00b", "\x00", "a\x01", "a\x01\x02", "a", "\x01\x01"]

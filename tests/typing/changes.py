@@ -54,6 +54,10 @@ engine.on(
 )
 engine.on(orders, on_paid, when=big)
 engine.on("orders", on_paid, when=wk.created() | wk.deleted() | wk.updated())
+# Several consumers of one poller, each under its own name.
+engine.on(orders, on_paid, consumer="billing", when=wk.changed("status", to="paid"))
+engine.off(orders, "billing")
+engine.off("orders")
 
 combined: wk.EventFilter = wk.changed("status") | big
 assert_type(combined, wk.EventFilter)
@@ -63,4 +67,6 @@ assert_type(wk.json_patch({"a": 1}, {"a": 2}, array_key=None), wk.JsonPatch)
 
 async def pull() -> None:
     async for event in engine.subscribe(orders, when=wk.changed("total")):
+        assert_type(event, wk.Event[Order])
+    async for event in engine.subscribe(orders, consumer="audit"):
         assert_type(event, wk.Event[Order])

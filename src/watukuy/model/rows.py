@@ -21,6 +21,7 @@ from .records import fast_init
 
 __all__ = [
     "BackfillState",
+    "DEFAULT_CONSUMER",
     "CircuitState",
     "CommitBatch",
     "EventCounts",
@@ -46,6 +47,8 @@ __all__ = [
     "TombstoneReason",
     "Validator",
     "apply_patch",
+    "delivery_consumer",
+    "delivery_id",
     "empty_poller_state",
     "held_deletes_to_json",
     "listing_to_json",
@@ -440,6 +443,29 @@ class OutboxRow:
     next_attempt_at: int | None = None
     last_error: SerializedError | None = None
     created_at: int = 0
+
+
+DEFAULT_CONSUMER = "default"
+"""The name of a poller's consumer when ``on()`` or ``subscribe()`` is given none."""
+
+
+def delivery_id(event_id: str, consumer: str) -> str:
+    """The outbox id of one event's delivery to one named consumer: ``<event id>@<name>``.
+
+    A poller with a single consumer named ``"default"`` keeps one outbox row per event,
+    under the event's own id. A poller with several consumers (or one with another name)
+    splits each such shared row, before delivering it, into one row per consumer under
+    this id, so that every consumer has its own attempts, retry time and parking. Event
+    ids are hexadecimal and consumer names cannot hold ``@``, so the two never mix up.
+    """
+    return f"{event_id}@{consumer}"
+
+
+def delivery_consumer(outbox_id: str) -> str | None:
+    """The consumer an outbox (or parked) row is for, from its id: ``None`` for a shared
+    row, which is the single default consumer's or waits to be split."""
+    at = outbox_id.rfind("@")
+    return None if at < 0 else outbox_id[at + 1 :]
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar, cast
 
-from watukuy.model.errors import WatukuyError
+from watukuy.model.errors import ConfigError, WatukuyError
 from watukuy.model.events import Event
+from watukuy.model.rows import DEFAULT_CONSUMER
 
 from .context import HandlerContext
 from .filters import EventFilter
 
 __all__ = [
     "Consumer",
+    "Consumers",
     "DeliveryAbandoned",
     "Handler",
     "HandlerConsumer",
     "ManualAckMissing",
     "Subscription",
+    "check_consumer_name",
     "consumer_filter",
 ]
 
@@ -51,6 +55,58 @@ def consumer_filter(consumer: Consumer) -> EventFilter | None:
     """The ``when=`` filter of a consumer, if it has one."""
     when = getattr(consumer, "when", None)
     return when if isinstance(when, EventFilter) else None
+
+
+_CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def check_consumer_name(name: object) -> str:
+    """``name`` when it can name a consumer: 1-64 letters, digits, ``_``, ``.`` or ``-``.
+
+    Raises:
+        ConfigError: It cannot (``field="consumer"``).
+    """
+    if not isinstance(name, str) or _CONSUMER_NAME.fullmatch(name) is None:
+        raise ConfigError(
+            f"a consumer name is 1-64 letters, digits, '_', '.' or '-', got {name!r}",
+            field="consumer",
+        )
+    return name
+
+
+class Consumers(Mapping[str, Consumer]):
+    """The consumers of one poller by name, as one run sees them.
+
+    With a single consumer named ``"default"``, an event has one outbox row, delivered to
+    it. Otherwise every consumer gets a row of its own (see
+    :func:`~watukuy.model.rows.delivery_id`), with its own attempts, retries and parking:
+    one consumer failing or parked never redelivers to, or holds back, another.
+    """
+
+    __slots__ = ("_by_name",)
+
+    def __init__(self, by_name: Mapping[str, Consumer]) -> None:
+        self._by_name = dict(by_name)
+
+    def __getitem__(self, name: str) -> Consumer:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    @property
+    def shared(self) -> Consumer | None:
+        """The consumer of the events' shared outbox rows: the default one when it is the
+        only one; ``None`` when each consumer needs rows of its own."""
+        if len(self._by_name) == 1:
+            return self._by_name.get(DEFAULT_CONSUMER)
+        return None
+
+    def __repr__(self) -> str:
+        return f"Consumers({sorted(self._by_name)!r})"
 
 
 class HandlerConsumer:
@@ -109,8 +165,12 @@ class Subscription(Generic[T]):
         on_close: Callable[[Subscription[Any]], None],
         *,
         when: EventFilter | None = None,
+        consumer: str = DEFAULT_CONSUMER,
     ) -> None:
         self.name = name
+        """The poller's name."""
+        self.consumer = consumer
+        """The consumer name this subscription receives events as."""
         self.when = when
         """Events this filter turns down are acknowledged without being offered."""
         self._on_close = on_close

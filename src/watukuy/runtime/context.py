@@ -68,11 +68,14 @@ class HandlerContext:
         partition: The partition the event belongs to, including its transient ``data``.
         attempt: 1-based delivery attempt (same as ``event.attempt``).
         logger: A logger scoped to the poller and partition.
+        consumer: The name of the consumer the event is delivered to (``"default"``
+            unless ``on()`` was given ``consumer=``).
     """
 
     partition: Partition
     attempt: int
     logger: Logger
+    consumer: str = "default"
     _cancel: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _acked: bool = field(default=False, repr=False)
     _open: bool = field(default=True, repr=False)

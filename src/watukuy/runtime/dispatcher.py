@@ -25,12 +25,20 @@ from watukuy.model.events import Event, event_from_json
 from watukuy.model.partition import Partition
 from watukuy.model.ports import Clock, Random, StateStore
 from watukuy.model.redact import DEFAULT_REDACTION, Redaction, serialize_error
-from watukuy.model.rows import OutboxRow, ParkedRow, PKey
+from watukuy.model.rows import (
+    DEFAULT_CONSUMER,
+    CommitBatch,
+    OutboxRow,
+    ParkedRow,
+    PKey,
+    delivery_consumer,
+    delivery_id,
+)
 from watukuy.scheduler import backoff_delay
 from watukuy.validate import is_passthrough
 
 from ._hookbus import HookBus
-from .consumers import Consumer, DeliveryAbandoned, consumer_filter
+from .consumers import Consumer, Consumers, DeliveryAbandoned, consumer_filter
 from .context import HandlerContext
 from .poller import PollerDefinition
 
@@ -52,7 +60,8 @@ class DrainResult:
         failed: Failed attempts scheduled for retry.
         next_retry_at: Earliest retry time of a failed event, if any.
         halted: A poison event hit ``poison.action="halt"``.
-        held: Groups skipped because a parked event holds their ordering key.
+        held: Rows skipped because a parked event holds their ordering key, or because
+            they are for a consumer this engine does not have.
         abandoned: A subscriber went away with an event in hand.
     """
 
@@ -155,10 +164,10 @@ class Dispatcher:
         self._ack_batch: asyncio.Future[None] | None = None
         self._ack_writer: asyncio.Task[None] | None = None
 
-    async def drain(self, consumer: Consumer | None) -> DrainResult:
+    async def drain(self, consumers: Consumers | None) -> DrainResult:
         """Deliver everything deliverable now; returns what happened."""
         result = DrainResult()
-        if consumer is None:
+        if not consumers:
             return result
         blocked: set[str] = set(await self._store.held_keys(self._key))
         held_at_start = set(blocked)
@@ -181,6 +190,10 @@ class Dispatcher:
                 edge = {row.event_id for row in fresh if row.sequence == last} | (
                     edge if after == last - 1 else set()
                 )
+                if consumers.shared is None:
+                    fresh = await self._split(fresh, consumers)
+                    # The rows split at the last sequence sit at it too: skip them next.
+                    edge |= {row.event_id for row in fresh if row.sequence == last}
                 after = last - 1
                 if full:
                     # Read the next batch while this one is delivered (rows are only ever
@@ -188,7 +201,7 @@ class Dispatcher:
                     upcoming = asyncio.ensure_future(
                         self._store.load_pending(self._key, self._batch_size, after)
                     )
-                await self._batch(consumer, fresh, blocked, held_at_start, result)
+                await self._batch(consumers, fresh, blocked, held_at_start, result)
                 if not full:
                     break
         finally:
@@ -197,26 +210,76 @@ class Dispatcher:
                 await asyncio.gather(upcoming, return_exceptions=True)
         return result
 
+    async def _split(self, rows: list[OutboxRow], consumers: Consumers) -> list[OutboxRow]:
+        """Give every consumer a row of its own for each shared row of the batch.
+
+        The consumers' rows (``<event id>@<name>``, at the event's sequence) are written
+        first, then the shared rows are acknowledged: a crash between the two writes the
+        same rows again next time, before anything was delivered from them.
+        """
+        shared = [row for row in rows if delivery_consumer(row.event_id) is None]
+        if not shared:
+            return rows
+        names = list(consumers)
+        split = [
+            OutboxRow(
+                event_id=delivery_id(row.event_id, name),
+                sequence=row.sequence,
+                event=row.event,
+                created_at=row.created_at,
+            )
+            for row in shared
+            for name in names
+        ]
+        lease = self._lease()
+        now = self._clock.now()
+        await self._store.commit_poll(self._key, lease, CommitBatch(events=split, now=now))
+        await self._store.ack_events(self._key, lease, [row.event_id for row in shared])
+        # A crash after an earlier split left both the shared rows and their copies: the
+        # copies were just written again (same ids), and appear once in what is delivered.
+        out: dict[str, OutboxRow] = {}
+        at = 0
+        for row in rows:
+            if delivery_consumer(row.event_id) is None:
+                for copy in split[at : at + len(names)]:
+                    out[copy.event_id] = copy
+                at += len(names)
+            else:
+                out.setdefault(row.event_id, row)
+        return list(out.values())
+
     async def _batch(
         self,
-        consumer: Consumer,
+        consumers: Consumers,
         rows: list[OutboxRow],
         blocked: set[str],
         held_at_start: set[str],
         result: DrainResult,
     ) -> None:
-        """Deliver one batch: group its rows by ordering key, skipping blocked keys."""
-        groups: dict[str, list[tuple[OutboxRow, Event[Any]]]] = {}
+        """Deliver one batch: group its rows by consumer and ordering key, skipping
+        blocked groups and rows for a consumer this engine does not have."""
+        groups: dict[str, tuple[str, Consumer, list[tuple[OutboxRow, Event[Any]]]]] = {}
+        shared = consumers.shared
         for row in rows:
+            name = delivery_consumer(row.event_id)
+            consumer = shared if name is None else consumers.get(name)
+            if consumer is None:
+                result.held += 1  # it waits for its consumer to be registered
+                continue
             event = event_from_json(row.event)
             okey = self._ordering_key_of(event)
-            if okey in blocked:
-                if okey in held_at_start:
+            # A hold without a consumer name (left by a shared row) holds every consumer.
+            group = okey if name is None else f"{okey}@{name}"
+            if okey in blocked or group in blocked:
+                if okey in held_at_start or group in held_at_start:
                     result.held += 1
                 continue
-            groups.setdefault(okey, []).append((row, event))
+            entry = groups.get(group)
+            if entry is None:
+                groups[group] = entry = (name or DEFAULT_CONSUMER, consumer, [])
+            entry[2].append((row, event))
         if groups:
-            await self._run_groups(consumer, list(groups.items()), blocked, result)
+            await self._run_groups(list(groups.items()), blocked, result)
 
     def _ordering_key_of(self, event: Event[Any]) -> str:
         if self._ordering_key is None:
@@ -231,8 +294,7 @@ class Dispatcher:
 
     async def _run_groups(
         self,
-        consumer: Consumer,
-        groups: list[tuple[str, list[tuple[OutboxRow, Event[Any]]]]],
+        groups: list[tuple[str, tuple[str, Consumer, list[tuple[OutboxRow, Event[Any]]]]]],
         blocked: set[str],
         result: DrainResult,
     ) -> None:
@@ -240,13 +302,13 @@ class Dispatcher:
 
         async def worker() -> None:
             while queue:
-                okey, items = queue.popleft()
+                group, (name, consumer, items) = queue.popleft()
                 for row, event in items:
                     if result.halted or result.abandoned or self._cancel.is_set():
                         return
-                    outcome = await self._deliver_one(consumer, okey, row, event, result)
+                    outcome = await self._deliver_one(consumer, name, group, row, event, result)
                     if outcome == "stop-group":
-                        blocked.add(okey)
+                        blocked.add(group)
                         break
 
         workers = min(self._poller.delivery.concurrency, len(groups))
@@ -306,11 +368,14 @@ class Dispatcher:
     async def _deliver_one(
         self,
         consumer: Consumer,
+        name: str,
         okey: str,
         row: OutboxRow,
         stored: Event[Any],
         result: DrainResult,
     ) -> str:
+        """Deliver one row to its consumer; ``okey`` is its group (the ordering key, with
+        ``@<consumer>`` on a consumer's own row): what it acks behind and what it holds."""
         now = self._clock.now()
         if row.next_attempt_at is not None and row.next_attempt_at > now:
             result.note_retry(row.next_attempt_at)
@@ -323,7 +388,11 @@ class Dispatcher:
         attempt = row.attempts + 1
         event = self._hydrate(stored, attempt)
         ctx = HandlerContext(
-            partition=self._partition, attempt=attempt, logger=self._logger, _cancel=self._cancel
+            partition=self._partition,
+            attempt=attempt,
+            logger=self._logger,
+            consumer=name,
+            _cancel=self._cancel,
         )
         self._check_lease()  # after any wait above: never deliver on a lease that may be gone
         when = consumer_filter(consumer)
@@ -425,13 +494,15 @@ class Dispatcher:
         return None
 
     async def _acked(self, entry: _AckEntry) -> None:
-        _, event, attempt, duration, result, filtered = entry
+        outbox_id, event, attempt, duration, result, filtered = entry
         if filtered:
-            await self._filtered(event, attempt, result)
+            await self._filtered(outbox_id, event, attempt, result)
         else:
-            await self._delivered(event, attempt, duration, result)
+            await self._delivered(outbox_id, event, attempt, duration, result)
 
-    async def _filtered(self, event: Event[Any], attempt: int, result: DrainResult) -> None:
+    async def _filtered(
+        self, outbox_id: str, event: Event[Any], attempt: int, result: DrainResult
+    ) -> None:
         result.filtered += 1
         key = self._key
         self._filtered_counts[key] = self._filtered_counts.get(key, 0) + 1
@@ -444,6 +515,7 @@ class Dispatcher:
                 instance_id=self._instance_id,
                 event=event,
                 attempt=attempt,
+                consumer=_consumer_of(outbox_id),
             )
 
     def _abandon_acks(self) -> None:
@@ -458,10 +530,15 @@ class Dispatcher:
         self, event_id: str, event: Event[Any], attempt: int, duration: int, result: DrainResult
     ) -> None:
         await self._store.ack_events(self._key, self._lease(), [event_id])
-        await self._delivered(event, attempt, duration, result)
+        await self._delivered(event_id, event, attempt, duration, result)
 
     async def _delivered(
-        self, event: Event[Any], attempt: int, duration: int, result: DrainResult
+        self,
+        outbox_id: str,
+        event: Event[Any],
+        attempt: int,
+        duration: int,
+        result: DrainResult,
     ) -> None:
         result.delivered += 1
         if self._hooks.has("on_delivered"):
@@ -474,6 +551,7 @@ class Dispatcher:
                 event=event,
                 attempt=attempt,
                 duration_ms=duration,
+                consumer=_consumer_of(outbox_id),
             )
 
     async def _settle_acks(self) -> None:
@@ -602,8 +680,13 @@ class Dispatcher:
             attempt=attempt,
             error=_strip(serialized),
             delay_ms=delay,
+            consumer=_consumer_of(row.event_id),
         )
         return "stop-group"
+
+
+def _consumer_of(outbox_id: str) -> str:
+    return delivery_consumer(outbox_id) or DEFAULT_CONSUMER
 
 
 def _strip(error: SerializedError) -> SerializedError:

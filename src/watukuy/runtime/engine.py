@@ -26,11 +26,18 @@ from watukuy.model.options import Budget
 from watukuy.model.partition import Partition
 from watukuy.model.ports import BudgetStore, Clock, Random, StateStore, StoreClock
 from watukuy.model.redact import RedactingLogger, Redaction, serialize_error
-from watukuy.model.rows import PKey
+from watukuy.model.rows import DEFAULT_CONSUMER, PKey
 from watukuy.scheduler import backoff_ceiling
 
 from ._hookbus import HookBus, as_hook_list
-from .consumers import Consumer, Handler, HandlerConsumer, Subscription
+from .consumers import (
+    Consumer,
+    Consumers,
+    Handler,
+    HandlerConsumer,
+    Subscription,
+    check_consumer_name,
+)
 from .context import HandlerContext
 from .deadline import finish_by
 from .filters import EventFilter, as_filter
@@ -184,7 +191,8 @@ class EngineCore(Operations):
         self._check_skew = False
         self._migrated = False
         self._migrate_lock = asyncio.Lock()
-        self._consumers: dict[str, Consumer] = {}
+        # poller name -> consumer name -> consumer (a poller with none has no entry)
+        self._consumers: dict[str, dict[str, Consumer]] = {}
         self._warned_no_consumer: set[str] = set()
         self._book = PartitionBook(
             self._pollers,
@@ -234,6 +242,7 @@ class EngineCore(Operations):
         handler: None = None,
         *,
         when: Callable[[Event[T]], bool] | None = None,
+        consumer: str = ...,
     ) -> Callable[[TypedHandler[T]], TypedHandler[T]]: ...
 
     @overload
@@ -243,6 +252,7 @@ class EngineCore(Operations):
         handler: TypedHandler[T],
         *,
         when: Callable[[Event[T]], bool] | None = None,
+        consumer: str = ...,
     ) -> TypedHandler[T]: ...
 
     @overload
@@ -252,11 +262,17 @@ class EngineCore(Operations):
         handler: None = None,
         *,
         when: Callable[[Event[Any]], bool] | None = None,
+        consumer: str = ...,
     ) -> Callable[[H], H]: ...
 
     @overload
     def on(
-        self, poller: str, handler: H, *, when: Callable[[Event[Any]], bool] | None = None
+        self,
+        poller: str,
+        handler: H,
+        *,
+        when: Callable[[Event[Any]], bool] | None = None,
+        consumer: str = ...,
     ) -> H: ...
 
     def on(
@@ -265,12 +281,18 @@ class EngineCore(Operations):
         handler: Any = None,
         *,
         when: Callable[[Event[Any]], bool] | None = None,
+        consumer: str = DEFAULT_CONSUMER,
     ) -> Any:
-        """Attach the handler of a poller: ``(event, ctx)``, sync or async.
+        """Attach a handler to a poller: ``(event, ctx)``, sync or async.
 
         Use it directly, ``engine.on("orders", handle)``, or as a decorator,
-        ``@engine.on("orders")``. One consumer per poller: a second ``on()`` or a
-        ``subscribe()`` raises ``ConfigError``. Returns the handler.
+        ``@engine.on("orders")``. Returns the handler.
+
+        A poller may have several consumers (handlers and subscriptions), each under its
+        own ``consumer`` name: every one receives every event, with its own filter,
+        attempts, retries and parking, so one failing never redelivers to the others.
+        The name is what the store keeps their progress under: keep it stable across
+        deploys, and register every consumer before the engine starts.
 
         Args:
             poller: The poller definition or its name.
@@ -279,38 +301,56 @@ class EngineCore(Operations):
                 ``wk.created()``... combined with ``&``, ``|``, ``~``, or any
                 ``(event) -> bool``); the others are acknowledged without it and counted
                 (``inspect()``'s ``filtered``, the ``on_filtered`` hook).
+            consumer: The consumer's name (1-64 letters, digits, ``_``, ``.``, ``-``;
+                ``"default"`` when omitted), seen by the handler as ``ctx.consumer``.
 
         Raises:
-            ConfigError: The poller already has a consumer, the handler is not callable,
-                or ``when`` reads ``previous`` on a poller with ``retain="hash"``.
+            ConfigError: The poller already has a consumer of that name, the name or the
+                handler is not valid, or ``when`` reads ``previous`` on a poller with
+                ``retain="hash"``.
         """
         name = self._poller_name(poller)
+        consumer = check_consumer_name(consumer)
         check = self._filter_for(name, when)
         if handler is None:
 
             def decorator(fn: H) -> H:
-                self._attach(name, fn, check)
+                self._attach(name, consumer, fn, check)
                 return fn
 
             return decorator
-        self._attach(name, handler, check)
+        self._attach(name, consumer, handler, check)
         return handler
 
-    def off(self, poller: PollerDefinition[Any] | str) -> None:
-        """Detach the consumer of a poller (its events wait in the outbox meanwhile)."""
+    def off(self, poller: PollerDefinition[Any] | str, consumer: str | None = None) -> None:
+        """Detach the consumer named ``consumer`` of a poller, or all of them when it is
+        ``None``. Their events wait in the outbox meanwhile."""
         name = self._poller_name(poller)
-        consumer = self._consumers.pop(name, None)
-        if isinstance(consumer, Subscription):
-            consumer.close()
+        by_name = self._consumers.get(name, {})
+        names = list(by_name) if consumer is None else [consumer]
+        for each in names:
+            detached = by_name.pop(each, None)
+            if isinstance(detached, Subscription):
+                detached.close()
+        if not by_name:
+            self._consumers.pop(name, None)
 
     @overload
     def subscribe(
-        self, poller: PollerDefinition[T], *, when: Callable[[Event[T]], bool] | None = None
+        self,
+        poller: PollerDefinition[T],
+        *,
+        when: Callable[[Event[T]], bool] | None = None,
+        consumer: str = ...,
     ) -> Subscription[T]: ...
 
     @overload
     def subscribe(
-        self, poller: str, *, when: Callable[[Event[Any]], bool] | None = None
+        self,
+        poller: str,
+        *,
+        when: Callable[[Event[Any]], bool] | None = None,
+        consumer: str = ...,
     ) -> Subscription[Any]: ...
 
     def subscribe(
@@ -318,31 +358,40 @@ class EngineCore(Operations):
         poller: PollerDefinition[Any] | str,
         *,
         when: Callable[[Event[Any]], bool] | None = None,
+        consumer: str = DEFAULT_CONSUMER,
     ) -> Subscription[Any]:
         """Pull events with backpressure: ``async for event in engine.subscribe("orders")``.
 
         An event is acknowledged when you pull the next one (or leave an ``async with``
         block normally); an exception or cancellation leaves it unacknowledged, and it is
-        delivered again. Mutually exclusive with :meth:`on`.
+        delivered again. A subscription is a consumer like a handler of :meth:`on`, and
+        shares the poller with the others under its own ``consumer`` name.
 
         Args:
             poller: The poller definition or its name.
             when: Only events this filter passes are offered; the others are acknowledged
                 without being offered, as with :meth:`on`.
+            consumer: The consumer's name, as with :meth:`on`.
 
         Raises:
-            ConfigError: The poller already has a consumer, or ``when`` reads ``previous``
-                on a poller with ``retain="hash"``.
+            ConfigError: The poller already has a consumer of that name, the name is not
+                valid, or ``when`` reads ``previous`` on a poller with ``retain="hash"``.
         """
         name = self._poller_name(poller)
+        consumer = check_consumer_name(consumer)
         check = self._filter_for(name, when)
-        subscription: Subscription[Any] = Subscription(name, self._subscription_closed, when=check)
-        self._attach_consumer(name, subscription)
+        subscription: Subscription[Any] = Subscription(
+            name, self._subscription_closed, when=check, consumer=consumer
+        )
+        self._attach_consumer(name, consumer, subscription)
         return subscription
 
     def _subscription_closed(self, subscription: Subscription[Any]) -> None:
-        if self._consumers.get(subscription.name) is subscription:
-            del self._consumers[subscription.name]
+        by_name = self._consumers.get(subscription.name, {})
+        if by_name.get(subscription.consumer) is subscription:
+            del by_name[subscription.consumer]
+            if not by_name:
+                del self._consumers[subscription.name]
 
     def _filter_for(
         self, name: str, when: Callable[[Event[Any]], bool] | None
@@ -359,19 +408,25 @@ class EngineCore(Operations):
             )
         return check
 
-    def _attach(self, name: str, handler: Handler, when: EventFilter | None = None) -> None:
+    def _attach(
+        self, name: str, consumer: str, handler: Handler, when: EventFilter | None = None
+    ) -> None:
         if not callable(handler):
             raise ConfigError(f"expected a callable handler, got {handler!r}", field="handler")
         manual = self._pollers[name].delivery.ack_mode == "manual"
-        self._attach_consumer(name, HandlerConsumer(handler, manual_ack=manual, when=when))
+        self._attach_consumer(
+            name, consumer, HandlerConsumer(handler, manual_ack=manual, when=when)
+        )
 
-    def _attach_consumer(self, name: str, consumer: Consumer) -> None:
-        if name in self._consumers:
+    def _attach_consumer(self, name: str, consumer_name: str, consumer: Consumer) -> None:
+        by_name = self._consumers.setdefault(name, {})
+        if consumer_name in by_name:
             raise ConfigError(
-                f"poller {name!r} already has a consumer; on() and subscribe() take one each",
-                field="handler",
+                f"poller {name!r} already has a consumer named {consumer_name!r}; give "
+                "another handler or subscription its own consumer= name",
+                field="consumer",
             )
-        self._consumers[name] = consumer
+        by_name[consumer_name] = consumer
         self._warned_no_consumer.discard(name)
         self._tick_swept.discard(name)  # outboxes may wait for it: look at every key
         # Events may be waiting for a consumer: let the daemon look at every key now.
@@ -579,12 +634,12 @@ class EngineCore(Operations):
         force: bool = False,
         deadline: int | None = None,
     ) -> KeyRunResult:
-        consumer = self._consumers.get(poller.name)
+        by_name = self._consumers.get(poller.name)
         runner = KeyRunner(
             self._deps,
             poller,
             partition,
-            consumer,
+            Consumers(by_name) if by_name else None,
             force=force,
             deadline=deadline,
             stopping=lambda: self._status is EngineStatus.STOPPING,
@@ -633,7 +688,7 @@ class EngineCore(Operations):
                 ],
             )
         self._store_backoff.pop(runner.key, None)
-        waiting = consumer is None and any(r.events for r in result.results)
+        waiting = not by_name and any(r.events for r in result.results)
         if waiting and poller.name not in self._warned_no_consumer:
             self._warned_no_consumer.add(poller.name)
             self._log.warning(
@@ -685,9 +740,10 @@ class EngineCore(Operations):
         if running:
             await asyncio.gather(*running, return_exceptions=True)
         self._running.clear()
-        for consumer in list(self._consumers.values()):
-            if isinstance(consumer, Subscription):
-                consumer.close()
+        for by_name in list(self._consumers.values()):
+            for consumer in list(by_name.values()):
+                if isinstance(consumer, Subscription):
+                    consumer.close()
         if self._http is not None:
             await self._http.aclose()
         self._status = EngineStatus.STOPPED

@@ -114,6 +114,8 @@ class DeliveredDetails(HookContext):
     event: Event[Any]
     attempt: int
     duration_ms: int
+    consumer: str = "default"
+    """The consumer the event was delivered to (``on(..., consumer=)``)."""
 
 
 @fast_init
@@ -124,6 +126,8 @@ class FilteredDetails(HookContext):
 
     event: Event[Any]
     attempt: int
+    consumer: str = "default"
+    """The consumer whose filter turned the event down."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,6 +138,8 @@ class RetryDetails(HookContext):
     attempt: int
     error: SerializedError
     delay_ms: int
+    consumer: str = "default"
+    """The consumer whose handler failed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -67,7 +67,7 @@ from watukuy.model.rows import (
 )
 from watukuy.validate import Invalid, is_passthrough
 
-from .consumers import Consumer
+from .consumers import Consumers
 from .context import FetchContext
 from .dispatcher import Dispatcher, DrainResult
 from .lease import LeaseKeeper
@@ -149,7 +149,7 @@ class LaneCycle:
         lane: Lane,
         keeper: LeaseKeeper,
         dispatcher: Dispatcher,
-        consumer: Consumer | None,
+        consumer: Consumers | None,
         cancel: asyncio.Event,
         should_stop: Callable[[], bool],
         force: bool,

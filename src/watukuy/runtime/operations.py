@@ -89,6 +89,9 @@ class PollerInspect(TypedDict):
     """Events this engine's consumer of the key acknowledged without delivering them,
     because its ``when=`` filter turned them down, since the engine was created (a count of
     this process; absent from reports read from the store alone)."""
+    consumers: NotRequired[list[str]]
+    """The names of the consumers this engine has for the poller, sorted (a list of this
+    process; absent from reports read from the store alone)."""
 
 
 class BudgetInspect(TypedDict):
@@ -141,6 +144,7 @@ class Operations:
     _deps: EngineDeps
     _status: EngineStatus
     _budget_manager: BudgetManager | None
+    _consumers: dict[str, dict[str, Any]]
 
     # Provided by EngineCore.
     def _poller_name(self, poller: PollerDefinition[Any] | str) -> str:
@@ -500,6 +504,7 @@ class Operations:
             "listing": listing_report(state),
             "held_deletes": held_deletes_to_json(state.held_deletes) if state else None,
             "filtered": self._deps.filtered.get(key, 0),
+            "consumers": sorted(self._consumers.get(key.poller, {})),
         }
 
 

@@ -48,7 +48,7 @@ from watukuy.scheduler import (
 )
 
 from ._hookbus import HookBus
-from .consumers import Consumer
+from .consumers import Consumers
 from .dispatcher import Dispatcher, DrainResult
 from .lane import LaneCycle
 from .lease import LeaseKeeper
@@ -198,7 +198,7 @@ class KeyRunner:
         deps: Engine-wide dependencies.
         poller: The poller.
         partition: The partition (``Partition("")`` when not partitioned).
-        consumer: The handler or subscription, or ``None`` (events then wait in the outbox).
+        consumer: The poller's consumers, or ``None`` (events then wait in the outbox).
         force: Run the live lane even if it is not due (``trigger()``).
         deadline: Epoch ms after which no new page is fetched (``tick(max_duration=...)``).
         stopping: Returns True once the engine is stopping (no new pages either).
@@ -209,7 +209,7 @@ class KeyRunner:
         deps: EngineDeps,
         poller: PollerDefinition[Any],
         partition: Partition,
-        consumer: Consumer | None,
+        consumer: Consumers | None,
         *,
         force: bool = False,
         deadline: int | None = None,
