@@ -78,6 +78,10 @@ class ConformanceConfig:
         verify: Full listings ask ``Deletes(verify=)`` (``GET /items/one``, ``404`` means
             gone) before a delete.
         concurrency: ``delivery.concurrency``.
+        consumers: How many consumers the engine has: ``1``, the default one; ``2`` adds
+            a second, ``"mirror"``, that fails the first attempt of about a third of the
+            events. The oracle holds each consumer to everything it holds one to, on its
+            own deliveries.
     """
 
     name: str
@@ -101,6 +105,7 @@ class ConformanceConfig:
     odd_ids: bool = False
     verify: bool = False
     concurrency: int = 2
+    consumers: int = 1
 
     @property
     def full_listing(self) -> bool:
@@ -147,6 +152,7 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
     _c("ts-value", "timestamp", change_key="value"),
     _c("ts-counter", "timestamp", change_key="counter", lag_ms=500),
     _c("ts-odd-ids", "timestamp", odd_ids=True, reconcile=True, shifts=False),
+    _c("ts-two-consumers", "timestamp", consumers=2, reconcile=True, lag_ms=500),
     # --- token -------------------------------------------------------------------------
     _c("token", "token"),
     _c("token-cap", "token", page_cap=2),
@@ -155,6 +161,7 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
     _c("token-ops", "token", ops=_OPS_INCREMENTAL),
     _c("token-value", "token", change_key="value"),
     _c("token-odd-ids", "token", odd_ids=True),
+    _c("token-two-consumers", "token", consumers=2, ops=_OPS_INCREMENTAL),
     # --- page --------------------------------------------------------------------------
     _c("page", "page"),
     _c("page-cap", "page", page_cap=2),
@@ -180,6 +187,7 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
     _c("snapshot-ops", "snapshot_diff", ops=("reset_clear",)),
     _c("snapshot-value", "snapshot_diff", change_key="value", shifts=False),
     _c("snapshot-counter", "snapshot_diff", change_key="counter"),
+    _c("snapshot-two-consumers", "snapshot_diff", consumers=2, verify=True),
     # --- custom ------------------------------------------------------------------------
     _c("custom", "custom"),
     _c("custom-reconcile", "custom", reconcile=True),

@@ -106,6 +106,7 @@ class ConformanceRun:
         self.ticks = 0
         self.kills: dict[str, int] = {}
         self.deliveries: list[Delivery] = []
+        self.mirror: list[Delivery] = []  # the second consumer's, with two
         self.commits: dict[str, int] = {}
         self.committed: set[int] = set()
         self.clears: list[ClearOp] = []
@@ -140,21 +141,37 @@ class ConformanceRun:
             http_client=self.http,
             auto_migrate=False,
         )
-        engine.on(POLLER_NAME, self._handler(faulty, instance))
+        engine.on(POLLER_NAME, self._handler(faulty, instance, self.deliveries))
+        if self.config.consumers > 1:
+            engine.on(
+                POLLER_NAME,
+                self._handler(faulty, instance, self.mirror, flaky=True),
+                consumer="mirror",
+            )
         self.faulty, self.engine = faulty, engine
         self.stores.append(faulty)
         self.log(f"spawn {instance}")
         return engine
 
     def _handler(
-        self, faulty: FaultyStore, instance: str
+        self,
+        faulty: FaultyStore,
+        instance: str,
+        deliveries: list[Delivery],
+        *,
+        flaky: bool = False,
     ) -> Callable[[Event[Any], HandlerContext], Awaitable[None]]:
+        """A consumer recording into ``deliveries``; a ``flaky`` one also fails the first
+        attempt of about a third of the events (by id), which the others never see."""
+
         async def handle(event: Event[Any], ctx: HandlerContext) -> None:
             if faulty.dead:
                 raise SimulatedCrash("dead", f"{instance} cannot run handlers")
             if event.attempt == 1 and faulty.take_handler_kill(f"{event.type} {event.subject}"):
                 raise RuntimeError("conformance: the handler fails once")
-            self.deliveries.append(
+            if flaky and event.attempt == 1 and int(event.id[:8], 16) % 3 == 0:
+                raise RuntimeError(f"conformance: consumer {ctx.consumer} fails once")
+            deliveries.append(
                 Delivery(
                     id=event.id,
                     type=event.type,
@@ -318,6 +335,10 @@ class ConformanceRun:
                 and await self.inner.count_pending(KEY) == 0
                 and all(op.done_at is not None for op in self.backfills)
                 and converged(self.config, self.vendor, self.deliveries, self.clears)
+                and (
+                    self.config.consumers == 1
+                    or converged(self.config, self.vendor, self.mirror, self.clears)
+                )
             )
             quiet = quiet + 1 if settled and index >= 3 else 0
             if quiet >= 2:
@@ -332,11 +353,11 @@ class ConformanceRun:
         lanes = 2 if self.config.reconcile and not self.config.full_listing else 1
         bound = lanes * (self._pages() + 2)
         for index in range(1, SETTLE_TICKS + 1):
-            before = (self.vendor.next_request, len(self.deliveries))
+            before = (self.vendor.next_request, len(self.deliveries) + len(self.mirror))
             await self.clock.advance_ms(QUIET_ADVANCE_MS)
             await self._tick(f"s{index}")
             requests = self.vendor.next_request - before[0]
-            delivered = len(self.deliveries) - before[1]
+            delivered = len(self.deliveries) + len(self.mirror) - before[1]
             if requests > bound:
                 self.violations.append(
                     f"[settle] {requests} requests in one tick of a vendor that holds still "
@@ -375,6 +396,17 @@ class ConformanceRun:
                 self.stats,
                 committed=self.committed,
             )
+            if self.config.consumers > 1:
+                mirrored = check(
+                    self.config,
+                    self.vendor,
+                    self.mirror,
+                    self.commits,
+                    self.clears,
+                    self.backfills,
+                    committed=self.committed,
+                )
+                problems += [f"{problem} (consumer mirror)" for problem in mirrored]
             self.violations[:0] = problems
         finally:
             await self.http.aclose()
