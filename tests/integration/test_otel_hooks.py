@@ -471,6 +471,32 @@ async def test_parked_and_retried_events_are_counted_by_kind(
     ]
 
 
+async def test_a_named_consumer_has_series_and_spans_of_its_own(
+    make_world: Callable[..., World], telemetry: Telemetry
+) -> None:
+    world = make_world()  # the "default" consumer records every event
+
+    def audit(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+        if event.subject == "item-003" and ctx.attempt == 1:
+            raise RuntimeError("the audit log is busy")
+
+    world.engine.on("orders", audit, consumer="audit")
+    await world.tick()
+
+    by_consumer = {
+        point.attributes.get("watukuy.consumer"): point.value
+        for point in telemetry.points("watukuy.events.delivered", **_key())
+    }
+    assert by_consumer == {None: 5, "audit": 4}  # the default one's series has no consumer
+    assert telemetry.value("watukuy.events.retried", **_key(consumer="audit")) == 1
+    retried = telemetry.points("watukuy.events.retried", **_key())
+    assert [p.attributes.get("watukuy.consumer") for p in retried] == ["audit"]
+    consumers = sorted(
+        str(span.attributes.get("watukuy.consumer")) for span in telemetry.spans("watukuy.deliver")
+    )
+    assert consumers == ["None"] * 5 + ["audit"] * 4
+
+
 async def test_the_circuit_gauge_follows_open_probe_and_close(
     make_world: Callable[..., World], telemetry: Telemetry
 ) -> None:

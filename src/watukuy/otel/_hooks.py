@@ -366,12 +366,13 @@ class OtelHooks:
     @_guarded
     def on_delivered(self, details: DeliveredDetails) -> None:
         """A ``watukuy.deliver`` span, the delivered count and the handler's duration."""
-        metric_attributes = self._metric_attributes(details)
+        metric_attributes = self._metric_attributes(details, **_named(details.consumer))
         self._instruments.events_delivered.add(1, metric_attributes)
         self._instruments.deliver_duration.record(details.duration_ms, metric_attributes)
         attributes: dict[str, Any] = {
             "watukuy.event.type": details.event.type,
             "watukuy.attempt": details.attempt,
+            **{f"watukuy.{k}": v for k, v in _named(details.consumer).items()},
         }
         if self._record_event_ids:
             attributes["watukuy.event.id"] = details.event.id
@@ -381,13 +382,18 @@ class OtelHooks:
     def on_filtered(self, details: FilteredDetails) -> None:
         """Count an event the consumer's filter turned down, by type."""
         self._instruments.events_filtered.add(
-            1, self._metric_attributes(details, event_type=details.event.type)
+            1,
+            self._metric_attributes(
+                details, event_type=details.event.type, **_named(details.consumer)
+            ),
         )
 
     @_guarded
     def on_retry(self, details: RetryDetails) -> None:
         """Count a handler failure that will be retried."""
-        self._instruments.events_retried.add(1, self._metric_attributes(details))
+        self._instruments.events_retried.add(
+            1, self._metric_attributes(details, **_named(details.consumer))
+        )
 
     @_guarded
     def on_parked(self, details: ParkedDetails) -> None:
@@ -481,3 +487,9 @@ class OtelHooks:
         self._failed_hooks.add(hook)
         message = redact_text(str(error))  # an exporter's error may quote its endpoint URL
         _log.log(level, "OtelHooks.%s failed: %s: %s", hook, type(error).__name__, message)
+
+
+def _named(consumer: str) -> dict[str, AttributeValue]:
+    """``watukuy.consumer`` for a consumer with a name of its own; nothing for the
+    ``"default"`` one, so a poller with one consumer keeps its attribute sets."""
+    return {} if consumer == "default" else {"consumer": consumer}
