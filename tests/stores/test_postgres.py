@@ -28,7 +28,7 @@ from watukuy.model.rows import (
     empty_poller_state,
     state_to_fields,
 )
-from watukuy.stores.postgres import PostgresStore, _migration_files
+from watukuy.stores.postgres import SCHEMA_VERSION, PostgresStore, _migration_files
 from watukuy.testing.store_contract import (
     KEY,
     T0,
@@ -185,6 +185,29 @@ async def test_migrate_creates_the_schema_and_records_each_version(
         "t_tombstones",
         "t_validators",
     ]
+
+
+async def test_a_schema_at_the_newest_version_starts_without_reading_migrations(
+    postgres_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _SHIPPED[-1][0] == SCHEMA_VERSION  # the fast path's idea of "newest"
+    first = PostgresStore(postgres_url, schema=pg_schema)
+    await first.migrate()
+    await first.close()
+
+    def no_files() -> list[tuple[int, str, str]]:
+        raise AssertionError("a migrated schema read the migration files")
+
+    monkeypatch.setattr("watukuy.stores.postgres._migration_files", no_files)
+    again = PostgresStore(postgres_url, schema=pg_schema)
+    await again.migrate()
+    assert await again.load_state(KEY) is None
+    await again.close()
+    # A fresh schema still needs them: the fast path only skips work that is done.
+    fresh = PostgresStore(postgres_url, schema=pg_schema, table_prefix="fresh_")
+    with pytest.raises(StoreError, match="migration files"):
+        await fresh.migrate()
+    await fresh.close()
 
 
 async def test_concurrent_migrations_apply_each_version_once(
