@@ -182,6 +182,34 @@ async def test_destructive_actions_ask_first_and_a_secret_never_shows() -> None:
     assert await engine.parked.list("orders") == []
 
 
+async def test_a_named_consumers_parked_rows_show_its_name_and_retry_for_it_alone() -> None:
+    engine = make_engine()
+    fine: list[str] = []
+
+    def fail(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+        raise RuntimeError("the ledger is closed")
+
+    engine.on("orders", lambda event, ctx: fine.append(event.subject))
+    engine.on("orders", fail, consumer="ledger")
+    await engine.tick()
+    parked = await engine.parked.list("orders")
+    assert [row.id.rsplit("@", 1)[1] for row in parked] == ["ledger"] * 3
+    app = admin_app(engine, auth=None)
+    async with client_for(app, "/") as client:
+        page = await client.get("parked")
+        assert page.text.count(">@ledger</span>") == 3
+        token = csrf_of(page.text)
+        retried = await client.post(
+            "action", data={"csrf": token, "action": "retry", "poller": "orders", "scope": "all"}
+        )
+        assert retried.status_code == 303
+    assert await engine.parked.list("orders") == []
+    assert await engine.store.count_pending(PKey("orders")) == 3  # back, for "ledger" alone
+    await engine.tick()
+    assert len(await engine.parked.list("orders")) == 3  # it failed them again
+    assert len(fine) == 3  # and the default consumer never saw them twice
+
+
 # --- what the pages show ----------------------------------------------------------------
 
 
