@@ -287,6 +287,19 @@ MUTANTS: tuple[Mutant, ...] = (
         bug="a retry in backoff no longer holds later events of its key",
     ),
     _m(
+        "handoff-overtakes-older-rows",
+        "G3",
+        DISPATCHER,
+        [
+            (
+                "        if committed and await self._store.count_pending(self._key) == len(committed):\n",
+                "        if committed:\n",
+            )
+        ],
+        "tests/integration/test_handoff.py::test_an_older_pending_event_makes_the_dispatcher_read_the_outbox_in_order[memory]",
+        bug="a page handed over from memory is delivered before an older event of its key",
+    ),
+    _m(
         "failed-attempt-frees-the-key",
         "G3",
         DISPATCHER,

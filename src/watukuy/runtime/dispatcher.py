@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,13 +164,36 @@ class Dispatcher:
         self._ack_batch: asyncio.Future[None] | None = None
         self._ack_writer: asyncio.Task[None] | None = None
 
-    async def drain(self, consumers: Consumers | None) -> DrainResult:
-        """Deliver everything deliverable now; returns what happened."""
+    async def drain(
+        self, consumers: Consumers | None, committed: Sequence[OutboxRow] = ()
+    ) -> DrainResult:
+        """Deliver everything deliverable now; returns what happened.
+
+        Args:
+            consumers: Who receives the events (nothing is delivered without one).
+            committed: The rows the caller has just committed, in sequence order. When the
+                outbox holds these and nothing else, they are delivered as they are,
+                without reading them back; otherwise the outbox is read in sequence order.
+                Either way each event is decoded from its stored text, so what a consumer
+                receives never depends on where the row came from.
+        """
         result = DrainResult()
         if not consumers:
             return result
         blocked: set[str] = set(await self._store.held_keys(self._key))
         held_at_start = set(blocked)
+        if committed and await self._store.count_pending(self._key) == len(committed):
+            # Rows are added to a key's outbox only by its lease holder's commits (and by
+            # an operator's retry, which the count would show): these are all of them.
+            step = self._batch_size
+            for start in range(0, len(committed), step):
+                if result.halted or result.abandoned or self._cancel.is_set():
+                    break
+                rows = list(committed[start : start + step])
+                if consumers.shared is None:
+                    rows = await self._split(rows, consumers)
+                await self._batch(consumers, rows, blocked, held_at_start, result)
+            return result
         after: int | None = None
         # Rows of the last sequence of the previous batch: the next batch starts at that
         # sequence again (rows sharing it may straddle the boundary) and skips these.

@@ -604,7 +604,7 @@ class LaneCycle:
             state = dataclasses.replace(
                 state, schedule=dataclasses.replace(state.schedule, drain_blocked=False)
             )
-            self.drain.merge(await self._dispatcher.drain(self._consumer))
+            self.drain.merge(await self._dispatcher.drain(self._consumer, rows))
         if committed:
             await self._keeper.renew_now()  # after every commit; the heartbeat covers the rest
         return state, next_cursor, done, len(kept), counts, "fetch"
@@ -1047,5 +1047,5 @@ class LaneCycle:
             state = apply_patch(state, patch)
             emitted += len(rows)
             if rows:
-                self.drain.merge(await self._dispatcher.drain(self._consumer))
+                self.drain.merge(await self._dispatcher.drain(self._consumer, rows))
         return state, emitted
