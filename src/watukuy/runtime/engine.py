@@ -30,6 +30,7 @@ from watukuy.model.rows import DEFAULT_CONSUMER, PKey
 from watukuy.scheduler import backoff_ceiling
 
 from ._hookbus import HookBus, as_hook_list
+from .admission import Admission, admission_limit
 from .consumers import (
     Consumer,
     Consumers,
@@ -209,6 +210,17 @@ class EngineCore(Operations):
         self._running: dict[PKey, asyncio.Task[KeyRunResult]] = {}
         self._wake = asyncio.Event()
         self._heap: list[tuple[int, int, PKey]] = []
+        # Due keys wait here, one line per budget, until a run on their budget may start.
+        self._admission = Admission(
+            {
+                name: admission_limit(
+                    budget,
+                    costs=[p.budget_cost for p in self._pollers.values() if p.budget == name],
+                    waits=[p.schedule.max_ms for p in self._pollers.values() if p.budget == name],
+                )
+                for name, budget in self._budgets.items()
+            }
+        )
         self._wake_at: dict[PKey, int] = {}
         self._forced: set[PKey] = set()
         # Keys whose last run failed before its state could be saved (the store failing):
@@ -740,6 +752,7 @@ class EngineCore(Operations):
         if running:
             await asyncio.gather(*running, return_exceptions=True)
         self._running.clear()
+        self._admission.clear()
         for by_name in list(self._consumers.values()):
             for consumer in list(by_name.values()):
                 if isinstance(consumer, Subscription):
@@ -884,12 +897,20 @@ class EngineCore(Operations):
             await self._sleep_until(self._next_wake())
 
     def _launch_due(self, now: int) -> None:
+        # Every due wake-up joins the line of its poller's budget; then runs start, the
+        # oldest due first, on the budgets with room (see runtime/admission.py).
         while self._heap and self._heap[0][0] <= now:
-            if self._max_concurrent is not None and len(self._running) >= self._max_concurrent:
-                return
-            at, _, key = heapq.heappop(self._heap)
-            if self._wake_at.get(key) != at:
+            entry = heapq.heappop(self._heap)
+            if self._wake_at.get(entry[2]) != entry[0]:
                 continue  # superseded by a later _schedule
+            poller = self._pollers.get(entry[2].poller)
+            budget = None if poller is None else poller.budget
+            self._admission.push(entry, budget, urgent=entry[2] in self._forced)
+        while self._max_concurrent is None or len(self._running) < self._max_concurrent:
+            picked = self._admission.pop(self._current)
+            if picked is None:
+                return
+            (_, _, key), budget = picked
             del self._wake_at[key]
             if key in self._running:
                 # Asked for (a trigger, say) while the key runs: the run in progress may
@@ -902,8 +923,13 @@ class EngineCore(Operations):
                 continue
             force = key in self._forced
             self._forced.discard(key)
+            self._admission.started(budget)
             task = asyncio.create_task(self._run_and_reschedule(poller, partition, force))
             self._running[key] = task
+
+    def _current(self, entry: tuple[int, int, PKey]) -> bool:
+        """``entry`` is still the key's wake-up (no later ``_schedule`` superseded it)."""
+        return self._wake_at.get(entry[2]) == entry[0]
 
     async def _run_and_reschedule(
         self, poller: PollerDefinition[Any], partition: Partition, force: bool
@@ -914,6 +940,7 @@ class EngineCore(Operations):
             result = await self._run_key(poller, partition, force=force)
         finally:
             self._running.pop(key, None)
+            self._admission.finished(poller.budget)
             now = self.clock.now()
             if result.outcome == "leased":
                 # Look again when the holder's lease runs out (a dead replica's keys move to

@@ -1,0 +1,157 @@
+"""The daemon starts no more key runs on a budget than the budget can serve (G6).
+
+Forty tenants of one poller share ``Budget(4, "1s")``; every tenant is due at once. A run
+started anyway would wait in the budget's queue while holding a lease, and with a short
+``max_wait`` give up with ``BudgetTimeoutError``. The daemon instead keeps the keys in a
+line, oldest due first, and starts at most the budget's admission limit (four) at a time:
+no request times out, the budget is spent, and the tenants are polled in the order they
+became due. The budget store is the in-memory one and, when Redis is up, Redis: the line
+only decides when a run starts, every grant still comes from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+import watukuy as wk
+from watukuy.model.ports import BudgetStore
+from watukuy.testing import SeededRandom, VirtualClock
+
+TENANTS = [f"t{n:02d}" for n in range(40)]
+REDIS_URL = os.environ.get("WATUKUY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+class SlowVendor(httpx.AsyncBaseTransport):
+    """Answers every request 100 ms later on the virtual clock and logs its arrival."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+        self.arrivals: list[tuple[int, str]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.arrivals.append((self.clock.now(), request.url.path.split("/")[2]))
+        await self.clock.sleep(100)
+        return httpx.Response(200, json={"data": []})
+
+
+class Errors:
+    def __init__(self) -> None:
+        self.codes: Counter[str] = Counter()
+
+    def on_error(self, details: Any) -> None:
+        self.codes[details.error.get("code") or "?"] += 1
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def budget_store(request: pytest.FixtureRequest) -> AsyncIterator[BudgetStore | None]:
+    if request.param == "memory":
+        yield None  # the engine's own in-memory store
+        return
+    redis = pytest.importorskip("redis.asyncio")
+    client = redis.from_url(REDIS_URL)
+    try:
+        await client.ping()
+    except Exception:
+        await client.aclose()
+        pytest.skip("no Redis at WATUKUY_TEST_REDIS_URL")
+    prefix = f"watukuy-test-admission-{uuid.uuid4().hex[:8]}:"
+    yield wk.RedisBudgetStore(client, prefix=prefix)
+    keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+def engine_for(
+    clock: VirtualClock, vendor: SlowVendor, errors: Errors, budget_store: BudgetStore | None
+) -> wk.Engine:
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        response = await ctx.http.get(f"https://vendor.test/t/{ctx.partition.key}/items")
+        return wk.Page(items=response.json()["data"])
+
+    poller = wk.define_poller(
+        name="tenants",
+        identity=lambda o: o["id"],
+        cursor=wk.SnapshotDiff(),
+        fetch=fetch,
+        partitions=lambda: TENANTS,
+        budget="vendor",
+        schedule=wk.Schedule(min="1h", max="2h", jitter=0),
+    )
+    return wk.Engine(
+        store=wk.MemoryStore(),
+        pollers=[poller],
+        # A wait of 3 s serves 12 requests: started all at once, most of the forty would
+        # time out.
+        budgets={"vendor": wk.Budget(4, "1s", max_wait="3s")},
+        budget_store=budget_store,
+        clock=clock,
+        random=SeededRandom(3),
+        hooks=errors,
+        http_client=httpx.AsyncClient(transport=vendor),
+    )
+
+
+async def test_runs_on_a_budget_are_admitted_oldest_due_first_and_none_times_out(
+    budget_store: BudgetStore | None,
+) -> None:
+    clock = VirtualClock()
+    vendor = SlowVendor(clock)
+    errors = Errors()
+    engine = engine_for(clock, vendor, errors, budget_store)
+    engine.on("tenants", lambda event, ctx: None)
+    manager = engine._budget_manager
+    assert manager is not None
+    assert engine._admission.limit("vendor") == 4
+
+    most_running = most_waiting = 0
+    await engine.start()
+    for _ in range(150):  # 15 s of virtual time, in steps of 100 ms
+        await clock.advance("100ms")
+        most_running = max(most_running, len(engine._running))
+        most_waiting = max(most_waiting, manager.waiting("vendor"))
+    stopping = asyncio.ensure_future(engine.stop())
+    while not stopping.done():
+        await clock.advance("100ms")
+    await stopping
+
+    assert errors.codes == Counter()  # no BudgetTimeoutError, no other failure
+    assert most_running <= 4
+    assert most_waiting <= 4
+    polled = [tenant for _, tenant in vendor.arrivals]
+    assert sorted(polled) == TENANTS  # every tenant, once
+    assert polled == TENANTS  # in the order they became due (the listing's, here)
+    # The budget is spent: four requests per window of a second and the 100 ms answer.
+    assert vendor.arrivals[-1][0] - vendor.arrivals[0][0] <= 11_000
+
+
+async def test_a_trigger_goes_before_the_keys_that_are_merely_due() -> None:
+    clock = VirtualClock()
+    vendor = SlowVendor(clock)
+    errors = Errors()
+    engine = engine_for(clock, vendor, errors, None)
+    engine.on("tenants", lambda event, ctx: None)
+    await engine.start()
+    # By 100 ms the first four were answered and the next four started (they wait for
+    # room in the window until 1.1 s); thirty-two wait in the line.
+    await clock.advance("100ms")
+    await engine.trigger("tenants", partition="t39")
+    for _ in range(30):
+        await clock.advance("100ms")
+    stopping = asyncio.ensure_future(engine.stop(drain=False))
+    while not stopping.done():
+        await clock.advance("100ms")
+    await stopping
+
+    polled = [tenant for _, tenant in vendor.arrivals]
+    assert polled[:8] == TENANTS[:8]
+    assert polled[8] == "t39"  # the first run started after the trigger
+    assert errors.codes == Counter()
