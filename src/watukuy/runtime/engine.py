@@ -94,6 +94,7 @@ class EngineCore(Operations):
         fair_share_spread: Upper bound of the random delay the daemon adds before looking at
             a key again, so that replicas on one store share the keys evenly (default: a
             tenth of the poller's ``schedule.min``, at most 500 ms; ``0`` turns it off).
+            A poll's delay never takes it past ``interval * (1 + schedule.jitter)``.
         redact: What counts as a secret in errors, logs and hook records: a
             :class:`~watukuy.model.redact.Redaction`, or a list of extra header / parameter
             names (default: the built-in names, see ``docs/security.md``).
@@ -799,6 +800,19 @@ class EngineCore(Operations):
         limit = self._spread_limit(poller)
         return int(self.random.random() * limit) if limit > 0 else 0
 
+    def _spread_within(
+        self, poller: PollerDefinition[Any], interval_ms: int | None, at: int, now: int
+    ) -> int:
+        """The spread of a poll wake-up at ``at``, cut so that it does not take the poll
+        past the top of its jitter band, ``now + interval * (1 + jitter)``, the longest
+        wait the schedule promises (a wake-up already past it, a paced one, keeps its
+        whole spread)."""
+        spread = self._spread(poller)
+        schedule = poller.schedule
+        interval = interval_ms if interval_ms is not None else schedule.max_ms
+        top = now + round(interval * (1 + schedule.jitter))
+        return spread if at > top else min(spread, top - at)
+
     def _spread_limit(self, poller: PollerDefinition[Any]) -> int:
         if self._fair_spread_ms is not None:
             return self._fair_spread_ms
@@ -960,7 +974,8 @@ class EngineCore(Operations):
                     poller, result.state, has_consumer=poller.name in self._consumers, now=now
                 )
                 if at is not None and at > now and at == result.state.schedule.next_due_at:
-                    at += self._spread(poller)  # a poll wake-up: replicas race for these
+                    # A poll wake-up: replicas race for these.
+                    at += self._spread_within(poller, result.state.schedule.interval_ms, at, now)
             if key in self._rerun:
                 self._rerun.discard(key)
                 if at is not None and result.outcome in ("ran", "not-due"):

@@ -1,0 +1,81 @@
+"""The replicas' wake-up spread never takes a poll past the top of its jitter band.
+
+The daemon adds a random delay (``fair_share_spread``) to each poll wake-up so replicas
+reading the same ``next_due_at`` take turns. Added on top of a jittered interval it could
+push a poll past ``interval x (1 + jitter)``, the longest wait the schedule promises; the
+spread is cut there, and kept whole for a wake-up that is already later (a paced one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+
+import watukuy as wk
+from watukuy.testing import VirtualClock
+
+
+class Fixed:
+    """Every draw the same: ``0.999999`` is the longest jitter and the longest spread."""
+
+    def __init__(self, draw: float) -> None:
+        self.draw = draw
+
+    def random(self) -> float:
+        return self.draw
+
+
+class Vendor(httpx.AsyncBaseTransport):
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+        self.arrivals: list[int] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.arrivals.append(self.clock.now())
+        return httpx.Response(200, json={"data": []})
+
+
+@pytest.mark.parametrize("draw", [0.999_999, 0.5])
+async def test_a_poll_wakes_no_later_than_the_top_of_its_jitter_band(draw: float) -> None:
+    clock = VirtualClock()
+    vendor = Vendor(clock)
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        response = await ctx.http.get("https://vendor.test/items")
+        return wk.Page(items=response.json()["data"])
+
+    poller = wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.SnapshotDiff(),
+        fetch=fetch,
+        schedule=wk.Schedule(min="10s", max="10s", jitter=0.1),
+    )
+    engine = wk.Engine(
+        store=wk.MemoryStore(),
+        pollers=[poller],
+        clock=clock,
+        random=Fixed(draw),
+        fair_share_spread="5s",
+        http_client=httpx.AsyncClient(transport=vendor),
+    )
+    engine.on("orders", lambda event, ctx: None)
+    await engine.start()
+    for _ in range(400):  # 40 s in steps of 100 ms
+        await clock.advance("100ms")
+    stopping = asyncio.ensure_future(engine.stop())
+    while not stopping.done():
+        await clock.advance("100ms")
+    await stopping
+
+    gaps = [b - a for a, b in zip(vendor.arrivals, vendor.arrivals[1:], strict=False)]
+    assert len(gaps) >= 3
+    # 10 s + 10% jitter = 11 s, never the 16 s (or 12.5 s) the whole spread would make it;
+    # a wake-up in the middle of the band keeps the part of its spread that fits.
+    assert all(gap <= 11_000 for gap in gaps), gaps
+    # At the top of the band nothing is left of the spread; in the middle (10 s), 1 s of
+    # the 2.5 s drawn.
+    assert gaps[0] == 11_000
