@@ -405,6 +405,19 @@ async def test_never_exceeds_the_budget_under_a_crowd() -> None:
     assert h.clock.pending_timers() == 0
 
 
+async def test_as_many_waiters_as_the_daemon_admits_are_served_in_order_in_time() -> None:
+    # The daemon admits as many runs on a budget as one window grants (and the window's
+    # worth again as runs end): each is granted within about a window, far inside max_wait.
+    h = Harness(erp=Budget(requests=150, per="1s", max_wait="3s"))
+    for n in range(450):
+        h.spawn(f"t{n:03d}", f"tenants/t{n:03d}")
+    await h.clock.advance("5s")
+    assert [task.exception() for task in h.tasks if task.done()] == [None] * 450
+    assert h.order() == [f"t{n:03d}" for n in range(450)]  # the order they asked in
+    assert h.times() == [1_000 * (n // 150) for n in range(450)]
+    assert h.manager.waiting("erp") == 0
+
+
 def test_a_manager_is_usable_again_after_asyncio_run_cancelled_its_waiters() -> None:
     clock = VirtualClock()
     manager = BudgetManager({"erp": Budget(requests=1, per="1m")}, InMemoryBudgetStore(), clock)
