@@ -155,3 +155,52 @@ async def test_a_trigger_goes_before_the_keys_that_are_merely_due() -> None:
     assert polled[:8] == TENANTS[:8]
     assert polled[8] == "t39"  # the first run started after the trigger
     assert errors.codes == Counter()
+
+
+async def test_max_concurrent_keys_still_bounds_every_line() -> None:
+    clock = VirtualClock()
+    vendor = SlowVendor(clock)
+    errors = Errors()
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        response = await ctx.http.get(f"https://vendor.test/t/{ctx.partition.key}/items")
+        return wk.Page(items=response.json()["data"])
+
+    def poller(name: str, budget: str | None) -> wk.PollerDefinition[Any]:
+        return wk.define_poller(
+            name=name,
+            identity=lambda o: o["id"],
+            cursor=wk.SnapshotDiff(),
+            fetch=fetch,
+            partitions=lambda: TENANTS[:10],
+            budget=budget,
+            schedule=wk.Schedule(min="1h", max="2h", jitter=0),
+        )
+
+    engine = wk.Engine(
+        store=wk.MemoryStore(),
+        pollers=[poller("budgeted", "vendor"), poller("free", None)],
+        budgets={"vendor": wk.Budget(4, "1s")},
+        max_concurrent_keys=3,
+        clock=clock,
+        random=SeededRandom(3),
+        hooks=errors,
+        http_client=httpx.AsyncClient(transport=vendor),
+    )
+    engine.on("budgeted", lambda event, ctx: None)
+    engine.on("free", lambda event, ctx: None)
+    most_running = most_budgeted = 0
+    await engine.start()
+    for _ in range(100):
+        await clock.advance("100ms")
+        most_running = max(most_running, len(engine._running))
+        most_budgeted = max(most_budgeted, engine._admission.in_flight("vendor"))
+    stopping = asyncio.ensure_future(engine.stop())
+    while not stopping.done():
+        await clock.advance("100ms")
+    await stopping
+
+    assert errors.codes == Counter()
+    assert most_running <= 3
+    assert most_budgeted <= 3
+    assert len(vendor.arrivals) == 20  # ten tenants of each poller, every one polled
