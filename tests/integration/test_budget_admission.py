@@ -5,17 +5,14 @@ started anyway would wait in the budget's queue while holding a lease, and with 
 ``max_wait`` give up with ``BudgetTimeoutError``. The daemon instead keeps the keys in a
 line, oldest due first, and starts at most the budget's admission limit (four) at a time:
 no request times out, the budget is spent, and the tenants are polled in the order they
-became due. The budget store is the in-memory one and, when Redis is up, Redis: the line
+became due. The budget store is the in-memory one, then Redis (marked ``redis``): the line
 only decides when a run starts, every grant still comes from the store.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -26,7 +23,6 @@ from watukuy.model.ports import BudgetStore
 from watukuy.testing import SeededRandom, VirtualClock
 
 TENANTS = [f"t{n:02d}" for n in range(40)]
-REDIS_URL = os.environ.get("WATUKUY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 class SlowVendor(httpx.AsyncBaseTransport):
@@ -48,26 +44,6 @@ class Errors:
 
     def on_error(self, details: Any) -> None:
         self.codes[details.error.get("code") or "?"] += 1
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def budget_store(request: pytest.FixtureRequest) -> AsyncIterator[BudgetStore | None]:
-    if request.param == "memory":
-        yield None  # the engine's own in-memory store
-        return
-    redis = pytest.importorskip("redis.asyncio")
-    client = redis.from_url(REDIS_URL)
-    try:
-        await client.ping()
-    except Exception:
-        await client.aclose()
-        pytest.skip("no Redis at WATUKUY_TEST_REDIS_URL")
-    prefix = f"watukuy-test-admission-{uuid.uuid4().hex[:8]}:"
-    yield wk.RedisBudgetStore(client, prefix=prefix)
-    keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
 
 
 def engine_for(
@@ -100,9 +76,16 @@ def engine_for(
     )
 
 
-async def test_runs_on_a_budget_are_admitted_oldest_due_first_and_none_times_out(
-    budget_store: BudgetStore | None,
-) -> None:
+async def test_runs_on_a_budget_are_admitted_oldest_due_first_and_none_times_out() -> None:
+    await admitted_oldest_due_first(None)  # the engine's own in-memory budget store
+
+
+@pytest.mark.redis
+async def test_admission_with_a_redis_budget_store(redis_client: Any, redis_prefix: str) -> None:
+    await admitted_oldest_due_first(wk.RedisBudgetStore(redis_client, prefix=redis_prefix))
+
+
+async def admitted_oldest_due_first(budget_store: BudgetStore | None) -> None:
     clock = VirtualClock()
     vendor = SlowVendor(clock)
     errors = Errors()
