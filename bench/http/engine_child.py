@@ -68,7 +68,8 @@ async def run(args: Any) -> dict[str, Any]:
         store=the_store,
         pollers=[definition],
         instance_id="bench",
-        dispatch_batch_size=args.dispatch_batch,
+        # The engine's own default unless the run asks for another batch size.
+        **({} if args.dispatch_batch is None else {"dispatch_batch_size": args.dispatch_batch}),
     )
     delivered = 0
 
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--postgres")
     parser.add_argument("--schema", default="bench_http_engine")
     parser.add_argument("--no-handler", action="store_true")
-    parser.add_argument("--dispatch-batch", type=int, default=100)
+    parser.add_argument("--dispatch-batch", type=int)
     args = parser.parse_args(argv)
     # Without a handler the engine warns once; the table does not need it.
     logging.getLogger("watukuy").setLevel(logging.ERROR)

@@ -100,7 +100,7 @@ class Engine(EngineCore):
         hooks: object | Sequence[object] | None = None,
         lease: LeaseOptions | Mapping[str, Any] | None = None,
         http_client: httpx.AsyncClient | None = None,
-        dispatch_batch_size: int = 100,
+        dispatch_batch_size: int = 250,
         max_concurrent_keys: int | None = None,
         tick_concurrency: int = 4,
         resync_every: Duration = "15s",

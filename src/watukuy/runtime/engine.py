@@ -113,7 +113,7 @@ class EngineCore(Operations):
         hooks: object | Sequence[object] | None = None,
         lease: LeaseOptions | None = None,
         http: HttpFactory | None = None,
-        dispatch_batch_size: int = 100,
+        dispatch_batch_size: int = 250,
         max_concurrent_keys: int | None = None,
         tick_concurrency: int = DEFAULT_TICK_CONCURRENCY,
         resync_every: Duration = "15s",
