@@ -96,6 +96,21 @@ async def test_a_consumer_that_parks_never_redelivers_to_the_others(world: World
     assert len(steady.events) == 4
 
 
+async def test_two_handlers_without_names_are_two_consumers(world: World) -> None:
+    seed(world, 3)
+    engine = world.engine(orders(delivery=wk.Delivery(retry=wk.Retry(attempts=2))))
+    failing = Recorder(fail=lambda event: True)
+    steady = Recorder()
+    engine.on("orders", failing)
+    engine.on("orders", steady)
+    await settle(world, engine)
+    assert len(steady.events) == 3
+    assert set(once_each(steady).values()) == {1}
+    parked = await engine.parked.list("orders")
+    assert sorted(delivery_consumer(row.id) or "" for row in parked) == ["default"] * 3
+    assert await world.store.count_pending(KEY) == 0
+
+
 async def test_a_hold_holds_only_its_own_consumer(world: World) -> None:
     seed(world, 2)
     poller = orders(
@@ -295,6 +310,12 @@ async def test_consumer_names_are_checked(world: World) -> None:
             engine.on("orders", Recorder(), consumer=bad)
         assert invalid.value.field == "consumer"
     engine.on("orders", Recorder())  # "default" is free
+    engine.on("orders", Recorder())  # and then "default-2"
+    assert (await engine.inspect())["pollers"][0]["consumers"] == [
+        "billing",
+        "default",
+        "default-2",
+    ]
     engine.off("orders", "billing")
     engine.on("orders", Recorder(), consumer="billing")  # free again
     engine.off("orders")

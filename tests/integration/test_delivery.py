@@ -85,13 +85,33 @@ async def test_events_wait_for_a_handler_and_flow_once_it_is_attached(world: Wor
     assert len(recorder.events) == 4
 
 
-async def test_a_second_consumer_is_refused(world: World) -> None:
+async def test_handlers_without_a_name_take_the_first_free_default_name(world: World) -> None:
+    seed(world, 2)
     engine = world.engine(orders())
-    engine.on("orders", Recorder())
-    with pytest.raises(wk.ConfigError):
-        engine.on("orders", Recorder())
-    with pytest.raises(wk.ConfigError):
+    names: list[tuple[str, str]] = []
+
+    def named(tag: str) -> Any:
+        def handler(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+            names.append((tag, ctx.consumer))
+
+        return handler
+
+    engine.on("orders", named("first"))
+    engine.on("orders", named("second"))
+    engine.on("orders", named("third"), consumer="default-3")
+    engine.on("orders", named("fourth"))
+    # A subscription without a name is "default", which a handler already has.
+    with pytest.raises(wk.ConfigError) as taken:
         engine.subscribe("orders")
+    assert taken.value.field == "consumer"
+    await engine.tick()
+    assert sorted(set(names)) == [
+        ("first", "default"),
+        ("fourth", "default-4"),
+        ("second", "default-2"),
+        ("third", "default-3"),
+    ]
+    assert len(names) == 8  # each of the four got both events
 
 
 async def test_hooks_fire_in_the_documented_order(world: World) -> None:

@@ -56,6 +56,7 @@ engine.on(orders, on_paid, when=big)
 engine.on("orders", on_paid, when=wk.created() | wk.deleted() | wk.updated())
 # Several consumers of one poller, each under its own name.
 engine.on(orders, on_paid, consumer="billing", when=wk.changed("status", to="paid"))
+engine.on(orders, on_paid, consumer=None)  # the first free "default" name
 engine.off(orders, "billing")
 engine.off("orders")
 

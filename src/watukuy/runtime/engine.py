@@ -255,7 +255,7 @@ class EngineCore(Operations):
         handler: None = None,
         *,
         when: Callable[[Event[T]], bool] | None = None,
-        consumer: str = ...,
+        consumer: str | None = ...,
     ) -> Callable[[TypedHandler[T]], TypedHandler[T]]: ...
 
     @overload
@@ -265,7 +265,7 @@ class EngineCore(Operations):
         handler: TypedHandler[T],
         *,
         when: Callable[[Event[T]], bool] | None = None,
-        consumer: str = ...,
+        consumer: str | None = ...,
     ) -> TypedHandler[T]: ...
 
     @overload
@@ -275,7 +275,7 @@ class EngineCore(Operations):
         handler: None = None,
         *,
         when: Callable[[Event[Any]], bool] | None = None,
-        consumer: str = ...,
+        consumer: str | None = ...,
     ) -> Callable[[H], H]: ...
 
     @overload
@@ -285,7 +285,7 @@ class EngineCore(Operations):
         handler: H,
         *,
         when: Callable[[Event[Any]], bool] | None = None,
-        consumer: str = ...,
+        consumer: str | None = ...,
     ) -> H: ...
 
     def on(
@@ -294,7 +294,7 @@ class EngineCore(Operations):
         handler: Any = None,
         *,
         when: Callable[[Event[Any]], bool] | None = None,
-        consumer: str = DEFAULT_CONSUMER,
+        consumer: str | None = None,
     ) -> Any:
         """Attach a handler to a poller: ``(event, ctx)``, sync or async.
 
@@ -314,8 +314,11 @@ class EngineCore(Operations):
                 ``wk.created()``... combined with ``&``, ``|``, ``~``, or any
                 ``(event) -> bool``); the others are acknowledged without it and counted
                 (``inspect()``'s ``filtered``, the ``on_filtered`` hook).
-            consumer: The consumer's name (1-64 letters, digits, ``_``, ``.``, ``-``;
-                ``"default"`` when omitted), seen by the handler as ``ctx.consumer``.
+            consumer: The consumer's name (1-64 letters, digits, ``_``, ``.``, ``-``),
+                seen by the handler as ``ctx.consumer``. Omitted, it is ``"default"``, or
+                the first free of ``"default-2"``, ``"default-3"``... in the order the
+                handlers are attached: name each consumer of a poller that has several,
+                so that reordering the code never hands one's progress to another.
 
         Raises:
             ConfigError: The poller already has a consumer of that name, the name or the
@@ -323,7 +326,8 @@ class EngineCore(Operations):
                 ``retain="hash"``.
         """
         name = self._poller_name(poller)
-        consumer = check_consumer_name(consumer)
+        if consumer is not None:
+            consumer = check_consumer_name(consumer)
         check = self._filter_for(name, when)
         if handler is None:
 
@@ -422,14 +426,27 @@ class EngineCore(Operations):
         return check
 
     def _attach(
-        self, name: str, consumer: str, handler: Handler, when: EventFilter | None = None
+        self, name: str, consumer: str | None, handler: Handler, when: EventFilter | None = None
     ) -> None:
         if not callable(handler):
             raise ConfigError(f"expected a callable handler, got {handler!r}", field="handler")
+        if consumer is None:
+            consumer = self._free_default_name(name)
         manual = self._pollers[name].delivery.ack_mode == "manual"
         self._attach_consumer(
             name, consumer, HandlerConsumer(handler, manual_ack=manual, when=when)
         )
+
+    def _free_default_name(self, name: str) -> str:
+        """The name of a handler attached without one: ``"default"``, else the first free
+        ``"default-<n>"`` from 2."""
+        taken = self._consumers.get(name, {})
+        if DEFAULT_CONSUMER not in taken:
+            return DEFAULT_CONSUMER
+        number = 2
+        while f"{DEFAULT_CONSUMER}-{number}" in taken:
+            number += 1
+        return f"{DEFAULT_CONSUMER}-{number}"
 
     def _attach_consumer(self, name: str, consumer_name: str, consumer: Consumer) -> None:
         by_name = self._consumers.setdefault(name, {})
