@@ -12,6 +12,7 @@ from watukuy._system import SystemClock
 from watukuy.model.errors import ConfigError
 from watukuy.model.ports import Clock
 from watukuy.model.redact import redact_text
+from watukuy.model.rows import DEFAULT_CONSUMER
 from watukuy.runtime.hooks import (
     BudgetWaitDetails,
     CircuitCloseDetails,
@@ -372,8 +373,9 @@ class OtelHooks:
         attributes: dict[str, Any] = {
             "watukuy.event.type": details.event.type,
             "watukuy.attempt": details.attempt,
-            **{f"watukuy.{k}": v for k, v in _named(details.consumer).items()},
         }
+        if details.consumer != DEFAULT_CONSUMER:
+            attributes["watukuy.consumer"] = details.consumer
         if self._record_event_ids:
             attributes["watukuy.event.id"] = details.event.id
         self._finished_span("watukuy.deliver", details, details.duration_ms, attributes)
@@ -492,4 +494,4 @@ class OtelHooks:
 def _named(consumer: str) -> dict[str, AttributeValue]:
     """``watukuy.consumer`` for a consumer with a name of its own; nothing for the
     ``"default"`` one, so a poller with one consumer keeps its attribute sets."""
-    return {} if consumer == "default" else {"consumer": consumer}
+    return {} if consumer == DEFAULT_CONSUMER else {"consumer": consumer}

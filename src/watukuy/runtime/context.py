@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from watukuy.model.errors import WatukuyError
 from watukuy.model.partition import Partition
-from watukuy.model.rows import Lane
+from watukuy.model.rows import DEFAULT_CONSUMER, Lane
 
 __all__ = ["Cancelled", "FetchContext", "HandlerContext"]
 
@@ -75,7 +75,7 @@ class HandlerContext:
     partition: Partition
     attempt: int
     logger: Logger
-    consumer: str = "default"
+    consumer: str = DEFAULT_CONSUMER
     _cancel: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _acked: bool = field(default=False, repr=False)
     _open: bool = field(default=True, repr=False)

@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 from watukuy.model.errors import SerializedError, ValidationIssue
 from watukuy.model.events import Event
 from watukuy.model.records import fast_init
-from watukuy.model.rows import Lane, Lease, ParkedRow, PollSummary
+from watukuy.model.rows import DEFAULT_CONSUMER, Lane, Lease, ParkedRow, PollSummary
 
 from ._hook_names import HOOK_NAMES
 
@@ -114,7 +114,7 @@ class DeliveredDetails(HookContext):
     event: Event[Any]
     attempt: int
     duration_ms: int
-    consumer: str = "default"
+    consumer: str = DEFAULT_CONSUMER
     """The consumer the event was delivered to (``on(..., consumer=)``)."""
 
 
@@ -126,7 +126,7 @@ class FilteredDetails(HookContext):
 
     event: Event[Any]
     attempt: int
-    consumer: str = "default"
+    consumer: str = DEFAULT_CONSUMER
     """The consumer whose filter turned the event down."""
 
 
@@ -138,7 +138,7 @@ class RetryDetails(HookContext):
     attempt: int
     error: SerializedError
     delay_ms: int
-    consumer: str = "default"
+    consumer: str = DEFAULT_CONSUMER
     """The consumer whose handler failed."""
 
 
