@@ -207,6 +207,10 @@ class TimestampStrategy:
         """
         if request == cursor or request.value is None or cursor.value is None:
             return cursor
+        if self.config.overlap_ms <= 0:
+            # Without overlap every request is the stored cursor (view() leaves it, and a
+            # page whose newest kept item is behind it cannot move it back): nothing to read.
+            return cursor
         if self._override(page) is not None:
             return cursor
         best: tuple[TimestampValue, _Instant] | None = None
