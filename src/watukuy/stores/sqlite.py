@@ -23,6 +23,7 @@ recorded in ``<prefix>migrations``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import os
 import re
@@ -71,9 +72,65 @@ _MIGRATION_FILE: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
 SCHEMA_VERSION: Final = 5
 # Bound parameters per IN (...) list; old SQLite builds allow 999 in total.
 _IN_CHUNK: Final = 500
+# Bound parameters per multi-row statement, at most (SQLite allows 32,766 since 3.32).
+_MAX_PARAMETERS: Final = 32_766
 # load_versions reads a sorted run of at least this many identities as one key range.
 _RUN_MIN: Final = 64
 _K: Final = 'poller = ? AND "partition" = ?'
+
+
+@functools.lru_cache(maxsize=256)
+def _rows_sql(head: str, width: int, count: int, tail: str) -> str:
+    row = "(" + ", ".join("?" * width) + ")"
+    return head + ", ".join(itertools.repeat(row, count)) + tail
+
+
+def _parameter_limit(conn: sqlite3.Connection) -> int:
+    """Bound parameters one statement of this connection may carry (999 in old builds)."""
+    try:
+        return min(conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER), _MAX_PARAMETERS)
+    except (AttributeError, sqlite3.Error):  # pragma: no cover - getlimit is 3.11+
+        return 999
+
+
+def _insert_rows(
+    conn: sqlite3.Connection,
+    limit: int,
+    head: str,
+    rows: Sequence[tuple[Any, ...]],
+    tail: str = "",
+) -> None:
+    """``head VALUES-rows tail`` for ``rows``, as many rows per statement as ``limit``
+    parameters allow.
+
+    The library releases the GIL around each step of a statement; ``executemany`` steps
+    once per row, so a commit of a thousand rows would wait for the event loop's thread a
+    thousand times while that thread is busy. One statement waits once, and does all its
+    inserting while the loop runs.
+    """
+    if not rows:
+        return
+    width = len(rows[0])
+    per = max(1, limit // width)
+    for start in range(0, len(rows), per):
+        chunk = rows[start : start + per]
+        sql = _rows_sql(head, width, len(chunk), tail)
+        conn.execute(sql, list(itertools.chain.from_iterable(chunk)))
+
+
+def _in_lists(
+    conn: sqlite3.Connection,
+    limit: int,
+    head: str,
+    fixed: tuple[Any, ...],
+    values: Sequence[Any],
+) -> None:
+    """``head (values...)`` with ``fixed`` parameters first, as many values per statement
+    as ``limit`` parameters allow."""
+    step = max(1, limit - len(fixed))
+    for start in range(0, len(values), step):
+        chunk = values[start : start + step]
+        conn.execute(head + "(" + ",".join("?" * len(chunk)) + ")", (*fixed, *chunk))
 
 
 def sqlite_migrations(table_prefix: str = "watukuy_") -> list[tuple[int, str]]:
@@ -173,15 +230,17 @@ class _Sql:
             f"DELETE FROM {i} WHERE {_K}",
         ]
         # An upsert keeps the row's seen mark; only the marks of CommitBatch.seen move it.
-        self.upsert_item = (
+        self.upsert_item_head = (
             f'INSERT INTO {i} (poller, "partition", identity, version, hash, '
-            "schema_version, payload, seen_at, revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            'ON CONFLICT (poller, "partition", identity) DO UPDATE SET '
+            "schema_version, payload, seen_at, revision) VALUES "
+        )
+        self.upsert_item_tail = (
+            ' ON CONFLICT (poller, "partition", identity) DO UPDATE SET '
             "version = excluded.version, hash = excluded.hash, "
             "schema_version = excluded.schema_version, payload = excluded.payload, "
             "seen_at = excluded.seen_at, revision = excluded.revision"
         )
-        self.mark_item = f"UPDATE {i} SET seen_pass = ? WHERE {_K} AND identity = ?"
+        self.mark_items_in = f"UPDATE {i} SET seen_pass = ? WHERE {_K} AND identity IN "
         self.unseen_first = (
             f"SELECT identity FROM {i} WHERE {_K} AND seen_pass < ? ORDER BY identity LIMIT ?"
         )
@@ -189,9 +248,9 @@ class _Sql:
             f"SELECT identity FROM {i} WHERE {_K} AND seen_pass < ? AND identity > ? "
             "ORDER BY identity LIMIT ?"
         )
-        self.entomb_item = f"{entomb}'deleted', ? FROM {i} WHERE {_K} AND identity = ?"
-        self.delete_item = f"DELETE FROM {i} WHERE {_K} AND identity = ?"
-        self.revive = f"DELETE FROM {tb} WHERE {_K} AND identity = ?"
+        self.entomb_items_in = f"{entomb}'deleted', ? FROM {i} WHERE {_K} AND identity IN "
+        self.delete_items_in = f"DELETE FROM {i} WHERE {_K} AND identity IN "
+        self.revive_in = f"DELETE FROM {tb} WHERE {_K} AND identity IN "
         self.tombstones_in = (
             "SELECT identity, version, hash, schema_version, revision, reason, removed_at "
             f"FROM {tb} WHERE {_K} AND identity IN "
@@ -211,10 +270,11 @@ class _Sql:
             f"SELECT identity FROM {i} WHERE {_K} AND identity > ? ORDER BY identity LIMIT ?"
         )
         self.count_items = f"SELECT COUNT(*) FROM {i} WHERE {_K}"
-        self.upsert_event = (
+        self.upsert_event_head = (
             f'INSERT OR REPLACE INTO {o} (poller, "partition", event_id, seq, event, attempts, '
-            "next_attempt_at, last_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "next_attempt_at, last_error, created_at) VALUES "
         )
+        self.upsert_event = self.upsert_event_head + "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
         outbox_cols = "event_id, seq, event, attempts, next_attempt_at, last_error, created_at"
         self.pending = f"SELECT {outbox_cols} FROM {o} WHERE {_K} ORDER BY seq, event_id LIMIT ?"
         self.pending_after = (
@@ -249,9 +309,8 @@ class _Sql:
             f'INSERT OR REPLACE INTO {v} (poller, "partition", url_hash, etag, last_modified, '
             "stored_at) VALUES (?, ?, ?, ?, ?, ?)"
         )
-        self.append_log = (
-            f'INSERT OR REPLACE INTO {lg} (poller, "partition", seq, event, created_at) '
-            "VALUES (?, ?, ?, ?, ?)"
+        self.append_log_head = (
+            f'INSERT OR REPLACE INTO {lg} (poller, "partition", seq, event, created_at) VALUES '
         )
         self.log = f"SELECT seq, event, created_at FROM {lg} WHERE {_K}"
         self.prune_log = f"DELETE FROM {lg} WHERE {_K} AND created_at < ?"
@@ -318,6 +377,7 @@ class SqliteStore:
         self._acks: list[_AckRequest] = []
         self._ack_flusher: asyncio.Future[None] | None = None
         self._conn: sqlite3.Connection | None = None  # touched only by the worker thread
+        self._parameters = 999  # the connection's limit, read when it opens
 
     def __repr__(self) -> str:
         return f"SqliteStore({self._path!r}, table_prefix={self._prefix!r})"
@@ -357,6 +417,7 @@ class SqliteStore:
             # memory is only used as the database grows.
             conn.execute("PRAGMA cache_size = -65536")
             conn.execute("PRAGMA wal_autocheckpoint = 10000")
+            self._parameters = _parameter_limit(conn)
             self._migrate(conn)
         except BaseException:
             conn.close()
@@ -749,11 +810,9 @@ class SqliteStore:
             for r in batch.upserts
         ]
         now = batch.now
-        seen_pass = int(batch.seen_pass)
-        marks = [(seen_pass, p, q, identity) for identity in batch.seen]
-        deletes = [(p, q, identity) for identity in batch.deletes]
-        entombed = [(now, p, q, identity) for identity in batch.deletes]
-        revived = [(p, q, identity) for identity in batch.revived]
+        seen = list(dict.fromkeys(batch.seen))
+        deletes = list(dict.fromkeys(batch.deletes))
+        revived = list(dict.fromkeys(batch.revived))
         events = [
             (
                 p,
@@ -786,23 +845,25 @@ class SqliteStore:
             for r in batch.parked
         ]
         sql = self._sql
+        k = (p, q)
+        limit = self._parameters
         with self._transaction(conn):
             state = self._fence(conn, key, lease)
             if batch.state_patch:
                 self._patch(conn, key, state, batch.state_patch)
             if items:
-                conn.executemany(sql.upsert_item, items)
+                _insert_rows(conn, limit, sql.upsert_item_head, items, sql.upsert_item_tail)
             if revived:
-                conn.executemany(sql.revive, revived)
-            if marks:
-                conn.executemany(sql.mark_item, marks)
+                _in_lists(conn, limit, sql.revive_in, k, revived)
+            if seen:
+                _in_lists(conn, limit, sql.mark_items_in, (int(batch.seen_pass), *k), seen)
             if deletes:
-                conn.executemany(sql.entomb_item, entombed)
-                conn.executemany(sql.delete_item, deletes)
+                _in_lists(conn, limit, sql.entomb_items_in, (now, *k), deletes)
+                _in_lists(conn, limit, sql.delete_items_in, k, deletes)
             if events:
-                conn.executemany(sql.upsert_event, events)
+                _insert_rows(conn, limit, sql.upsert_event_head, events)
             if log:
-                conn.executemany(sql.append_log, log)
+                _insert_rows(conn, limit, sql.append_log_head, log)
             if parked:
                 conn.executemany(sql.upsert_parked, parked)
 
