@@ -140,11 +140,15 @@ def dedupe(pairs: Iterable[tuple[str, T]]) -> list[tuple[str, T]]:
     """Keep one ``(identity, item)`` per identity: the last item, at the first position.
 
     The last occurrence is the freshest observation; keeping the first position keeps the
-    page order stable for everything else.
+    page order stable for everything else. A list without a repeated identity is returned
+    as it is.
     """
+    given = pairs if isinstance(pairs, list) else list(pairs)
     latest: dict[str, T] = {}
-    for identity, item in pairs:
+    for identity, item in given:
         latest[identity] = item  # a dict keeps a key where it was first inserted
+    if len(latest) == len(given):
+        return given  # no identity twice (the usual page): the pairs as they came
     return list(latest.items())
 
 
