@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+import orjson
+
 from . import json as wkjson
 from .records import fast_init
 from .rows import Lane
@@ -17,6 +19,7 @@ __all__ = [
     "event_from_json",
     "event_to_json",
     "iso_time",
+    "EventWriter",
     "patch_paths",
 ]
 
@@ -172,6 +175,101 @@ def event_to_json(event: Event[Any]) -> str:
     if event.changes is not None:
         envelope["changes"] = event.changes
     return wkjson.dumps_typed(envelope)
+
+
+def _written(value: Any) -> tuple[str, Any]:
+    """``value``'s JSON text, and the value that text reads back as: ``value`` itself when
+    it is plain JSON data (:func:`~watukuy.model.json.is_plain`), which saves parsing and
+    allocating a copy equal to it."""
+    if value is None:
+        return "null", None
+    raw, exact = wkjson.dumps_typed_bytes(value)
+    if wkjson.is_plain(value):
+        return raw.decode(), value
+    return raw.decode(), orjson.loads(raw) if exact else wkjson.loads(raw)
+
+
+class EventWriter:
+    """Writes the new events of one commit: each one's outbox text, and the event as a
+    consumer gets it from that text.
+
+    The text is what :func:`event_to_json` writes for the event. The event is what
+    :func:`event_from_json` reads back from that text: ``data`` and ``previous`` are plain
+    JSON parsed from the very bytes the text holds, so a consumer handed this event gets
+    what a redelivery of the stored row would give it. ``data`` and ``previous`` that are
+    plain JSON data already are that value, and are handed on as they are; the others are
+    read back from their text. The members every event of the commit shares are written
+    once.
+
+    Args:
+        source: The events' ``source``.
+        poller: The poller's name.
+        partition: The partition key.
+        lane: The lane the events are observed on.
+        time: The observation time, ISO 8601 (see :func:`iso_time`).
+    """
+
+    __slots__ = ("_after_subject", "_after_type", "_shared")
+
+    def __init__(self, *, source: str, poller: str, partition: str, lane: Lane, time: str) -> None:
+        self._shared = (source, time, poller, partition, lane)
+        dumps = wkjson.dumps
+        self._after_type = '","source":' + dumps(source) + ',"subject":'
+        self._after_subject = (
+            ',"time":'
+            + dumps(time)
+            + ',"poller":'
+            + dumps(poller)
+            + ',"partition":'
+            + dumps(partition)
+            + ',"lane":'
+            + dumps(lane)
+            + ',"sequence":'
+        )
+
+    def write(
+        self,
+        id: str,
+        type: EventType,
+        subject: str,
+        sequence: int,
+        data: Any,
+        previous: Any,
+    ) -> tuple[str, Event[Any]]:
+        """The outbox text of one event, and the event read back from it.
+
+        Args:
+            id: The event id (hex: written as it is).
+            type: ``"created"``, ``"updated"`` or ``"deleted"``.
+            subject: The item's identity.
+            sequence: The event's sequence.
+            data: The item (typed values are written the way :func:`event_to_json` writes
+                them).
+            previous: The previous item, or ``None``.
+        """
+        data_text, data_value = _written(data)
+        previous_text, previous_value = _written(previous)
+        text = (
+            f'{{"id":"{id}","type":"{type}{self._after_type}{wkjson.dumps(subject)}'
+            f'{self._after_subject}{sequence},"cursor":null,"data":{data_text},'
+            f'"previous":{previous_text},"attempt":1}}'
+        )
+        source, time, poller, partition, lane = self._shared
+        event: Event[Any] = Event(
+            id,
+            type,
+            source,
+            subject,
+            time,
+            poller,
+            partition,
+            lane,
+            sequence,
+            None,
+            data_value,
+            previous_value,
+        )
+        return text, event
 
 
 def event_from_json(text: str | Mapping[str, Any]) -> Event[Any]:
