@@ -640,8 +640,8 @@ MUTANTS: tuple[Mutant, ...] = (
         DISPATCHER,
         [
             (
-                '                    if outcome == "stop-group":\n                        blocked.add(group)\n                        break',
-                '                    if outcome == "stop-group":\n                        blocked.add(group)\n                        return',
+                '                if outcome == "stop-group":\n                    blocked.add(group)\n',
+                '                if outcome == "stop-group":\n                    blocked.add(group)\n                    return\n',
             )
         ],
         f"{GI}::test_g7_one_poison_item_is_parked_while_the_others_flow[memory]",

@@ -94,6 +94,10 @@ class DrainResult:
         self.parked_rows.extend(other.parked_rows)
 
 
+# One event to deliver: its group (ordering key, with "@<consumer>" on a consumer's own
+# row), the consumer's name, the consumer, the row and its event.
+_Delivery = tuple[str, str, Consumer, OutboxRow, Event[Any]]
+
 # (event id, event, attempt, handler milliseconds, its drain's result, filtered out)
 _AckEntry = tuple[str, Event[Any], int, int, DrainResult, bool]
 
@@ -162,10 +166,14 @@ class Dispatcher:
         # Acks waiting for the writer, and the future they all resolve together.
         self._ack_queue: list[_AckEntry] = []
         self._ack_batch: asyncio.Future[None] | None = None
+        self._ack_writing: asyncio.Future[None] | None = None  # the group being written
         self._ack_writer: asyncio.Task[None] | None = None
 
     async def drain(
-        self, consumers: Consumers | None, committed: Sequence[OutboxRow] = ()
+        self,
+        consumers: Consumers | None,
+        committed: Sequence[OutboxRow] = (),
+        events: Sequence[Event[Any]] | None = None,
     ) -> DrainResult:
         """Deliver everything deliverable now; returns what happened.
 
@@ -174,17 +182,49 @@ class Dispatcher:
             committed: The rows the caller has just committed, in sequence order. When the
                 outbox holds these and nothing else, they are delivered as they are,
                 without reading them back; otherwise the outbox is read in sequence order.
-                Either way each event is decoded from its stored text, so what a consumer
-                receives never depends on where the row came from.
+            events: The events of ``committed``, one per row, exactly as decoding each
+                row's text gives them (see :class:`~watukuy.model.events.EventWriter`);
+                without them each row is decoded. Either way a consumer receives what a
+                redelivery of the stored row would give it, wherever the row came from.
         """
         result = DrainResult()
         if not consumers:
             return result
+        try:
+            await self._drain(consumers, committed, events, result)
+        finally:
+            # Acks are written in the background while the next events (and batches) are
+            # delivered, in groups (see _queue_ack). A drain ends only when all of them
+            # landed, unless the lease is gone: they would be refused, or wait on a store
+            # that no longer answers.
+            try:
+                if not self._lease_gone():
+                    await self._settle_acks()
+            finally:
+                for ack in self._acking.values():
+                    ack.cancel()
+                self._acking.clear()
+                self._abandon_acks()
+        return result
+
+    async def _drain(
+        self,
+        consumers: Consumers,
+        committed: Sequence[OutboxRow],
+        events: Sequence[Event[Any]] | None,
+        result: DrainResult,
+    ) -> None:
         blocked: set[str] = set(await self._store.held_keys(self._key))
         held_at_start = set(blocked)
         if committed and await self._store.count_pending(self._key) == len(committed):
             # Rows are added to a key's outbox only by its lease holder's commits (and by
             # an operator's retry, which the count would show): these are all of them.
+            if events is not None and consumers.shared is not None:
+                # Already in memory and decoded: one batch.
+                await self._batch(
+                    consumers, list(committed), blocked, held_at_start, result, events
+                )
+                return
             step = self._batch_size
             for start in range(0, len(committed), step):
                 if result.halted or result.abandoned or self._cancel.is_set():
@@ -193,7 +233,7 @@ class Dispatcher:
                 if consumers.shared is None:
                     rows = await self._split(rows, consumers)
                 await self._batch(consumers, rows, blocked, held_at_start, result)
-            return result
+            return
         after: int | None = None
         # Rows of the last sequence of the previous batch: the next batch starts at that
         # sequence again (rows sharing it may straddle the boundary) and skips these.
@@ -231,7 +271,6 @@ class Dispatcher:
             if upcoming is not None:
                 upcoming.cancel()
                 await asyncio.gather(upcoming, return_exceptions=True)
-        return result
 
     async def _split(self, rows: list[OutboxRow], consumers: Consumers) -> list[OutboxRow]:
         """Give every consumer a row of its own for each shared row of the batch.
@@ -278,18 +317,20 @@ class Dispatcher:
         blocked: set[str],
         held_at_start: set[str],
         result: DrainResult,
+        events: Sequence[Event[Any]] | None = None,
     ) -> None:
         """Deliver one batch: group its rows by consumer and ordering key, skipping
-        blocked groups and rows for a consumer this engine does not have."""
-        groups: dict[str, tuple[str, Consumer, list[tuple[OutboxRow, Event[Any]]]]] = {}
+        blocked groups and rows for a consumer this engine does not have. ``events``, when
+        given, are the rows' events already decoded (one per row, in order)."""
+        plan: list[_Delivery] = []
         shared = consumers.shared
-        for row in rows:
+        for index, row in enumerate(rows):
             name = delivery_consumer(row.event_id)
             consumer = shared if name is None else consumers.get(name)
             if consumer is None:
                 result.held += 1  # it waits for its consumer to be registered
                 continue
-            event = event_from_json(row.event)
+            event = event_from_json(row.event) if events is None else events[index]
             okey = self._ordering_key_of(event)
             # A hold without a consumer name (left by a shared row) holds every consumer.
             group = okey if name is None else f"{okey}@{name}"
@@ -297,12 +338,9 @@ class Dispatcher:
                 if okey in held_at_start or group in held_at_start:
                     result.held += 1
                 continue
-            entry = groups.get(group)
-            if entry is None:
-                groups[group] = entry = (name or DEFAULT_CONSUMER, consumer, [])
-            entry[2].append((row, event))
-        if groups:
-            await self._run_groups(list(groups.items()), blocked, result)
+            plan.append((group, name or DEFAULT_CONSUMER, consumer, row, event))
+        if plan:
+            await self._run_groups(plan, blocked, result)
 
     def _ordering_key_of(self, event: Event[Any]) -> str:
         if self._ordering_key is None:
@@ -316,43 +354,41 @@ class Dispatcher:
             return event.subject
 
     async def _run_groups(
-        self,
-        groups: list[tuple[str, tuple[str, Consumer, list[tuple[OutboxRow, Event[Any]]]]]],
-        blocked: set[str],
-        result: DrainResult,
+        self, plan: list[_Delivery], blocked: set[str], result: DrainResult
     ) -> None:
-        queue = collections.deque(groups)
+        """Deliver ``plan``: each group strictly in order, one event at a time, and up to
+        ``delivery.concurrency`` groups at once. A group that stops (a failure, a hold) is
+        skipped for the rest of the batch."""
+
+        async def in_order(entries: Sequence[_Delivery]) -> None:
+            for group, name, consumer, row, event in entries:
+                if result.halted or result.abandoned or self._cancel.is_set():
+                    return
+                if group in blocked:
+                    continue
+                outcome = await self._deliver_one(consumer, name, group, row, event, result)
+                if outcome == "stop-group":
+                    blocked.add(group)
+
+        concurrency = self._poller.delivery.concurrency
+        queue: collections.deque[list[_Delivery]] = collections.deque()
+        if concurrency > 1:
+            groups: dict[str, list[_Delivery]] = {}
+            for entry in plan:
+                groups.setdefault(entry[0], []).append(entry)
+            queue.extend(groups.values())
 
         async def worker() -> None:
             while queue:
-                group, (name, consumer, items) = queue.popleft()
-                for row, event in items:
-                    if result.halted or result.abandoned or self._cancel.is_set():
-                        return
-                    outcome = await self._deliver_one(consumer, name, group, row, event, result)
-                    if outcome == "stop-group":
-                        blocked.add(group)
-                        break
+                await in_order(queue.popleft())
 
-        workers = min(self._poller.delivery.concurrency, len(groups))
-        try:
-            if workers == 1:
-                await worker()
-            else:
-                await self._run_workers(worker, workers, queue)
-        finally:
-            # Acks are written in the background while the next events are delivered, in
-            # groups (see _queue_ack). A batch ends only when all of them landed, unless the
-            # lease is gone: they would be refused, or wait on a store that no longer
-            # answers.
-            try:
-                if not self._lease_gone():
-                    await self._settle_acks()
-            finally:
-                for ack in self._acking.values():
-                    ack.cancel()
-                self._acking.clear()
-                self._abandon_acks()
+        workers = min(concurrency, len(queue))
+        if workers <= 1:
+            # One worker takes the events in sequence order: each group's events stay in
+            # order, and no group needs a list of its own.
+            await in_order(plan)
+        else:
+            await self._run_workers(worker, workers, queue)
 
     def _lease_gone(self) -> bool:
         try:
@@ -429,8 +465,7 @@ class Dispatcher:
                 self._acking[okey] = self._queue_ack(
                     row.event_id, event, attempt, 0, result, filtered=True
                 )
-                if len(self._ack_queue) >= _MAX_ACKS_IN_FLIGHT:
-                    await self._settle_acks()
+                await self._ack_room()
                 return "next"
         try:
             await consumer.deliver(event, ctx)
@@ -447,8 +482,7 @@ class Dispatcher:
             await self._ack(row.event_id, event, attempt, duration, result)
             return "next"
         self._acking[okey] = self._queue_ack(row.event_id, event, attempt, duration, result)
-        if len(self._ack_queue) >= _MAX_ACKS_IN_FLIGHT:
-            await self._settle_acks()
+        await self._ack_room()
         return "next"
 
     def _queue_ack(
@@ -474,11 +508,22 @@ class Dispatcher:
             self._ack_writer = asyncio.ensure_future(self._write_acks())
         return self._ack_batch
 
+    async def _ack_room(self) -> None:
+        """Wait while a whole group of acks waits for the writer: until the group being
+        written lands and the writer takes the waiting one. At most two groups are then
+        delivered but not acknowledged, while the next events are delivered."""
+        while len(self._ack_queue) >= _MAX_ACKS_IN_FLIGHT:
+            writing = self._ack_writing
+            if writing is None or writing.done():
+                return
+            await asyncio.wait((writing,))
+
     async def _write_acks(self) -> None:
         while self._ack_queue:
             entries, self._ack_queue = self._ack_queue, []
             batch, self._ack_batch = self._ack_batch, None
             assert batch is not None
+            self._ack_writing = batch
             try:
                 failure = await self._ack_group(entries)
             except BaseException as error:
@@ -548,6 +593,7 @@ class Dispatcher:
         if self._ack_batch is not None and not self._ack_batch.done():
             self._ack_batch.cancel()
         self._ack_writer, self._ack_batch, self._ack_queue = None, None, []
+        self._ack_writing = None
 
     async def _ack(
         self, event_id: str, event: Event[Any], attempt: int, duration: int, result: DrainResult
