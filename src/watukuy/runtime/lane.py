@@ -20,11 +20,13 @@ import asyncio
 import dataclasses
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable
+import types
+from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from watukuy.cursor import CursorStrategy
 from watukuy.diff import (
+    Candidate,
     content_hash,
     dedupe,
     diff_candidates,
@@ -43,7 +45,7 @@ from watukuy.model.errors import (
     ValidationIssue,
     WatukuyError,
 )
-from watukuy.model.events import Event, EventType, event_to_json, iso_time
+from watukuy.model.events import Event, EventType, EventWriter, iso_time
 from watukuy.model.http_port import HttpObservations, HttpScope
 from watukuy.model.page import Page, coerce_page
 from watukuy.model.partition import Partition
@@ -79,6 +81,8 @@ if TYPE_CHECKING:
 __all__ = ["LaneCycle"]
 
 _IDENTITY_BATCH = 1000
+# Items hashed (or events written) between two turns of the event loop: see _pause.
+_HASH_STEP = 250
 _DISAGREEMENT_WARNING = 3
 
 
@@ -136,6 +140,96 @@ class _PageSource:
                 await aclose()
 
 
+@dataclasses.dataclass(slots=True)
+class _Selection:
+    """What the first half of a page (:meth:`LaneCycle._select`) hands to the second."""
+
+    page: Page[Any]
+    number: int
+    observations: HttpObservations
+    now: int
+    kept: list[Any]
+    pairs: list[tuple[str, Any]]  # (identity, item), one per identity
+    invalid: list[tuple[Any, list[ValidationIssue]]]
+    versions: dict[int, str | None]
+    next_cursor: Any
+    done: bool
+    candidates: list[Candidate[Any]] | None = None  # hashed ahead of the stored rows
+
+    @property
+    def not_modified(self) -> bool:
+        """A request of this page was answered ``304 Not Modified``."""
+        return self.observations.not_modified
+
+
+@dataclasses.dataclass(slots=True)
+class _Built:
+    """A page whose commit is being written (:meth:`LaneCycle._build`), and what landing
+    it (:meth:`LaneCycle._land`) does once the commit is in."""
+
+    commit: asyncio.Future[None]
+    started: int
+    batch: CommitBatch
+    rows: list[OutboxRow]
+    events: list[Event[Any]]
+    observed: list[Event[Any]] | None
+    invalid: list[tuple[Any, list[ValidationIssue]]]
+    observations: HttpObservations
+    keep_validators: bool
+    kept: int
+    counts: dict[str, int]
+    state: PollerState  # after this page
+
+    def abandon(self) -> None:
+        """Stop waiting for the commit: it lands or fails on its own, unread."""
+        self.commit.add_done_callback(_consume)
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # read, so that asyncio does not log it as never retrieved
+
+
+@types.coroutine
+def _pause() -> Generator[None, None, None]:
+    """Let the event loop run once, as ``asyncio.sleep(0)`` does.
+
+    While the loop polls it releases the GIL, so the store's thread, waiting for it between
+    two statements of a commit, goes on with the next one instead of waiting out the
+    interpreter's switch interval behind a long stretch of hashing.
+    """
+    yield
+
+
+class _Fetch:
+    """One call of ``fetch``, running in a task of its own from the moment it is made."""
+
+    def __init__(
+        self,
+        ctx: FetchContext[Any],
+        observations: HttpObservations,
+        source: _PageSource,
+        clock: Any,
+    ) -> None:
+        self.ctx = ctx
+        self.observations = observations
+        self._clock = clock
+        self._started = clock.now()
+        self.duration_ms = 0
+        self.task: asyncio.Future[Page[Any] | None] = asyncio.ensure_future(self._run(source))
+
+    async def _run(self, source: _PageSource) -> Page[Any] | None:
+        try:
+            return await source.next(self.ctx)
+        finally:
+            self.duration_ms = self._clock.now() - self._started
+
+    async def drop(self) -> None:
+        """Cancel the call if it still runs; whatever it returns or raises is ignored."""
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
 class LaneCycle:
     """Runs one lane of one key; see the module docstring."""
 
@@ -179,8 +273,10 @@ class LaneCycle:
         self.drain = DrainResult()
         self.rate_limit: RateLimitInfo | None = None
         self.raised: BaseException | None = None
-        self._observations = HttpObservations()
-        self._time_cache: tuple[int, str] = (-1, "")
+        self._latest = HttpObservations()  # the observations of the latest fetch
+        self._landed_items = 0  # items of the pages whose commit landed
+        self._landed_counts = {"created": 0, "updated": 0}
+        self._writer_cache: tuple[int, EventWriter] | None = None
         self._force_backfill = False
         self._pass: ListingPass | None = None  # the full listing pass this cycle continues
         self._listing = ListingState()
@@ -200,92 +296,140 @@ class LaneCycle:
         self, state: PollerState
     ) -> tuple[PollerState, PollSummary, SerializedError | None, ErrorPhase]:
         """Run the lane; returns the new state, the summary, the error (if any) and the phase
-        the error happened in. ``LeaseLostError`` and cancellation propagate."""
+        the error happened in. ``LeaseLostError`` and cancellation propagate.
+
+        Pages overlap by one step: page N+1 is asked for while page N commits (see
+        :meth:`_ahead`), and its items are selected and hashed while that commit is still
+        being written. Page N is then landed (its commit awaited, its events delivered)
+        before anything of page N+1 touches the store, so every page still reads the rows
+        the page before it wrote, commits in order, and is delivered before the next page
+        commits. What fails first in that order is what the cycle reports.
+        """
         deps = self._deps
         clock = deps.clock
         started = clock.now()
         await deps.hooks.emit("on_poll_start", **self._fields(), started_at=started)
         strategy = self._strategy
-        observations = HttpObservations(rate_limit=state.schedule.rate_limit, defer_validators=True)
-        self._observations = observations
-        http = self._bind_http(observations)
+        self._latest = HttpObservations(rate_limit=state.schedule.rate_limit, defer_validators=True)
 
         cursor, target = self._start_cursor(state)
         # `overlap` moves back the first request of a cycle only; every later request
         # continues where the previous page left off (see CursorStrategy.next_view).
         request = strategy.view(cursor, clock.now())
         first_page = 1 + (self._pass.pages if self._pass is not None else 0)
-        pages = items = 0
+        pages = 0
         counts = {"created": 0, "updated": 0, "deleted": 0}
         truncated = saw_not_modified = done = False
         phase: ErrorPhase = "fetch"
         source = _PageSource(self._fetch)
         error: SerializedError | None = None
+        upcoming: _Fetch | None = None  # the next page, asked for while this one committed
+        inflight: _Built | None = None  # the page whose commit is being written
+        landed = state  # the state as of the last page whose commit landed
         try:
-            while not (self._pass is not None and self._pass.listed):
-                if pages >= self._poller.max_pages_per_cycle:
-                    truncated = True
-                    break
-                if pages > 0 and self._should_stop():
-                    truncated = True
-                    break
-                if self._cancel.is_set():
-                    raise asyncio.CancelledError
-                self._keeper.check()  # never fetch once the lease may have expired
-                phase = "fetch"
-                observations.reset_page()
-                ctx: FetchContext[Any] = FetchContext(
-                    cursor=request,
-                    page=first_page + pages,
-                    partition=self._partition,
-                    lane=self._lane,
-                    http=http,
-                    attempt=state.schedule.consecutive_failures + 1,
-                    logger=self._logger,
-                    _cancel=self._cancel,
-                )
-                fetch_started = clock.now()
-                page = await source.next(ctx)
-                if page is None:
-                    done = True
-                    break
-                pages += 1
-                self._page_source_is_generator = source.is_generator
-                saw_not_modified = saw_not_modified or observations.not_modified
-                await deps.hooks.emit(
-                    "on_fetch",
-                    **self._fields(),
-                    page=pages,
-                    duration_ms=clock.now() - fetch_started,
-                    items=len(page.items),
-                    not_modified=observations.not_modified,
-                )
-                before = None if strategy.full_scan else strategy.serialize(request)
-                stored = strategy.serialize(cursor)
-                state, cursor, page_done, page_items, page_counts, phase = await self._page(
-                    state, cursor, page
-                )
-                await self._store_validators(
-                    keep=self._idle(stored, cursor, page, ctx.page, kept=page_items, done=page_done)
-                )
-                items += page_items
-                for name, value in page_counts.items():
-                    counts[name] += value
-                if target is not None and strategy.reached(cursor, target):
-                    page_done = True
-                if source.is_generator:
-                    page_done = False  # a generator's cycle ends when it is exhausted
-                if self.drain.halted:
-                    break  # a poison halt opens the circuit: no further pages
-                if page_done:
-                    done = True
-                    break
-                request = strategy.next_view(cursor, request, page, clock.now())
-                # Stuck means the next request would be this one again (while `overlap`
-                # re-reads its window the stored cursor stays, but the request moves on).
-                stuck = before is not None and not source.is_generator
-                if stuck and strategy.serialize(request) == before:
-                    raise _stuck_cursor(pages, str(before))
+            try:
+                while not (self._pass is not None and self._pass.listed):
+                    if upcoming is not None:
+                        fetch, upcoming = upcoming, None
+                        if self._should_stop():
+                            # The deadline passed while the page before it committed: the
+                            # page is left for the next run, like a page never asked for.
+                            truncated = True
+                            await fetch.drop()
+                            break
+                        if self._cancel.is_set():
+                            await fetch.drop()
+                            raise asyncio.CancelledError
+                    else:
+                        if pages >= self._poller.max_pages_per_cycle:
+                            truncated = True
+                            break
+                        if pages > 0 and self._should_stop():
+                            truncated = True
+                            break
+                        if self._cancel.is_set():
+                            raise asyncio.CancelledError
+                        self._keeper.check()  # never fetch once the lease may have expired
+                        fetch = self._start_fetch(source, request, first_page + pages, state)
+                    phase = "fetch"
+                    page = await fetch.task
+                    if page is None:
+                        done = True
+                        break
+                    pages += 1
+                    self._page_source_is_generator = source.is_generator
+                    before = None if strategy.full_scan else strategy.serialize(request)
+                    stored = strategy.serialize(cursor)
+                    selection = self._select(cursor, page, fetch)
+                    # The next request depends on this page alone: ask for it now, so that
+                    # it travels while this page commits and is delivered.
+                    ahead = self._ahead(source, selection, request, before, target, pages)
+                    if ahead is not None:
+                        request = ahead
+                        upcoming = self._start_fetch(source, ahead, first_page + pages, state)
+                    if inflight is not None:
+                        # Hash this page while the page before it commits; then land that one.
+                        await self._hash(selection)
+                        built, inflight = inflight, None
+                        landed = await self._land(built)
+                        if self.drain.halted:
+                            pages -= 1
+                            break  # a poison halt opens the circuit: no further pages
+                        if self._should_stop():
+                            pages -= 1
+                            truncated = True  # as if the deadline had come before the fetch
+                            break
+                        if self._cancel.is_set():
+                            raise asyncio.CancelledError
+                    saw_not_modified = saw_not_modified or selection.not_modified
+                    await deps.hooks.emit(
+                        "on_fetch",
+                        **self._fields(),
+                        page=pages,
+                        duration_ms=fetch.duration_ms,
+                        items=len(page.items),
+                        not_modified=selection.not_modified,
+                    )
+                    phase = "fetch"
+                    inflight = await self._build(state, selection, stored)
+                    state = inflight.state
+                    cursor = selection.next_cursor
+                    page_done = selection.done
+                    if target is not None and strategy.reached(cursor, target):
+                        page_done = True
+                    if source.is_generator:
+                        page_done = False  # a generator's cycle ends when it is exhausted
+                    if page_done:
+                        done = True
+                        break
+                    if upcoming is not None:
+                        continue
+                    # The next request waits for this page's commit and delivery.
+                    built, inflight = inflight, None
+                    landed = await self._land(built)
+                    if self.drain.halted:
+                        break
+                    request = strategy.next_view(cursor, request, page, clock.now())
+                    # Stuck means the next request would be this one again (while `overlap`
+                    # re-reads its window the stored cursor stays, but the request moves on).
+                    stuck = before is not None and not source.is_generator
+                    if stuck and strategy.serialize(request) == before:
+                        raise _stuck_cursor(pages, str(before))
+            except (LeaseLostError, asyncio.CancelledError):
+                if inflight is not None:
+                    inflight.abandon()  # its events wait in the outbox for the next run
+                raise
+            except Exception:
+                if inflight is not None:
+                    # The page already written is landed first: it committed before what
+                    # failed after it, and its own failure is the one to report.
+                    built, inflight = inflight, None
+                    landed = await self._land(built)
+                raise
+            if inflight is not None:
+                built, inflight = inflight, None
+                landed = await self._land(built)
+            state = landed
             if self._pass is not None and (self._pass.listed or (done and not truncated)):
                 phase = "commit"
                 state, deleted = await self._end_pass(state)
@@ -295,16 +439,22 @@ class LaneCycle:
         except (LeaseLostError, asyncio.CancelledError):
             raise
         except Exception as failure:
+            state = landed
             self.raised = failure
             error = serialize_error(failure, redaction=self._deps.redaction)
             if isinstance(failure, StoreError):
                 phase = "commit"
         finally:
             try:
+                if upcoming is not None:
+                    await upcoming.drop()
                 await source.aclose()
             except Exception as close_error:  # a generator that fails to close
                 self._logger.warning("fetch generator failed to close: %s", close_error)
-        self.rate_limit = observations.rate_limit
+        self.rate_limit = self._latest.rate_limit
+        items = self._landed_items
+        for name, value in self._landed_counts.items():
+            counts[name] += value
         summary = PollSummary(
             lane=self._lane,
             started_at=started,
@@ -316,6 +466,66 @@ class LaneCycle:
             truncated=truncated,
         )
         return state, summary, error, phase
+
+    def _start_fetch(
+        self, source: _PageSource, request: Any, number: int, state: PollerState
+    ) -> _Fetch:
+        """Call ``fetch`` for page ``number`` in a task of its own.
+
+        Each call gets its own ``ctx.http`` and observations, so a page asked for ahead
+        records its validators and its ``304`` apart from the page being committed. A
+        generator was handed its ``ctx`` once, on its first call: its pages share that
+        one's observations, reset before each page.
+        """
+        if source.is_generator:
+            observations = self._latest
+            observations.reset_page()
+            http = None
+        else:
+            observations = HttpObservations(
+                rate_limit=self._latest.rate_limit, defer_validators=True
+            )
+            self._latest = observations
+            http = self._bind_http(observations)
+        ctx: FetchContext[Any] = FetchContext(
+            cursor=request,
+            page=number,
+            partition=self._partition,
+            lane=self._lane,
+            http=http,
+            attempt=state.schedule.consecutive_failures + 1,
+            logger=self._logger,
+            _cancel=self._cancel,
+        )
+        return _Fetch(ctx, observations, source, self._deps.clock)
+
+    def _ahead(
+        self,
+        source: _PageSource,
+        selection: _Selection,
+        request: Any,
+        before: str | None,
+        target: Any,
+        pages: int,
+    ) -> Any | None:
+        """The request of the page after this one, when it may be sent before this page is
+        committed: the cycle goes on after this page whatever the commit does, unless it
+        fails. ``None`` leaves the next request to the loop, after the commit."""
+        if not self._poller.prefetch or source.is_generator or selection.done:
+            return None
+        strategy = self._strategy
+        if target is not None and strategy.reached(selection.next_cursor, target):
+            return None
+        if pages >= self._poller.max_pages_per_cycle or self._should_stop():
+            return None
+        if self._cancel.is_set() or self._keeper.lost or self._keeper.may_have_expired():
+            return None
+        ahead = strategy.next_view(
+            selection.next_cursor, request, selection.page, self._deps.clock.now()
+        )
+        if before is not None and strategy.serialize(ahead) == before:
+            return None  # stuck: the loop reports it once the page is committed
+        return ahead
 
     def _start_cursor(self, state: PollerState) -> tuple[Any, Any]:
         strategy = self._strategy
@@ -407,9 +617,9 @@ class LaneCycle:
 
     # --- one page -------------------------------------------------------------------------
 
-    async def _page(
-        self, state: PollerState, cursor: Any, page: Page[Any]
-    ) -> tuple[PollerState, Any, bool, int, dict[str, int], ErrorPhase]:
+    def _select(self, cursor: Any, page: Page[Any], fetch: _Fetch) -> _Selection:
+        """The first half of a page, before any store call: the items ``lag`` lets through,
+        validated and identified, and the cursor after them (see :meth:`_page`)."""
         deps = self._deps
         poller = self._poller
         strategy = self._strategy
@@ -466,8 +676,53 @@ class LaneCycle:
                 f"{len(invalid)} item(s) failed the schema: {issues[0].get('message', '')}", issues
             )
         next_cursor, done = strategy.advance(cursor, page, kept, [item for _, item in valid], now)
+        return _Selection(
+            page,
+            fetch.ctx.page,
+            fetch.observations,
+            now,
+            kept,
+            dedupe(valid),
+            invalid,
+            versions,
+            next_cursor,
+            done,
+        )
 
-        pairs = dedupe(valid)
+    async def _hash(self, selection: _Selection) -> None:
+        """Hash the page's items ahead of reading their stored rows, when nothing about the
+        hash depends on them (a poller without ``version``, whose fast path skips hashing
+        items whose stored version is unchanged)."""
+        poller = self._poller
+        if poller.version is not None or selection.candidates is not None:
+            return
+        pairs = selection.pairs
+        candidates: list[Candidate[Any]] = []
+        for start in range(0, len(pairs), _HASH_STEP):
+            hashed, _ = prepare_candidates(
+                pairs[start : start + _HASH_STEP],
+                {},
+                unique=True,
+                version=None,
+                fingerprint=poller.fingerprint,
+                schema_version=poller.schema_version,
+            )
+            candidates.extend(hashed)
+            await _pause()
+        selection.candidates = candidates
+
+    async def _build(self, state: PollerState, selection: _Selection, stored: str) -> _Built:
+        """The second half of a page: read the stored rows, diff, write the events, and
+        start the commit. ``stored`` is the cursor text the page was asked for with."""
+        deps = self._deps
+        poller = self._poller
+        strategy = self._strategy
+        now = selection.now
+        kept, pairs, invalid = selection.kept, selection.pairs, selection.invalid
+        versions = selection.versions
+        version_of = poller.version
+        next_cursor, done = selection.next_cursor, selection.done
+
         identities = [identity for identity, _ in pairs]
         store = deps.store
         existing = await store.load_versions(self._key, identities) if identities else {}
@@ -475,14 +730,16 @@ class LaneCycle:
         # their revisions instead of starting over (and repeating old ids).
         missing = [identity for identity in identities if identity not in existing]
         tombstones = await store.load_tombstones(self._key, missing) if missing else {}
-        candidates, _unchanged = prepare_candidates(
-            pairs,
-            existing,
-            unique=True,
-            version=None if version_of is None else (lambda item: versions[id(item)]),
-            fingerprint=poller.fingerprint,
-            schema_version=poller.schema_version,
-        )
+        candidates = selection.candidates
+        if candidates is None:
+            candidates, _unchanged = prepare_candidates(
+                pairs,
+                existing,
+                unique=True,
+                version=None if version_of is None else (lambda item: versions[id(item)]),
+                fingerprint=poller.fingerprint,
+                schema_version=poller.schema_version,
+            )
         diff = diff_candidates(
             candidates,
             existing,
@@ -496,6 +753,7 @@ class LaneCycle:
         sequence = state.sequence
         rows: list[OutboxRow] = []
         events: list[Event[Any]] = []
+        observed: list[Event[Any]] | None = [] if deps.hooks.has("on_event") else None
         counts = {"created": 0, "updated": 0}
         for change in diff.changes:
             sequence += 1
@@ -509,10 +767,13 @@ class LaneCycle:
                 self._load_payload(change.previous),
                 sequence,
                 now,
+                observed,
             )
             rows.append(row)
             events.append(event)
             counts[change.type] += 1
+            if not sequence % _HASH_STEP:
+                await _pause()
         if self._lane == "backfill" and self._force_backfill:
             # force: re-emit every known item as `updated`, so a consumer can rebuild.
             changed = {change.identity for change in diff.changes}
@@ -521,10 +782,10 @@ class LaneCycle:
                 if identity in changed:
                     continue
                 version = self._version_or_hash(item, hashes.get(identity))
-                stored = existing.get(identity)
-                previous = stored.payload if stored is not None and poller.retain_payload else None
+                known = existing.get(identity)
+                previous = known.payload if known is not None and poller.retain_payload else None
                 # The same observation as the row's last event: its revision, not a new one.
-                revision = stored.revision if stored is not None else 0
+                revision = known.revision if known is not None else 0
                 sequence += 1
                 event, row = self._event(
                     "updated",
@@ -535,6 +796,7 @@ class LaneCycle:
                     self._load_payload(previous),
                     sequence,
                     now,
+                    observed,
                 )
                 rows.append(row)
                 events.append(event)
@@ -568,7 +830,7 @@ class LaneCycle:
                     pages=progress.pages + 1,
                     items=progress.items + len(kept),
                     invalid=progress.invalid + len(invalid),
-                    not_modified=progress.not_modified or self._observations.not_modified,
+                    not_modified=progress.not_modified or selection.not_modified,
                     listed=bool(done) and not self._page_source_is_generator,
                 )
             )
@@ -578,43 +840,66 @@ class LaneCycle:
             # in progress (reconcile), which cannot have started after the latest pass id.
             seen = [row.identity for row in diff.upserts]
             seen_pass = state.listing.counter
-        await self._commit(
-            CommitBatch(
-                state_patch=patch,
-                upserts=diff.upserts,
-                seen=seen,
-                seen_pass=seen_pass,
-                events=rows,
-                log=self._log_events,
-                parked=parked,
-                now=now,
-                revived=[
-                    change.identity for change in diff.changes if change.identity in tombstones
-                ],
-            ),
-            events,
-            deletes=0,
+        batch = CommitBatch(
+            state_patch=patch,
+            upserts=diff.upserts,
+            seen=seen,
+            seen_pass=seen_pass,
+            events=rows,
+            log=self._log_events,
+            parked=parked,
+            now=now,
+            revived=[change.identity for change in diff.changes if change.identity in tombstones],
         )
-        state = apply_patch(state, patch)
-        committed = True
-        for raw, issues in invalid:
-            if poller.on_invalid == "quarantine":
-                await deps.hooks.emit("on_invalid", **self._fields(), item=raw, issues=issues)
+        started = deps.clock.now()
+        commit = asyncio.ensure_future(deps.store.commit_poll(self._key, self._keeper.lease, batch))
+        after = apply_patch(state, patch)
         if rows:
-            state = dataclasses.replace(
-                state, schedule=dataclasses.replace(state.schedule, drain_blocked=False)
+            after = dataclasses.replace(
+                after, schedule=dataclasses.replace(after.schedule, drain_blocked=False)
             )
-            self.drain.merge(await self._dispatcher.drain(self._consumer, rows))
-        if committed:
-            await self._keeper.renew_now()  # after every commit; the heartbeat covers the rest
-        return state, next_cursor, done, len(kept), counts, "fetch"
+        keep = self._idle(
+            stored, next_cursor, selection.page, selection.number, kept=len(kept), done=done
+        )
+        return _Built(
+            commit=commit,
+            started=started,
+            batch=batch,
+            rows=rows,
+            events=events,
+            observed=observed,
+            invalid=invalid,
+            observations=selection.observations,
+            keep_validators=keep,
+            kept=len(kept),
+            counts=counts,
+            state=after,
+        )
 
-    async def _store_validators(self, *, keep: bool) -> None:
+    async def _land(self, built: _Built) -> PollerState:
+        """Wait for a built page's commit, then deliver its events, renew the lease and
+        store its validators; returns the state after the page."""
+        deps = self._deps
+        await built.commit
+        self._landed_items += built.kept
+        for name, value in built.counts.items():
+            self._landed_counts[name] += value
+        await self._committed(built.batch, built.observed, deletes=0, started=built.started)
+        if self._poller.on_invalid == "quarantine":
+            for raw, issues in built.invalid:
+                await deps.hooks.emit("on_invalid", **self._fields(), item=raw, issues=issues)
+        if built.rows:
+            self.drain.merge(await self._dispatcher.drain(self._consumer, built.rows, built.events))
+        await self._keeper.renew_now()  # after every commit; the heartbeat covers the rest
+        await self._store_validators(built.observations, keep=built.keep_validators)
+        return built.state
+
+    async def _store_validators(self, observations: HttpObservations, *, keep: bool) -> None:
         """Store the ETag / Last-Modified of this page's responses, now that the page is
         committed, when ``keep`` says a later ``304`` for the same request would mean
         exactly what processing this response again would (see :meth:`_idle`); drop them
         otherwise."""
-        pending = self._observations.pending_validators
+        pending = observations.pending_validators
         if keep and pending:
             store, key = self._deps.store, self._key
             for url_hash, validator in pending:
@@ -666,7 +951,12 @@ class LaneCycle:
         previous: Any,
         sequence: int,
         now: int,
+        observed: list[Event[Any]] | None,
     ) -> tuple[Event[Any], OutboxRow]:
+        """A new event and its outbox row. The event is the one a consumer gets from the
+        row (``data`` and ``previous`` as plain JSON, see :class:`EventWriter`); when
+        ``observed`` is a list, the event as observed (the item as ``fetch`` and the schema
+        made it) is appended to it, for the ``on_event`` hooks."""
         poller = self._poller
         eid = event_id(
             poller.source,
@@ -677,28 +967,24 @@ class LaneCycle:
             type_,
             0 if poller.ids.compat else revision,
         )
-        event: Event[Any] = Event(
-            id=eid,
-            type=type_,
-            source=poller.source,
-            subject=identity,
-            time=self._time_text(now),
-            poller=self._key.poller,
-            partition=self._key.partition,
-            lane=self._lane,
-            sequence=sequence,
-            data=data,
-            previous=previous,
-        )
-        return event, OutboxRow(
-            event_id=eid, sequence=sequence, event=event_to_json(event), created_at=now
-        )
+        text, event = self._writer(now).write(eid, type_, identity, sequence, data, previous)
+        if observed is not None:
+            observed.append(dataclasses.replace(event, data=data, previous=previous))
+        return event, OutboxRow(event_id=eid, sequence=sequence, event=text, created_at=now)
 
-    def _time_text(self, now: int) -> str:
-        # Every event of a page shares its commit time: format it once.
-        if self._time_cache[0] != now:
-            self._time_cache = (now, iso_time(now))
-        return self._time_cache[1]
+    def _writer(self, now: int) -> EventWriter:
+        # Every event of a page shares its commit time, and so the writer's shared members.
+        cached = self._writer_cache
+        if cached is None or cached[0] != now:
+            writer = EventWriter(
+                source=self._poller.source,
+                poller=self._key.poller,
+                partition=self._key.partition,
+                lane=self._lane,
+                time=iso_time(now),
+            )
+            self._writer_cache = cached = (now, writer)
+        return cached[1]
 
     def _quarantine(self, raw: Any, issues: list[ValidationIssue], now: int) -> ParkedRow:
         try:
@@ -728,10 +1014,23 @@ class LaneCycle:
             hold_key=None,
         )
 
-    async def _commit(self, batch: CommitBatch, events: list[Event[Any]], *, deletes: int) -> None:
+    async def _commit(
+        self, batch: CommitBatch, observed: list[Event[Any]] | None, *, deletes: int
+    ) -> None:
+        started = self._deps.clock.now()
+        await self._deps.store.commit_poll(self._key, self._keeper.lease, batch)
+        await self._committed(batch, observed, deletes=deletes, started=started)
+
+    async def _committed(
+        self,
+        batch: CommitBatch,
+        observed: list[Event[Any]] | None,
+        *,
+        deletes: int,
+        started: int,
+    ) -> None:
+        """The hooks of a commit that landed."""
         deps = self._deps
-        started = deps.clock.now()
-        await deps.store.commit_poll(self._key, self._keeper.lease, batch)
         await deps.hooks.emit(
             "on_commit",
             **self._fields(),
@@ -740,9 +1039,8 @@ class LaneCycle:
             deletes=deletes,
             duration_ms=deps.clock.now() - started,
         )
-        if deps.hooks.has("on_event"):
-            for event in events:
-                await deps.hooks.emit("on_event", **self._fields(), event=event)
+        for event in observed or ():
+            await deps.hooks.emit("on_event", **self._fields(), event=event)
 
     # --- the end of a full scan -----------------------------------------------------------
 
@@ -929,7 +1227,7 @@ class LaneCycle:
             page=0,
             partition=self._partition,
             lane=self._lane,
-            http=self._bind_http(self._observations),
+            http=self._bind_http(self._latest),
             attempt=1,
             logger=self._logger,
             _cancel=self._cancel,
@@ -1009,6 +1307,7 @@ class LaneCycle:
             sequence = state.sequence
             rows: list[OutboxRow] = []
             events: list[Event[Any]] = []
+            observed: list[Event[Any]] | None = [] if deps.hooks.has("on_event") else None
             stored: dict[str, ItemRow] = await deps.store.load_versions(self._key, chunk)
             for identity in chunk:
                 row = stored.get(identity)
@@ -1025,6 +1324,7 @@ class LaneCycle:
                     payload,
                     sequence,
                     now,
+                    observed,
                 )
                 rows.append(outbox_row)
                 events.append(event)
@@ -1041,11 +1341,11 @@ class LaneCycle:
                     log=self._log_events,
                     now=now,
                 ),
-                events,
+                observed,
                 deletes=len(chunk),
             )
             state = apply_patch(state, patch)
             emitted += len(rows)
             if rows:
-                self.drain.merge(await self._dispatcher.drain(self._consumer, rows))
+                self.drain.merge(await self._dispatcher.drain(self._consumer, rows, events))
         return state, emitted

@@ -122,6 +122,7 @@ class PollerDefinition(Generic[T]):
     ids: EventIds = field(default_factory=EventIds)
     deletes: Deletes = field(default_factory=Deletes)
     array_key: str | None = "id"
+    prefetch: bool = True
     probe_every_ms: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -232,6 +233,7 @@ def define_poller(
     ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
     deletes: Deletes | Mapping[str, Any] | None = None,
     array_key: str | None = "id",
+    prefetch: bool = True,
 ) -> PollerDefinition[T]: ...
 
 
@@ -264,6 +266,7 @@ def define_poller(
     ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
     deletes: Deletes | Mapping[str, Any] | None = None,
     array_key: str | None = "id",
+    prefetch: bool = True,
 ) -> PollerDefinition[JsonObject]: ...
 
 
@@ -295,6 +298,7 @@ def define_poller(
     ids: EventIds | IdMode | Mapping[str, Any] = "distinct",
     deletes: Deletes | Mapping[str, Any] | None = None,
     array_key: str | None = "id",
+    prefetch: bool = True,
 ) -> PollerDefinition[Any]:
     """Declare a poller.
 
@@ -340,6 +344,10 @@ def define_poller(
             ``event.changes`` is computed (``retain="payload"``): arrays whose objects all
             carry a distinct one are diffed by it, other arrays by position; ``None``
             diffs every array by position.
+        prefetch: Ask for the next page of a cycle while the current one is committed
+            and delivered (default). Turn it off for an API whose next request
+            acknowledges the previous page (a destructive read): with it on, a crash before
+            the commit would leave a page that the API no longer serves.
 
     Returns:
         The validated, immutable definition.
@@ -385,6 +393,8 @@ def define_poller(
         raise ConfigError(f"expected a function, got the class {fetch!r}", field="fetch")
     if array_key is not None and (not isinstance(array_key, str) or not array_key):
         raise ConfigError(f"expected a member name or None, got {array_key!r}", field="array_key")
+    if not isinstance(prefetch, bool):
+        raise ConfigError(f"expected True or False, got {prefetch!r}", field="prefetch")
 
     return PollerDefinition(
         name=name,
@@ -415,4 +425,5 @@ def define_poller(
         ids=resolved_ids,
         deletes=resolved_deletes,
         array_key=array_key,
+        prefetch=prefetch,
     )
