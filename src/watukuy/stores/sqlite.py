@@ -85,6 +85,25 @@ def _rows_sql(head: str, width: int, count: int, tail: str) -> str:
     return head + ", ".join(itertools.repeat(row, count)) + tail
 
 
+@functools.lru_cache(maxsize=64)
+def _fenced_delete_sql(head: str, count: int, tail: str) -> str:
+    return head + "(" + ",".join("?" * count) + ")" + tail
+
+
+@functools.lru_cache(maxsize=64)
+def _patch_sql(head: str, fields: int, tail: str) -> str:
+    return head + ", ?, json(?)" * fields + tail
+
+
+def _has_json(conn: sqlite3.Connection) -> bool:
+    """The library has the JSON functions (built in since 3.38, an extension before)."""
+    try:
+        conn.execute("SELECT json_set('{}', '$.a', json('1'))").fetchone()
+    except sqlite3.Error:  # pragma: no cover - builds without JSON1
+        return False
+    return True
+
+
 def _parameter_limit(conn: sqlite3.Connection) -> int:
     """Bound parameters one statement of this connection may carry (999 in old builds)."""
     try:
@@ -203,6 +222,8 @@ class _Sql:
         self.release = f"UPDATE {p} SET lease_owner = NULL, lease_expires_at = NULL WHERE {owned}"
         self.state = f"SELECT state FROM {p} WHERE {_K}"
         self.set_state = f"UPDATE {p} SET state = ?, wake_at = ? WHERE {_K}"
+        self.patch_fenced_head = f"UPDATE {p} SET state = json_set(state"
+        self.patch_fenced_tail = f") WHERE {_K} AND lease_owner = ? AND lease_epoch = ?"
         # The partial index (poller, wake_at, partition) answers this in index order.
         self.due = (
             f'SELECT "partition", wake_at FROM {p} WHERE poller = ? AND wake_at IS NOT NULL '
@@ -283,6 +304,11 @@ class _Sql:
         self.count_pending = f"SELECT COUNT(*) FROM {o} WHERE {_K}"
         self.delete_event = f"DELETE FROM {o} WHERE {_K} AND event_id = ?"
         self.delete_events_in = f"DELETE FROM {o} WHERE {_K} AND event_id IN "
+        # An ack: the rows go only while the lease is the one held, in one statement.
+        self.ack_head = self.delete_events_in
+        self.ack_tail = (
+            f" AND EXISTS (SELECT 1 FROM {p} WHERE {_K} AND lease_owner = ? AND lease_epoch = ?)"
+        )
         self.attempt = (
             f"UPDATE {o} SET attempts = attempts + 1, last_error = ?, next_attempt_at = ? "
             f"WHERE {_K} AND event_id = ?"
@@ -378,6 +404,7 @@ class SqliteStore:
         self._ack_flusher: asyncio.Future[None] | None = None
         self._conn: sqlite3.Connection | None = None  # touched only by the worker thread
         self._parameters = 999  # the connection's limit, read when it opens
+        self._json = False  # the library has json_set(), checked when it opens
 
     def __repr__(self) -> str:
         return f"SqliteStore({self._path!r}, table_prefix={self._prefix!r})"
@@ -418,6 +445,7 @@ class SqliteStore:
             conn.execute("PRAGMA cache_size = -65536")
             conn.execute("PRAGMA wal_autocheckpoint = 10000")
             self._parameters = _parameter_limit(conn)
+            self._json = _has_json(conn)
             self._migrate(conn)
         except BaseException:
             conn.close()
@@ -459,6 +487,23 @@ class SqliteStore:
         if row is None or row[0] != lease.owner or row[1] != lease.epoch:
             raise LeaseLostError(key.poller, key.partition, lease.epoch)
         return cast(str, row[2])
+
+    def _fenced_patch(
+        self, conn: sqlite3.Connection, key: PKey, lease: Lease, patch: StatePatch
+    ) -> None:
+        """Fence and patch in one statement (a patch without ``wake_at``, whose column and
+        pause rule need the stored document): each field replaced in the stored JSON, only
+        on the row this lease holds. One statement instead of a read and a write is one
+        wait for the GIL less while the event loop's thread is busy."""
+        changes = patch_to_fields(patch)
+        params: list[Any] = []
+        for name, value in changes.items():
+            params.append("$." + name)
+            params.append(wkjson.dumps(value))
+        sql = _patch_sql(self._sql.patch_fenced_head, len(changes), self._sql.patch_fenced_tail)
+        done = conn.execute(sql, (*params, key.poller, key.partition, lease.owner, lease.epoch))
+        if done.rowcount != 1:
+            raise LeaseLostError(key.poller, key.partition, lease.epoch)
 
     def _patch(
         self,
@@ -847,10 +892,14 @@ class SqliteStore:
         sql = self._sql
         k = (p, q)
         limit = self._parameters
+        patch = batch.state_patch
         with self._transaction(conn):
-            state = self._fence(conn, key, lease)
-            if batch.state_patch:
-                self._patch(conn, key, state, batch.state_patch)
+            if patch and "wake_at" not in patch and self._json:
+                self._fenced_patch(conn, key, lease, patch)
+            else:
+                state = self._fence(conn, key, lease)
+                if patch:
+                    self._patch(conn, key, state, patch)
             if items:
                 _insert_rows(conn, limit, sql.upsert_item_head, items, sql.upsert_item_tail)
             if revived:
@@ -928,17 +977,21 @@ class SqliteStore:
         outcomes: list[BaseException | None] = [None] * len(batch)
         for (key, lease), indexes in groups.items():
             ids = list(dict.fromkeys(event_id for index in indexes for event_id in batch[index][2]))
+            fence = (key.poller, key.partition, lease.owner, lease.epoch)
             k = (key.poller, key.partition)
+            step = max(1, self._parameters - 6)
             try:
-                with self._transaction(conn):
-                    self._fence(conn, key, lease)
-                    # One statement per chunk, not one per id: each statement is one step of
-                    # the SQLite library, and each step hands the GIL back and forth with
-                    # the event loop's thread.
-                    for start in range(0, len(ids), _IN_CHUNK):
-                        chunk = ids[start : start + _IN_CHUNK]
-                        sql = self._sql.delete_events_in + "(" + ",".join("?" * len(chunk)) + ")"
-                        conn.execute(sql, (*k, *chunk))
+                # One statement per chunk, each its own transaction and fenced by itself:
+                # the library steps once, and hands the GIL back to the event loop's
+                # thread once, for the whole chunk. Acks are idempotent, so chunks need not
+                # land together.
+                for start in range(0, len(ids), step):
+                    chunk = ids[start : start + step]
+                    sql = _fenced_delete_sql(self._sql.ack_head, len(chunk), self._sql.ack_tail)
+                    done = conn.execute(sql, (*k, *chunk, *fence))
+                    if done.rowcount < len(chunk):
+                        # Some ids were gone already (acked before: ignored), or the lease is.
+                        self._fence(conn, key, lease)
             except LeaseLostError as error:
                 for index in indexes:
                     outcomes[index] = error
