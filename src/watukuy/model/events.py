@@ -20,6 +20,8 @@ __all__ = [
     "event_to_json",
     "iso_time",
     "EventWriter",
+    "WrittenEvent",
+    "WrittenPage",
     "patch_paths",
 ]
 
@@ -177,29 +179,36 @@ def event_to_json(event: Event[Any]) -> str:
     return wkjson.dumps_typed(envelope)
 
 
-def _written(value: Any) -> tuple[str, Any]:
-    """``value``'s JSON text, and the value that text reads back as: ``value`` itself when
-    it is plain JSON data (:func:`~watukuy.model.json.is_plain`), which saves parsing and
-    allocating a copy equal to it."""
+def _write(value: Any) -> tuple[str, bytes | None]:
+    """``value``'s JSON text, and the bytes to read it back from: ``None`` when orjson wrote
+    them (it reads them back exactly), the bytes themselves otherwise."""
     if value is None:
         return "null", None
     raw, exact = wkjson.dumps_typed_bytes(value)
-    if wkjson.is_plain(value):
-        return raw.decode(), value
-    return raw.decode(), orjson.loads(raw) if exact else wkjson.loads(raw)
+    return raw.decode(), None if exact else raw
+
+
+def _read(text: str, slow: bytes | None) -> Any:
+    if slow is not None:
+        return wkjson.loads(slow)
+    return None if text == "null" else orjson.loads(text)
+
+
+# What the writer keeps of one event until it is read back: id, type, subject, sequence,
+# and for data and previous their text and, when orjson did not write it, its bytes.
+WrittenEvent = tuple[str, "EventType", str, int, str, "bytes | None", str, "bytes | None"]
 
 
 class EventWriter:
-    """Writes the new events of one commit: each one's outbox text, and the event as a
-    consumer gets it from that text.
+    """Writes the new events of one commit: each one's outbox text, and what it takes to
+    read the event back from that text when it is delivered.
 
-    The text is what :func:`event_to_json` writes for the event. The event is what
-    :func:`event_from_json` reads back from that text: ``data`` and ``previous`` are plain
-    JSON parsed from the very bytes the text holds, so a consumer handed this event gets
-    what a redelivery of the stored row would give it. ``data`` and ``previous`` that are
-    plain JSON data already are that value, and are handed on as they are; the others are
-    read back from their text. The members every event of the commit shares are written
-    once.
+    The text is what :func:`event_to_json` writes for the event. :meth:`read` gives what
+    :func:`event_from_json` reads back from it (``data`` and ``previous`` parsed from the
+    very text the row holds), so a consumer handed that event gets what a redelivery of the
+    stored row would give it. Reading back only those two members, at delivery, keeps each
+    parsed item alive only while its handler runs; the members every event of the commit
+    shares are written once.
 
     Args:
         source: The events' ``source``.
@@ -235,8 +244,8 @@ class EventWriter:
         sequence: int,
         data: Any,
         previous: Any,
-    ) -> tuple[str, Event[Any]]:
-        """The outbox text of one event, and the event read back from it.
+    ) -> tuple[str, WrittenEvent]:
+        """The outbox text of one event, and what :meth:`read` reads it back from.
 
         Args:
             id: The event id (hex: written as it is).
@@ -247,15 +256,29 @@ class EventWriter:
                 them).
             previous: The previous item, or ``None``.
         """
-        data_text, data_value = _written(data)
-        previous_text, previous_value = _written(previous)
+        data_text, data_slow = _write(data)
+        previous_text, previous_slow = _write(previous)
         text = (
             f'{{"id":"{id}","type":"{type}{self._after_type}{wkjson.dumps(subject)}'
             f'{self._after_subject}{sequence},"cursor":null,"data":{data_text},'
             f'"previous":{previous_text},"attempt":1}}'
         )
+        return text, (
+            id,
+            type,
+            subject,
+            sequence,
+            data_text,
+            data_slow,
+            previous_text,
+            previous_slow,
+        )
+
+    def read(self, written: WrittenEvent) -> Event[Any]:
+        """The event :meth:`write` wrote, as decoding its outbox text gives it."""
+        id, type, subject, sequence, data, data_slow, previous, previous_slow = written
         source, time, poller, partition, lane = self._shared
-        event: Event[Any] = Event(
+        return Event(
             id,
             type,
             source,
@@ -266,10 +289,35 @@ class EventWriter:
             lane,
             sequence,
             None,
-            data_value,
-            previous_value,
+            _read(data, data_slow),
+            _read(previous, previous_slow),
         )
-        return text, event
+
+
+class WrittenPage:
+    """The events of one commit, read back one at a time when they are delivered.
+
+    Args:
+        writer: The writer that wrote them.
+        written: What :meth:`EventWriter.write` returned for each, in the commit's order.
+    """
+
+    __slots__ = ("_writer", "_written")
+
+    def __init__(self, writer: EventWriter, written: list[WrittenEvent]) -> None:
+        self._writer = writer
+        self._written = written
+
+    def __len__(self) -> int:
+        return len(self._written)
+
+    def subject(self, index: int) -> str:
+        """The subject of event ``index``, without reading the event back."""
+        return self._written[index][2]
+
+    def event(self, index: int) -> Event[Any]:
+        """Event ``index``, read back."""
+        return self._writer.read(self._written[index])
 
 
 def event_from_json(text: str | Mapping[str, Any]) -> Event[Any]:

@@ -27,7 +27,6 @@ __all__ = [
     "dumps",
     "dumps_typed",
     "dumps_typed_bytes",
-    "is_plain",
     "loads",
     "to_jsonable",
 ]
@@ -75,46 +74,6 @@ def dumps_typed(value: Any) -> str:
         return orjson.dumps(value, default=to_jsonable, option=_TYPED_OPTIONS).decode()
     except orjson.JSONEncodeError:
         return dumps(to_jsonable(value))
-
-
-_SCALARS: frozenset[type] = frozenset((str, int, bool, type(None)))
-
-
-def _plain_members(items: Any) -> bool:
-    for item in items:
-        kind = type(item)
-        if kind in _SCALARS:
-            continue
-        if kind is float:
-            if item - item != 0.0:  # NaN and the infinities
-                return False
-        elif (kind is not dict and kind is not list) or not is_plain(item):
-            return False
-    return True
-
-
-def is_plain(value: Any) -> bool:
-    """True when ``value`` is plain JSON data that its own JSON text reads back as: only
-    dicts with ``str`` keys, lists, ``str``, ``int``, finite ``float``, ``bool`` and
-    ``None``, each of exactly that type (no subclass, tuple, enum, model or datetime).
-
-    Such a value equals ``loads(dumps(value))``, member for member and type for type, so
-    it can stand for the value read back from its stored text.
-    """
-    kind = type(value)
-    try:
-        if kind is dict:
-            for key in value:
-                if type(key) is not str:
-                    return False
-            return _plain_members(value.values())
-        if kind is list:
-            return _plain_members(value)
-    except RecursionError:
-        return False
-    if kind is float:
-        return bool(value - value == 0.0)
-    return kind in _SCALARS
 
 
 def dumps_typed_bytes(value: Any) -> tuple[bytes, bool]:
