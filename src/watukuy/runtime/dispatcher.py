@@ -21,7 +21,7 @@ from typing import Any
 from watukuy.diff.patch import json_patch
 from watukuy.model import json as wkjson
 from watukuy.model.errors import LeaseLostError, SerializedError
-from watukuy.model.events import Event, event_from_json
+from watukuy.model.events import Event, WrittenPage, event_from_json
 from watukuy.model.partition import Partition
 from watukuy.model.ports import Clock, Random, StateStore
 from watukuy.model.redact import DEFAULT_REDACTION, Redaction, serialize_error
@@ -38,6 +38,7 @@ from watukuy.scheduler import backoff_delay
 from watukuy.validate import is_passthrough
 
 from ._hookbus import HookBus
+from ._turn import turn
 from .consumers import Consumer, Consumers, DeliveryAbandoned, consumer_filter
 from .context import HandlerContext
 from .poller import PollerDefinition
@@ -45,8 +46,12 @@ from .poller import PollerDefinition
 __all__ = ["DrainResult", "Dispatcher"]
 
 _MAX_HISTORY = 20
-# Acks may run alongside the next deliveries; this many at most before the dispatcher waits.
-_MAX_ACKS_IN_FLIGHT = 256
+# Acks waiting for the writer while it writes the group before them: at this many the
+# dispatcher waits for that write. Groups grow while the writer is slow, which is when a
+# bigger group costs least per ack (SQLite rewrites each index page an ack group touches).
+_MAX_ACKS_IN_FLIGHT = 1024
+# Events delivered between two turns of the event loop (see _turn).
+_TURN_EVERY = 32
 
 
 @dataclass(slots=True)
@@ -95,11 +100,12 @@ class DrainResult:
 
 
 # One event to deliver: its group (ordering key, with "@<consumer>" on a consumer's own
-# row), the consumer's name, the consumer, the row and its event.
-_Delivery = tuple[str, str, Consumer, OutboxRow, Event[Any]]
+# row), the consumer's name, the consumer, the row and its event (or the event's index in
+# the WrittenPage it is read back from when it is delivered).
+_Delivery = tuple[str, str, Consumer, OutboxRow, "Event[Any] | int"]
 
 # (event id, event, attempt, handler milliseconds, its drain's result, filtered out)
-_AckEntry = tuple[str, Event[Any], int, int, DrainResult, bool]
+_AckEntry = tuple[str, "Event[Any] | None", int, int, DrainResult, bool]
 
 
 class Dispatcher:
@@ -173,7 +179,9 @@ class Dispatcher:
         self,
         consumers: Consumers | None,
         committed: Sequence[OutboxRow] = (),
-        events: Sequence[Event[Any]] | None = None,
+        events: WrittenPage | None = None,
+        *,
+        settle: bool = True,
     ) -> DrainResult:
         """Deliver everything deliverable now; returns what happened.
 
@@ -182,36 +190,53 @@ class Dispatcher:
             committed: The rows the caller has just committed, in sequence order. When the
                 outbox holds these and nothing else, they are delivered as they are,
                 without reading them back; otherwise the outbox is read in sequence order.
-            events: The events of ``committed``, one per row, exactly as decoding each
-                row's text gives them (see :class:`~watukuy.model.events.EventWriter`);
-                without them each row is decoded. Either way a consumer receives what a
-                redelivery of the stored row would give it, wherever the row came from.
+            events: The events of ``committed``, one per row, as their writer reads them
+                back (see :class:`~watukuy.model.events.EventWriter`): what decoding each
+                row's text gives. Without them each row is decoded. Either way a consumer
+                receives what a redelivery of the stored row would give it.
+            settle: Return only once every ack landed (the default). ``False`` returns as
+                soon as the last event is handled, its acks still being written: the
+                result's ``delivered`` grows as they land, and the next ``drain()`` or
+                :meth:`settle` waits for them first.
         """
+        # What an earlier drain left being written lands before this one reads the outbox.
+        await self.settle()
         result = DrainResult()
         if not consumers:
             return result
         try:
             await self._drain(consumers, committed, events, result)
-        finally:
-            # Acks are written in the background while the next events (and batches) are
-            # delivered, in groups (see _queue_ack). A drain ends only when all of them
-            # landed, unless the lease is gone: they would be refused, or wait on a store
-            # that no longer answers.
-            try:
-                if not self._lease_gone():
-                    await self._settle_acks()
-            finally:
-                for ack in self._acking.values():
-                    ack.cancel()
-                self._acking.clear()
-                self._abandon_acks()
+        except BaseException:
+            await self._end_acks()
+            raise
+        if settle:
+            await self._end_acks()
         return result
+
+    async def settle(self) -> None:
+        """Wait for the acks a ``drain(settle=False)`` left being written."""
+        if self._ack_writer is not None or self._acking:
+            await self._end_acks()
+
+    async def _end_acks(self) -> None:
+        # Acks are written in the background while the next events (and batches) are
+        # delivered, in groups (see _queue_ack). A drain ends only when all of them landed,
+        # unless the lease is gone: they would be refused, or wait on a store that no
+        # longer answers.
+        try:
+            if not self._lease_gone():
+                await self._settle_acks()
+        finally:
+            for ack in self._acking.values():
+                ack.cancel()
+            self._acking.clear()
+            self._abandon_acks()
 
     async def _drain(
         self,
         consumers: Consumers,
         committed: Sequence[OutboxRow],
-        events: Sequence[Event[Any]] | None,
+        events: WrittenPage | None,
         result: DrainResult,
     ) -> None:
         blocked: set[str] = set(await self._store.held_keys(self._key))
@@ -220,7 +245,7 @@ class Dispatcher:
             # Rows are added to a key's outbox only by its lease holder's commits (and by
             # an operator's retry, which the count would show): these are all of them.
             if events is not None and consumers.shared is not None:
-                # Already in memory and decoded: one batch.
+                # Already in memory: one batch, each event read back as it is delivered.
                 await self._batch(
                     consumers, list(committed), blocked, held_at_start, result, events
                 )
@@ -317,30 +342,37 @@ class Dispatcher:
         blocked: set[str],
         held_at_start: set[str],
         result: DrainResult,
-        events: Sequence[Event[Any]] | None = None,
+        events: WrittenPage | None = None,
     ) -> None:
         """Deliver one batch: group its rows by consumer and ordering key, skipping
         blocked groups and rows for a consumer this engine does not have. ``events``, when
-        given, are the rows' events already decoded (one per row, in order)."""
+        given, reads the rows' events back (one per row, in order); with the default
+        ordering key each is read only when it is delivered."""
         plan: list[_Delivery] = []
         shared = consumers.shared
+        lazy = events is not None and self._ordering_key is None
         for index, row in enumerate(rows):
             name = delivery_consumer(row.event_id)
             consumer = shared if name is None else consumers.get(name)
             if consumer is None:
                 result.held += 1  # it waits for its consumer to be registered
                 continue
-            event = event_from_json(row.event) if events is None else events[index]
-            okey = self._ordering_key_of(event)
+            item: Event[Any] | int
+            if lazy:
+                assert events is not None
+                okey, item = events.subject(index), index
+            else:
+                event = event_from_json(row.event) if events is None else events.event(index)
+                okey, item = self._ordering_key_of(event), event
             # A hold without a consumer name (left by a shared row) holds every consumer.
             group = okey if name is None else f"{okey}@{name}"
             if okey in blocked or group in blocked:
                 if okey in held_at_start or group in held_at_start:
                     result.held += 1
                 continue
-            plan.append((group, name or DEFAULT_CONSUMER, consumer, row, event))
+            plan.append((group, name or DEFAULT_CONSUMER, consumer, row, item))
         if plan:
-            await self._run_groups(plan, blocked, result)
+            await self._run_groups(plan, blocked, result, events)
 
     def _ordering_key_of(self, event: Event[Any]) -> str:
         if self._ordering_key is None:
@@ -354,18 +386,30 @@ class Dispatcher:
             return event.subject
 
     async def _run_groups(
-        self, plan: list[_Delivery], blocked: set[str], result: DrainResult
+        self,
+        plan: list[_Delivery],
+        blocked: set[str],
+        result: DrainResult,
+        events: WrittenPage | None,
     ) -> None:
         """Deliver ``plan``: each group strictly in order, one event at a time, and up to
         ``delivery.concurrency`` groups at once. A group that stops (a failure, a hold) is
-        skipped for the rest of the batch."""
+        skipped for the rest of the batch. An event the plan holds by its index is read
+        back from ``events`` just before it is delivered."""
 
         async def in_order(entries: Sequence[_Delivery]) -> None:
-            for group, name, consumer, row, event in entries:
+            for done, (group, name, consumer, row, item) in enumerate(entries, 1):
                 if result.halted or result.abandoned or self._cancel.is_set():
                     return
                 if group in blocked:
                     continue
+                if not done % _TURN_EVERY:
+                    await turn()  # handlers that never wait would hold the loop
+                if isinstance(item, int):
+                    assert events is not None
+                    event = events.event(item)
+                else:
+                    event = item
                 outcome = await self._deliver_one(consumer, name, group, row, event, result)
                 if outcome == "stop-group":
                     blocked.add(group)
@@ -503,7 +547,10 @@ class Dispatcher:
         """
         if self._ack_batch is None:
             self._ack_batch = asyncio.get_running_loop().create_future()
-        self._ack_queue.append((event_id, event, attempt, duration, result, filtered))
+        # The event is kept for the hook that reports the ack; without one it is let go
+        # now, not when its ack lands, so its item does not outlive its handler.
+        kept = event if self._hooks.has("on_filtered" if filtered else "on_delivered") else None
+        self._ack_queue.append((event_id, kept, attempt, duration, result, filtered))
         if self._ack_writer is None or self._ack_writer.done():
             self._ack_writer = asyncio.ensure_future(self._write_acks())
         return self._ack_batch
@@ -569,12 +616,12 @@ class Dispatcher:
             await self._delivered(outbox_id, event, attempt, duration, result)
 
     async def _filtered(
-        self, outbox_id: str, event: Event[Any], attempt: int, result: DrainResult
+        self, outbox_id: str, event: Event[Any] | None, attempt: int, result: DrainResult
     ) -> None:
         result.filtered += 1
         key = self._key
         self._filtered_counts[key] = self._filtered_counts.get(key, 0) + 1
-        if self._hooks.has("on_filtered"):
+        if event is not None and self._hooks.has("on_filtered"):
             await self._hooks.emit(
                 "on_filtered",
                 poller=key.poller,
@@ -604,13 +651,13 @@ class Dispatcher:
     async def _delivered(
         self,
         outbox_id: str,
-        event: Event[Any],
+        event: Event[Any] | None,
         attempt: int,
         duration: int,
         result: DrainResult,
     ) -> None:
         result.delivered += 1
-        if self._hooks.has("on_delivered"):
+        if event is not None and self._hooks.has("on_delivered"):
             await self._hooks.emit(
                 "on_delivered",
                 poller=self._key.poller,
