@@ -331,8 +331,8 @@ MUTANTS: tuple[Mutant, ...] = (
         SQLITE,
         [
             (
-                "        with self._transaction(conn):\n            state = self._fence(conn, key, lease)\n            if batch.state_patch:",
-                "        if True:\n            state = self._fence(conn, key, lease)\n            if batch.state_patch:",
+                "        with self._transaction(conn):\n            if patch and \"wake_at\" not in patch",
+                "        if True:\n            if patch and \"wake_at\" not in patch",
             )
         ],
         f"{SQL}::test_a_commit_refused_after_its_first_write_is_all_or_nothing",

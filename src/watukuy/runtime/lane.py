@@ -20,8 +20,7 @@ import asyncio
 import dataclasses
 import inspect
 import logging
-import types
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from watukuy.cursor import CursorStrategy
@@ -45,7 +44,14 @@ from watukuy.model.errors import (
     ValidationIssue,
     WatukuyError,
 )
-from watukuy.model.events import Event, EventType, EventWriter, iso_time
+from watukuy.model.events import (
+    Event,
+    EventType,
+    EventWriter,
+    WrittenEvent,
+    WrittenPage,
+    iso_time,
+)
 from watukuy.model.http_port import HttpObservations, HttpScope
 from watukuy.model.page import Page, coerce_page
 from watukuy.model.partition import Partition
@@ -65,10 +71,12 @@ from watukuy.model.rows import (
     PollSummary,
     RateLimitInfo,
     StatePatch,
+    Tombstone,
     apply_patch,
 )
 from watukuy.validate import Invalid, is_passthrough
 
+from ._turn import turn
 from .consumers import Consumers
 from .context import FetchContext
 from .dispatcher import Dispatcher, DrainResult
@@ -81,7 +89,7 @@ if TYPE_CHECKING:
 __all__ = ["LaneCycle"]
 
 _IDENTITY_BATCH = 1000
-# Items hashed (or events written) between two turns of the event loop: see _pause.
+# Items hashed (or events written) between two turns of the event loop (see _turn).
 _HASH_STEP = 250
 _DISAGREEMENT_WARNING = 3
 
@@ -155,6 +163,15 @@ class _Selection:
     next_cursor: Any
     done: bool
     candidates: list[Candidate[Any]] | None = None  # hashed ahead of the stored rows
+    # Its stored rows and tombstones, being read since the page before it landed.
+    stored: asyncio.Future[tuple[dict[str, ItemRow], dict[str, Tombstone]]] | None = None
+
+    def discard(self) -> None:
+        """Drop a read of the stored rows that nobody will wait for."""
+        reading, self.stored = self.stored, None
+        if reading is not None:
+            reading.cancel()
+            reading.add_done_callback(_consume)
 
     @property
     def not_modified(self) -> bool:
@@ -171,7 +188,7 @@ class _Built:
     started: int
     batch: CommitBatch
     rows: list[OutboxRow]
-    events: list[Event[Any]]
+    page: WrittenPage
     observed: list[Event[Any]] | None
     invalid: list[tuple[Any, list[ValidationIssue]]]
     observations: HttpObservations
@@ -188,17 +205,6 @@ class _Built:
 def _consume(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()  # read, so that asyncio does not log it as never retrieved
-
-
-@types.coroutine
-def _pause() -> Generator[None, None, None]:
-    """Let the event loop run once, as ``asyncio.sleep(0)`` does.
-
-    While the loop polls it releases the GIL, so the store's thread, waiting for it between
-    two statements of a commit, goes on with the next one instead of waiting out the
-    interpreter's switch interval behind a long stretch of hashing.
-    """
-    yield
 
 
 class _Fetch:
@@ -274,6 +280,7 @@ class LaneCycle:
         self.rate_limit: RateLimitInfo | None = None
         self.raised: BaseException | None = None
         self._latest = HttpObservations()  # the observations of the latest fetch
+        self._unsettled: list[DrainResult] = []  # drains whose acks may still be landing
         self._landed_items = 0  # items of the pages whose commit landed
         self._landed_counts = {"created": 0, "updated": 0}
         self._writer_cache: tuple[int, EventWriter] | None = None
@@ -325,6 +332,7 @@ class LaneCycle:
         error: SerializedError | None = None
         upcoming: _Fetch | None = None  # the next page, asked for while this one committed
         inflight: _Built | None = None  # the page whose commit is being written
+        selection: _Selection | None = None  # the page being selected, hashed and built
         landed = state  # the state as of the last page whose commit landed
         try:
             try:
@@ -371,7 +379,7 @@ class LaneCycle:
                         # Hash this page while the page before it commits; then land that one.
                         await self._hash(selection)
                         built, inflight = inflight, None
-                        landed = await self._land(built)
+                        landed = await self._land(built, ahead=selection)
                         if self.drain.halted:
                             pages -= 1
                             break  # a poison halt opens the circuit: no further pages
@@ -416,10 +424,14 @@ class LaneCycle:
                     if stuck and strategy.serialize(request) == before:
                         raise _stuck_cursor(pages, str(before))
             except (LeaseLostError, asyncio.CancelledError):
+                if selection is not None:
+                    selection.discard()
                 if inflight is not None:
                     inflight.abandon()  # its events wait in the outbox for the next run
                 raise
             except Exception:
+                if selection is not None:
+                    selection.discard()
                 if inflight is not None:
                     # The page already written is landed first: it committed before what
                     # failed after it, and its own failure is the one to report.
@@ -429,6 +441,9 @@ class LaneCycle:
             if inflight is not None:
                 built, inflight = inflight, None
                 landed = await self._land(built)
+            if selection is not None:
+                selection.discard()  # a page left unbuilt (a halt, a deadline) reads nothing
+            await self._settled()
             state = landed
             if self._pass is not None and (self._pass.listed or (done and not truncated)):
                 phase = "commit"
@@ -437,9 +452,14 @@ class LaneCycle:
                 done, truncated = True, False
             state = self._finish(state, cursor, done=done and not truncated)
         except (LeaseLostError, asyncio.CancelledError):
+            await self._settled()  # with the lease gone, the acks in flight are dropped
             raise
         except Exception as failure:
             state = landed
+            try:
+                await self._settled()
+            except Exception as ack_failure:  # reported in the log; the cycle has its error
+                self._logger.warning("acks of the cycle failed too: %s", ack_failure)
             self.raised = failure
             error = serialize_error(failure, redaction=self._deps.redaction)
             if isinstance(failure, StoreError):
@@ -708,7 +728,7 @@ class LaneCycle:
                 schema_version=poller.schema_version,
             )
             candidates.extend(hashed)
-            await _pause()
+            await turn()
         selection.candidates = candidates
 
     async def _build(self, state: PollerState, selection: _Selection, stored: str) -> _Built:
@@ -724,12 +744,11 @@ class LaneCycle:
         next_cursor, done = selection.next_cursor, selection.done
 
         identities = [identity for identity, _ in pairs]
-        store = deps.store
-        existing = await store.load_versions(self._key, identities) if identities else {}
-        # Identities without a row may have left a tombstone: their next event continues
-        # their revisions instead of starting over (and repeating old ids).
-        missing = [identity for identity in identities if identity not in existing]
-        tombstones = await store.load_tombstones(self._key, missing) if missing else {}
+        reading, selection.stored = selection.stored, None
+        if reading is None:
+            existing, tombstones = await self._stored_rows(selection)
+        else:
+            existing, tombstones = await reading
         candidates = selection.candidates
         if candidates is None:
             candidates, _unchanged = prepare_candidates(
@@ -752,7 +771,7 @@ class LaneCycle:
 
         sequence = state.sequence
         rows: list[OutboxRow] = []
-        events: list[Event[Any]] = []
+        events: list[WrittenEvent] = []
         observed: list[Event[Any]] | None = [] if deps.hooks.has("on_event") else None
         counts = {"created": 0, "updated": 0}
         for change in diff.changes:
@@ -773,7 +792,7 @@ class LaneCycle:
             events.append(event)
             counts[change.type] += 1
             if not sequence % _HASH_STEP:
-                await _pause()
+                await turn()
         if self._lane == "backfill" and self._force_backfill:
             # force: re-emit every known item as `updated`, so a consumer can rebuild.
             changed = {change.identity for change in diff.changes}
@@ -866,7 +885,7 @@ class LaneCycle:
             started=started,
             batch=batch,
             rows=rows,
-            events=events,
+            page=WrittenPage(self._writer(now), events),
             observed=observed,
             invalid=invalid,
             observations=selection.observations,
@@ -876,23 +895,57 @@ class LaneCycle:
             state=after,
         )
 
-    async def _land(self, built: _Built) -> PollerState:
+    async def _land(self, built: _Built, ahead: _Selection | None = None) -> PollerState:
         """Wait for a built page's commit, then deliver its events, renew the lease and
-        store its validators; returns the state after the page."""
+        store its validators; returns the state after the page.
+
+        ``ahead`` is the page that follows: its stored rows are read as soon as the commit
+        is in, before the deliveries queue their acks behind it at the store. The acks are
+        not awaited here: the next drain, or the end of the cycle, waits for them.
+        """
         deps = self._deps
         await built.commit
         self._landed_items += built.kept
         for name, value in built.counts.items():
             self._landed_counts[name] += value
+        if ahead is not None:
+            ahead.stored = asyncio.ensure_future(self._stored_rows(ahead))
         await self._committed(built.batch, built.observed, deletes=0, started=built.started)
         if self._poller.on_invalid == "quarantine":
             for raw, issues in built.invalid:
                 await deps.hooks.emit("on_invalid", **self._fields(), item=raw, issues=issues)
         if built.rows:
-            self.drain.merge(await self._dispatcher.drain(self._consumer, built.rows, built.events))
+            result = await self._dispatcher.drain(
+                self._consumer, built.rows, built.page, settle=False
+            )
+            self._unsettled.append(result)
+            self.drain.halted = self.drain.halted or result.halted
         await self._keeper.renew_now()  # after every commit; the heartbeat covers the rest
         await self._store_validators(built.observations, keep=built.keep_validators)
         return built.state
+
+    async def _settled(self) -> None:
+        """Wait for the acks the landed pages left being written, and count what they
+        delivered into :attr:`drain`."""
+        try:
+            await self._dispatcher.settle()
+        finally:
+            for result in self._unsettled:
+                self.drain.merge(result)
+            self._unsettled.clear()
+
+    async def _stored_rows(
+        self, selection: _Selection
+    ) -> tuple[dict[str, ItemRow], dict[str, Tombstone]]:
+        """The stored rows of the page's identities, and the tombstones of those without."""
+        store = self._deps.store
+        identities = [identity for identity, _ in selection.pairs]
+        existing = await store.load_versions(self._key, identities) if identities else {}
+        # Identities without a row may have left a tombstone: their next event continues
+        # their revisions instead of starting over (and repeating old ids).
+        missing = [identity for identity in identities if identity not in existing]
+        tombstones = await store.load_tombstones(self._key, missing) if missing else {}
+        return existing, tombstones
 
     async def _store_validators(self, observations: HttpObservations, *, keep: bool) -> None:
         """Store the ETag / Last-Modified of this page's responses, now that the page is
@@ -952,11 +1005,11 @@ class LaneCycle:
         sequence: int,
         now: int,
         observed: list[Event[Any]] | None,
-    ) -> tuple[Event[Any], OutboxRow]:
-        """A new event and its outbox row. The event is the one a consumer gets from the
-        row (``data`` and ``previous`` as plain JSON, see :class:`EventWriter`); when
-        ``observed`` is a list, the event as observed (the item as ``fetch`` and the schema
-        made it) is appended to it, for the ``on_event`` hooks."""
+    ) -> tuple[WrittenEvent, OutboxRow]:
+        """A new event and its outbox row; the event is read back from the row when it is
+        delivered (see :class:`EventWriter`). When ``observed`` is a list, the event as
+        observed (the item as ``fetch`` and the schema made it) is appended to it, for the
+        ``on_event`` hooks."""
         poller = self._poller
         eid = event_id(
             poller.source,
@@ -967,10 +1020,11 @@ class LaneCycle:
             type_,
             0 if poller.ids.compat else revision,
         )
-        text, event = self._writer(now).write(eid, type_, identity, sequence, data, previous)
+        writer = self._writer(now)
+        text, written = writer.write(eid, type_, identity, sequence, data, previous)
         if observed is not None:
-            observed.append(dataclasses.replace(event, data=data, previous=previous))
-        return event, OutboxRow(event_id=eid, sequence=sequence, event=text, created_at=now)
+            observed.append(dataclasses.replace(writer.read(written), data=data, previous=previous))
+        return written, OutboxRow(event_id=eid, sequence=sequence, event=text, created_at=now)
 
     def _writer(self, now: int) -> EventWriter:
         # Every event of a page shares its commit time, and so the writer's shared members.
@@ -1306,7 +1360,7 @@ class LaneCycle:
             now = deps.clock.now()
             sequence = state.sequence
             rows: list[OutboxRow] = []
-            events: list[Event[Any]] = []
+            events: list[WrittenEvent] = []
             observed: list[Event[Any]] | None = [] if deps.hooks.has("on_event") else None
             stored: dict[str, ItemRow] = await deps.store.load_versions(self._key, chunk)
             for identity in chunk:
@@ -1347,5 +1401,6 @@ class LaneCycle:
             state = apply_patch(state, patch)
             emitted += len(rows)
             if rows:
-                self.drain.merge(await self._dispatcher.drain(self._consumer, rows, events))
+                page = WrittenPage(self._writer(now), events)
+                self.drain.merge(await self._dispatcher.drain(self._consumer, rows, page))
         return state, emitted
