@@ -292,7 +292,7 @@ MUTANTS: tuple[Mutant, ...] = (
         DISPATCHER,
         [
             (
-                "        if committed and await self._store.count_pending(self._key) == len(committed):\n",
+                "        if committed and pending == len(committed):\n",
                 "        if committed:\n",
             )
         ],

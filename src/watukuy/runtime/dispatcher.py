@@ -239,9 +239,16 @@ class Dispatcher:
         events: WrittenPage | None,
         result: DrainResult,
     ) -> None:
-        blocked: set[str] = set(await self._store.held_keys(self._key))
+        if committed:
+            # Both questions at once: one wait for the store instead of two.
+            held, pending = await asyncio.gather(
+                self._store.held_keys(self._key), self._store.count_pending(self._key)
+            )
+        else:
+            held, pending = await self._store.held_keys(self._key), -1
+        blocked: set[str] = set(held)
         held_at_start = set(blocked)
-        if committed and await self._store.count_pending(self._key) == len(committed):
+        if committed and pending == len(committed):
             # Rows are added to a key's outbox only by its lease holder's commits (and by
             # an operator's retry, which the count would show): these are all of them.
             if events is not None and consumers.shared is not None:

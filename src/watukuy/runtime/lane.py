@@ -920,7 +920,7 @@ class LaneCycle:
             )
             self._unsettled.append(result)
             self.drain.halted = self.drain.halted or result.halted
-        await self._keeper.renew_now()  # after every commit; the heartbeat covers the rest
+        await self._keeper.renew_after_commit()  # the heartbeat covers the rest
         await self._store_validators(built.observations, keep=built.keep_validators)
         return built.state
 

@@ -15,7 +15,7 @@ __all__ = ["LeaseKeeper"]
 
 
 class LeaseKeeper:
-    """Renews one key's lease on a heartbeat and after every committed page.
+    """Renews one key's lease on a heartbeat and after committed pages.
 
     When a renewal finds the lease gone (another instance took it after it expired), the
     keeper marks itself ``lost`` and calls ``on_lost`` (the runner cancels the cycle, which
@@ -121,6 +121,20 @@ class LeaseKeeper:
             return
         self._mark_lost()
         raise LeaseLostError(self._key.poller, self._key.partition, self._lease.epoch)
+
+    async def renew_after_commit(self) -> None:
+        """Renew after a committed page, unless the lease was renewed less than a tenth of
+        the heartbeat's period ago: a cycle of quick pages renews a few times a heartbeat,
+        not once per page, and a slow page still renews after itself. (A page's commit is
+        fenced: it fails on a lease that is gone, renewed or not.)
+
+        Raises:
+            LeaseLostError: The lease belongs to someone else now.
+        """
+        renewed_at = self._lease.expires_at - self._ttl_ms
+        if not self.lost and self._clock.now() - renewed_at < self._renew_every_ms // 10:
+            return
+        await self.renew_now()
 
     async def _heartbeat(self) -> None:
         while not self.lost:
