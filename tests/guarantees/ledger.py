@@ -331,8 +331,8 @@ MUTANTS: tuple[Mutant, ...] = (
         SQLITE,
         [
             (
-                "        with self._transaction(conn):\n            if patch and \"wake_at\" not in patch",
-                "        if True:\n            if patch and \"wake_at\" not in patch",
+                '        with self._transaction(conn):\n            if patch and "wake_at" not in patch',
+                '        if True:\n            if patch and "wake_at" not in patch',
             )
         ],
         f"{SQL}::test_a_commit_refused_after_its_first_write_is_all_or_nothing",
@@ -640,8 +640,8 @@ MUTANTS: tuple[Mutant, ...] = (
         DISPATCHER,
         [
             (
-                '                if outcome == "stop-group":\n                    blocked.add(group)\n',
-                '                if outcome == "stop-group":\n                    blocked.add(group)\n                    return\n',
+                '            if outcome == "stop-group":\n                blocked.add(group)\n\n',
+                '            if outcome == "stop-group":\n                blocked.add(group)\n                return\n\n',
             )
         ],
         f"{GI}::test_g7_one_poison_item_is_parked_while_the_others_flow[memory]",
@@ -666,8 +666,8 @@ MUTANTS: tuple[Mutant, ...] = (
         DISPATCHER,
         [
             (
-                '            group = okey if name is None else f"{okey}@{name}"\n',
-                "            group = okey\n",
+                '    group = okey if name is None else f"{okey}@{name}"\n',
+                "    group = okey\n",
             )
         ],
         f"{CO}::test_a_hold_holds_only_its_own_consumer[memory]",
@@ -679,8 +679,8 @@ MUTANTS: tuple[Mutant, ...] = (
         DISPATCHER,
         [
             (
-                "            consumer = shared if name is None else consumers.get(name)\n",
-                "            consumer = shared if name is None else next(iter(consumers.values()))\n",
+                "    consumer = consumers.shared if name is None else consumers.get(name)\n",
+                "    consumer = consumers.shared if name is None else next(iter(consumers.values()))\n",
             )
         ],
         f"{CO}::test_a_consumer_that_parks_never_redelivers_to_the_others[memory]",

@@ -100,9 +100,8 @@ class DrainResult:
 
 
 # One event to deliver: its group (ordering key, with "@<consumer>" on a consumer's own
-# row), the consumer's name, the consumer, the row and its event (or the event's index in
-# the WrittenPage it is read back from when it is delivered).
-_Delivery = tuple[str, str, Consumer, OutboxRow, "Event[Any] | int"]
+# row), the consumer's name, the consumer, the row and its event.
+_Delivery = tuple[str, str, Consumer, OutboxRow, Event[Any]]
 
 # (event id, event, attempt, handler milliseconds, its drain's result, filtered out)
 _AckEntry = tuple[str, "Event[Any] | None", int, int, DrainResult, bool]
@@ -355,31 +354,62 @@ class Dispatcher:
         blocked groups and rows for a consumer this engine does not have. ``events``, when
         given, reads the rows' events back (one per row, in order); with the default
         ordering key each is read only when it is delivered."""
+        if self._poller.delivery.concurrency == 1:
+            await self._in_sequence(consumers, rows, blocked, held_at_start, result, events)
+            return
         plan: list[_Delivery] = []
-        shared = consumers.shared
-        lazy = events is not None and self._ordering_key is None
         for index, row in enumerate(rows):
-            name = delivery_consumer(row.event_id)
-            consumer = shared if name is None else consumers.get(name)
+            name, consumer = _consumer_of_row(consumers, row)
             if consumer is None:
                 result.held += 1  # it waits for its consumer to be registered
                 continue
-            item: Event[Any] | int
+            event = event_from_json(row.event) if events is None else events.event(index)
+            group = _group(self._ordering_key_of(event), name, blocked, held_at_start, result)
+            if group is not None:
+                plan.append((group, name or DEFAULT_CONSUMER, consumer, row, event))
+        if plan:
+            await self._run_groups(plan, blocked, result)
+
+    async def _in_sequence(
+        self,
+        consumers: Consumers,
+        rows: list[OutboxRow],
+        blocked: set[str],
+        held_at_start: set[str],
+        result: DrainResult,
+        events: WrittenPage | None,
+    ) -> None:
+        """Deliver a batch with one worker (``concurrency=1``): one event at a time, in
+        sequence order, so each key's events stay in order. Each event is decoded (or read
+        back from ``events``) just before its handler, and lives no longer than that."""
+        lazy = events is not None and self._ordering_key is None
+        for index, row in enumerate(rows):
+            if result.halted or result.abandoned or self._cancel.is_set():
+                return
+            if index and not index % _TURN_EVERY:
+                await turn()  # handlers that never wait would hold the loop
+            name, consumer = _consumer_of_row(consumers, row)
+            if consumer is None:
+                result.held += 1  # it waits for its consumer to be registered
+                continue
+            event: Event[Any] | None
             if lazy:
                 assert events is not None
-                okey, item = events.subject(index), index
+                okey, event = events.subject(index), None
             else:
                 event = event_from_json(row.event) if events is None else events.event(index)
-                okey, item = self._ordering_key_of(event), event
-            # A hold without a consumer name (left by a shared row) holds every consumer.
-            group = okey if name is None else f"{okey}@{name}"
-            if okey in blocked or group in blocked:
-                if okey in held_at_start or group in held_at_start:
-                    result.held += 1
+                okey = self._ordering_key_of(event)
+            group = _group(okey, name, blocked, held_at_start, result)
+            if group is None:
                 continue
-            plan.append((group, name or DEFAULT_CONSUMER, consumer, row, item))
-        if plan:
-            await self._run_groups(plan, blocked, result, events)
+            if event is None:
+                assert events is not None
+                event = events.event(index)
+            outcome = await self._deliver_one(
+                consumer, name or DEFAULT_CONSUMER, group, row, event, result
+            )
+            if outcome == "stop-group":
+                blocked.add(group)
 
     def _ordering_key_of(self, event: Event[Any]) -> str:
         if self._ordering_key is None:
@@ -393,51 +423,29 @@ class Dispatcher:
             return event.subject
 
     async def _run_groups(
-        self,
-        plan: list[_Delivery],
-        blocked: set[str],
-        result: DrainResult,
-        events: WrittenPage | None,
+        self, plan: list[_Delivery], blocked: set[str], result: DrainResult
     ) -> None:
-        """Deliver ``plan``: each group strictly in order, one event at a time, and up to
-        ``delivery.concurrency`` groups at once. A group that stops (a failure, a hold) is
-        skipped for the rest of the batch. An event the plan holds by its index is read
-        back from ``events`` just before it is delivered."""
-
-        async def in_order(entries: Sequence[_Delivery]) -> None:
-            for done, (group, name, consumer, row, item) in enumerate(entries, 1):
-                if result.halted or result.abandoned or self._cancel.is_set():
-                    return
-                if group in blocked:
-                    continue
-                if not done % _TURN_EVERY:
-                    await turn()  # handlers that never wait would hold the loop
-                if isinstance(item, int):
-                    assert events is not None
-                    event = events.event(item)
-                else:
-                    event = item
-                outcome = await self._deliver_one(consumer, name, group, row, event, result)
-                if outcome == "stop-group":
-                    blocked.add(group)
-
-        concurrency = self._poller.delivery.concurrency
-        queue: collections.deque[list[_Delivery]] = collections.deque()
-        if concurrency > 1:
-            groups: dict[str, list[_Delivery]] = {}
-            for entry in plan:
-                groups.setdefault(entry[0], []).append(entry)
-            queue.extend(groups.values())
+        """Deliver ``plan`` with up to ``delivery.concurrency`` workers, each taking one
+        group at a time and delivering its events strictly in order. A group that stops
+        (a failure, a hold) is skipped for the rest of the batch."""
+        groups: dict[str, list[_Delivery]] = {}
+        for entry in plan:
+            groups.setdefault(entry[0], []).append(entry)
+        queue = collections.deque(groups.values())
 
         async def worker() -> None:
             while queue:
-                await in_order(queue.popleft())
+                for group, name, consumer, row, event in queue.popleft():
+                    if result.halted or result.abandoned or self._cancel.is_set():
+                        return
+                    outcome = await self._deliver_one(consumer, name, group, row, event, result)
+                    if outcome == "stop-group":
+                        blocked.add(group)
+                        break
 
-        workers = min(concurrency, len(queue))
-        if workers <= 1:
-            # One worker takes the events in sequence order: each group's events stay in
-            # order, and no group needs a list of its own.
-            await in_order(plan)
+        workers = min(self._poller.delivery.concurrency, len(queue))
+        if workers == 1:
+            await worker()
         else:
             await self._run_workers(worker, workers, queue)
 
@@ -806,6 +814,29 @@ class Dispatcher:
             consumer=_consumer_of(row.event_id),
         )
         return "stop-group"
+
+
+def _consumer_of_row(consumers: Consumers, row: OutboxRow) -> tuple[str | None, Consumer | None]:
+    """The consumer a row is for: the shared one for a shared row, else the one it names
+    (``None`` when this engine does not have it)."""
+    name = delivery_consumer(row.event_id)
+    consumer = consumers.shared if name is None else consumers.get(name)
+    return name, consumer
+
+
+def _group(
+    okey: str, name: str | None, blocked: set[str], held_at_start: set[str], result: DrainResult
+) -> str | None:
+    """The group a row is delivered in (its ordering key, with ``@<consumer>`` on a
+    consumer's own row), or ``None`` when a hold or an earlier failure blocks it; a row
+    held since the drain began is counted in ``result.held``."""
+    # A hold without a consumer name (left by a shared row) holds every consumer.
+    group = okey if name is None else f"{okey}@{name}"
+    if okey in blocked or group in blocked:
+        if okey in held_at_start or group in held_at_start:
+            result.held += 1
+        return None
+    return group
 
 
 def _consumer_of(outbox_id: str) -> str:
