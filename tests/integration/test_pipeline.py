@@ -228,3 +228,12 @@ async def test_a_poison_halt_commits_no_page_after_it(world: World) -> None:
     state = await world.store.load_state(KEY)
     assert state is not None
     assert state.sequence == 10
+
+
+def test_prefetch_takes_a_bool_and_names_itself_otherwise() -> None:
+    assert orders().prefetch is True
+    assert orders(prefetch=False).prefetch is False
+    with pytest.raises(wk.ConfigError) as raised:
+        orders(prefetch="no")
+    assert raised.value.field == "prefetch"
+    assert "'no'" in str(raised.value)

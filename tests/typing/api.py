@@ -95,6 +95,8 @@ customers = wk.define_poller(
     version=lambda customer: customer["version"],
     cursor=wk.TokenCursor(),
     fetch=fetch_plain,
+    # An API whose next request acknowledges the page before it: ask only once it landed.
+    prefetch=False,
 )
 assert_type(customers, wk.PollerDefinition[dict[str, Any]])
 assert_type(customers, wk.PollerDefinition[wk.JsonObject])
