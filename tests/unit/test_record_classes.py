@@ -322,7 +322,7 @@ def test_what_it_does_not_handle_goes_to_dataclass() -> None:
         extra: int = 0
 
     for cls in (NoSlots, Undocumented, Child):
-        assert not isinstance(cls.__dict__.get("__init__"), records._LazyInit)
+        assert not isinstance(cls.__dict__.get("__init__"), records._Lazy)
         assert "__init__" in cls.__dict__
     child = Child(every=1, extra=2)
     assert (child.twice, child.extra) == (2, 2)
@@ -337,7 +337,7 @@ def test_init_is_compiled_on_first_use() -> None:
         a: int
         b: int = 2
 
-    assert isinstance(Fresh.__dict__["__init__"], records._LazyInit)
+    assert isinstance(Fresh.__dict__["__init__"], records._Lazy)
     assert Fresh(1).b == 2
     compiled = Fresh.__dict__["__init__"]
     assert isinstance(compiled, types.FunctionType)
@@ -367,7 +367,7 @@ def _package_records() -> list[type]:
 
 def _made_by_records(cls: type) -> bool:
     init = cls.__dict__.get("__init__")
-    return isinstance(init, records._LazyInit) or (
+    return isinstance(init, records._Lazy) or (
         isinstance(init, types.FunctionType)
         and init.__code__.co_filename == "<string>"
         and "__dataclass_fields__" in cls.__dict__
@@ -378,8 +378,8 @@ def _made_by_records(cls: type) -> bool:
 def _generated(value: Any) -> bool:
     code = getattr(value, "__code__", None)
     # __repr__ is wrapped by reprlib.recursive_repr, as dataclasses wraps its own.
-    return isinstance(value, records._LazyInit) or (
-        code is not None and code.co_filename in (records.__file__, reprlib.__file__)
+    return isinstance(value, records._Lazy) or (
+        code is not None and code.co_filename in (records.__file__, reprlib.__file__, "<string>")
     )
 
 

@@ -9,10 +9,11 @@ Two helpers, both about the cost of ``@dataclass`` on the records of the engine:
   instances, pickling). What changes is when the methods are made: Python 3.11's
   ``@dataclass`` compiles six functions for each frozen class when its module is
   imported, about a millisecond per class, paid for the ninety records a process loads
-  before its first poll whether it uses them or not. Here ``__repr__``, ``__eq__``,
-  ``__hash__``, the ordering and the frozen ``__setattr__`` / ``__delattr__`` are plain
-  functions over the class's fields, made without compiling anything, and ``__init__``
-  is compiled on its first use (the first instance, or ``inspect.signature``).
+  before its first poll whether it uses them or not. Here the frozen ``__setattr__`` /
+  ``__delattr__`` are plain functions over the class's fields, made without compiling
+  anything, and ``__init__``, ``__repr__``, ``__eq__``, ``__hash__`` and the ordering
+  are the code ``@dataclass`` writes, compiled when something first looks them up (the
+  first instance, the first ``==``, ``hash`` or ``repr``, ``inspect.signature``).
 * :func:`fast_init` gives a class made by :func:`dataclasses.dataclass` itself the same
   fast ``__init__``.
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import inspect
-import operator
 import reprlib
 import types
 from collections.abc import Callable
@@ -123,11 +123,10 @@ def _record(cls: type, *, eq: bool, order: bool, frozen: bool, params: dict[str,
     _check_defaults(cls, every)
     shown = tuple(field.name for field in every if field.repr)
     compared = tuple(field.name for field in every if field.compare)
-    _set(cls, "__init__", _LazyInit(cls))
-    _set(cls, "__repr__", _repr(shown))
+    _set(cls, "__init__", _Lazy(cls, "__init__", _compiled_init))
+    _set(cls, "__repr__", _Lazy(cls, "__repr__", _repr(shown)))
     if eq:
-        key = _key(compared)
-        _set(cls, "__eq__", _eq(key))
+        _set(cls, "__eq__", _Lazy(cls, "__eq__", _comparison("__eq__", "==", compared)))
         if not explicit_hash:
             if frozen:
                 hashed = tuple(
@@ -135,18 +134,17 @@ def _record(cls: type, *, eq: bool, order: bool, frozen: bool, params: dict[str,
                     for field in every
                     if (field.compare if field.hash is None else field.hash)
                 )
-                _put(cls, "__hash__", _hash(_key(hashed)))
+                _put(cls, "__hash__", _Lazy(cls, "__hash__", _hash(hashed)))
             else:
                 type.__setattr__(cls, "__hash__", None)
     if order:
-        key = _key(compared)
-        for name, compare in _ORDER.items():
+        for name, operator_ in _ORDER.items():
             if name in cls.__dict__:
                 raise TypeError(
                     f"Cannot overwrite attribute {name} in class {cls.__name__}. "
                     "Consider using functools.total_ordering"
                 )
-            _set(cls, name, _compare(name, compare, key))
+            _set(cls, name, _Lazy(cls, name, _comparison(name, operator_, compared)))
     if frozen:
         names = frozenset(field.name for field in every)
         for name, method in (
@@ -193,60 +191,43 @@ def _check_defaults(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> No
             raise TypeError(f"non-default argument {field.name!r} follows default argument")
 
 
-def _key(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
-    """The tuple ``@dataclass`` compares and hashes: ``(self.a, self.b, ...)``."""
-    if len(names) > 1:
-        return operator.attrgetter(*names)
-    if names:
-        get = operator.attrgetter(names[0])
-        return lambda self: (get(self),)
-    return lambda self: ()
-
-
-def _repr(names: tuple[str, ...]) -> Callable[[Any], str]:
+def _repr(names: tuple[str, ...]) -> Callable[[type], Any]:
+    """Builds the ``__repr__`` ``@dataclass`` makes."""
+    shown = ", ".join(f"{name}={{self.{name}!r}}" for name in names)
+    source = f'def __repr__(self):\n    return self.__class__.__qualname__ + f"({shown})"\n'
     # As dataclasses' own: a record that contains itself shows "..." there.
-    @reprlib.recursive_repr()
-    def __repr__(self: Any) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
-        return f"{self.__class__.__qualname__}({shown})"
-
-    return __repr__
+    return lambda cls: reprlib.recursive_repr()(_compiled(source, "__repr__"))
 
 
-def _eq(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any, Any], Any]:
-    def __eq__(self: Any, other: Any) -> Any:
-        if other.__class__ is self.__class__:
-            return key(self) == key(other)
-        return NotImplemented
-
-    return __eq__
+def _tuple(owner: str, names: tuple[str, ...]) -> str:
+    """``(self.a,self.b,)``: the tuple ``@dataclass`` compares and hashes."""
+    return "(" + "".join(f"{owner}.{name}," for name in names) + ")"
 
 
-def _hash(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], int]:
-    def __hash__(self: Any) -> int:
-        return hash(key(self))
-
-    return __hash__
-
-
-_ORDER: dict[str, Callable[[Any, Any], bool]] = {
-    "__lt__": operator.lt,
-    "__le__": operator.le,
-    "__gt__": operator.gt,
-    "__ge__": operator.ge,
-}
+def _comparison(name: str, operator_: str, names: tuple[str, ...]) -> Callable[[type], Any]:
+    """Builds the ``__eq__`` or ordering method ``@dataclass`` makes."""
+    source = (
+        f"def {name}(self, other):\n"
+        "    if other.__class__ is self.__class__:\n"
+        f"        return {_tuple('self', names)} {operator_} {_tuple('other', names)}\n"
+        "    return NotImplemented\n"
+    )
+    return lambda cls: _compiled(source, name)
 
 
-def _compare(
-    name: str, compare: Callable[[Any, Any], bool], key: Callable[[Any], tuple[Any, ...]]
-) -> Callable[[Any, Any], Any]:
-    def method(self: Any, other: Any) -> Any:
-        if other.__class__ is self.__class__:
-            return compare(key(self), key(other))
-        return NotImplemented
+def _hash(names: tuple[str, ...]) -> Callable[[type], Any]:
+    """Builds the ``__hash__`` ``@dataclass`` makes for a frozen class."""
+    source = f"def __hash__(self):\n    return hash({_tuple('self', names)})\n"
+    return lambda cls: _compiled(source, "__hash__")
 
-    method.__name__ = name
-    return method
+
+def _compiled(source: str, name: str) -> Any:
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)  # code generated from the dataclass's own field names
+    return namespace[name]
+
+
+_ORDER: dict[str, str] = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">="}
 
 
 def _frozen_setattr(owner: type, names: frozenset[str]) -> Callable[[Any, str, Any], None]:
@@ -278,20 +259,22 @@ def _setstate(self: Any, state: list[Any]) -> None:
         object.__setattr__(self, field.name, value)
 
 
-class _LazyInit:
-    """The ``__init__`` of a record until something looks it up: then it is compiled,
+class _Lazy:
+    """A method of a record until something looks it up: then it is made by ``build``,
     put in the class in place of this object, and returned."""
 
-    __slots__ = ("_cls",)
+    __slots__ = ("_build", "_cls", "_name")
 
-    def __init__(self, cls: type) -> None:
+    def __init__(self, cls: type, name: str, build: Callable[[type], Any]) -> None:
         self._cls = cls
+        self._name = name
+        self._build = build
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         cls = self._cls
-        if cls.__dict__.get("__init__") is self:
-            type.__setattr__(cls, "__init__", _compiled_init(cls))
-        return cls.__dict__["__init__"].__get__(instance, owner)
+        if cls.__dict__.get(self._name) is self:
+            _put(cls, self._name, self._build(cls))
+        return cls.__dict__[self._name].__get__(instance, owner)
 
 
 def _compiled_init(cls: type) -> Callable[..., None]:
@@ -344,8 +327,6 @@ def _compiled_init(cls: type) -> Callable[..., None]:
     source = f"def __init__({signature}):\n" + ("\n".join(body) or "    pass") + "\n"
     exec(source, namespace)  # code generated from the dataclass's own fields
     init: Callable[..., None] = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__module__ = cls.__module__
     init.__annotations__ = {**annotations, "return": None}
     return init
 
@@ -359,7 +340,7 @@ def fast_init(cls: C) -> C:
     Raises:
         TypeError: ``cls`` is not a frozen, slotted dataclass this helper supports.
     """
-    if isinstance(cls.__dict__.get("__init__"), _LazyInit):
+    if isinstance(cls.__dict__.get("__init__"), _Lazy):
         return cls  # made by this module's dataclass(): its __init__ is already this one
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen or "__slots__" not in cls.__dict__:
