@@ -437,3 +437,14 @@ def test_every_record_of_the_package_is_what_dataclass_would_make() -> None:
                 attribute,
             ), label
     assert "watukuy.model.rows" in sys.modules
+
+
+def test_order_needs_eq_as_with_dataclass() -> None:
+    for make in (record, dataclasses.dataclass):
+        with pytest.raises(ValueError, match="eq must be true if order is true"):
+
+            @make(frozen=True, slots=True, order=True, eq=False)
+            class Wrong:
+                """Wrong."""
+
+                a: int

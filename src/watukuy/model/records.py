@@ -87,7 +87,7 @@ else:
 
 
 def _is_plain_record(cls: type, params: dict[str, bool]) -> bool:
-    if not (params["slots"] and params["init"] and params["repr"]):
+    if not (params["slots"] and params["init"] and params["repr"]) or not _PARAMS_WRITABLE:
         return False
     if params["unsafe_hash"] or params["weakref_slot"] or not cls.__doc__:
         return False
@@ -101,6 +101,8 @@ def _is_plain_record(cls: type, params: dict[str, bool]) -> bool:
 
 
 def _record(cls: type, *, eq: bool, order: bool, frozen: bool, params: dict[str, bool]) -> type:
+    if order and not eq:
+        raise ValueError("eq must be true if order is true")
     own = cls.__dict__
     # ``class X: def __eq__`` without ``__hash__`` leaves ``__hash__ = None`` in the body.
     own_hash = own.get("__hash__", dataclasses.MISSING)
@@ -161,6 +163,24 @@ def _record(cls: type, *, eq: bool, order: bool, frozen: bool, params: dict[str,
             type.__setattr__(cls, "__setstate__", _setstate)
     abc.update_abstractmethods(cls)
     return cls
+
+
+def _params_writable() -> bool:
+    """Whether ``__dataclass_params__`` takes the flags this module records there (it does
+    on every Python this package supports; a future one may freeze it)."""
+
+    @dataclasses.dataclass(init=False, repr=False, eq=False)
+    class Probe:
+        """Probe."""
+
+    try:
+        Probe.__dataclass_params__.frozen = True  # type: ignore[attr-defined]
+    except AttributeError:
+        return False
+    return True
+
+
+_PARAMS_WRITABLE = _params_writable()
 
 
 def _set(cls: type, name: str, value: Any) -> None:
