@@ -109,12 +109,33 @@ _EXPORTS: dict[str, str] = {
 }
 
 
+# The submodules themselves, reachable as attributes as when this package imported them all.
+_SUBMODULES = frozenset(
+    {
+        "durations",
+        "errors",
+        "events",
+        "http_port",
+        "json",
+        "options",
+        "page",
+        "partition",
+        "ports",
+        "records",
+        "redact",
+        "rows",
+    }
+)
+
+
 def __getattr__(name: str) -> Any:
-    module_name = _EXPORTS.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'watukuy.model' has no attribute {name!r}")
     import importlib
 
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        if name in _SUBMODULES:
+            return importlib.import_module(f".{name}", __name__)
+        raise AttributeError(f"module 'watukuy.model' has no attribute {name!r}")
     value = getattr(importlib.import_module(module_name, __name__), name)
     globals()[name] = value
     return value
