@@ -18,8 +18,10 @@ from ._venv import child_python
 POSTGRES_URL = os.environ.get(
     "WATUKUY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
-FLOOR_SCHEMA = "bench_http_floor"
-ENGINE_SCHEMA = "bench_http_engine"
+# One pair of schemas per run (dropped at its end): two runs at once on one server, from
+# two work trees, would otherwise drop each other's tables halfway through a round.
+FLOOR_SCHEMA = f"bench_http_floor_{os.getpid()}"
+ENGINE_SCHEMA = f"bench_http_engine_{os.getpid()}"
 PHASES = ("initial", "1% changed", "nothing changed")
 
 # Targets of the sync runs: (store, phase) -> what the engine must reach against the floor.
@@ -132,6 +134,8 @@ def sync(options: Options) -> None:
                     print(_row("floor", floor))
                     print(_row("watukuy", engine), flush=True)
                     runs[phase].append((floor, engine))
+            if store == "postgres":
+                _drop_schemas()
             _sync_targets(store, runs)
 
 
