@@ -73,4 +73,4 @@ services:
 	scripts/ensure-services
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-bench .pytest_cache .mypy_cache .ruff_cache .hypothesis

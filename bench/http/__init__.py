@@ -2,7 +2,9 @@
 
 Everything runs in fresh processes, measured from the outside (wall from spawn to exit,
 CPU of every thread and peak RSS from ``os.wait4``); the vendor is a process of its own on
-127.0.0.1 (:mod:`bench.http.vendor`), so the client's cost is a real socket's.
+127.0.0.1 (:mod:`bench.http.vendor`), so the client's cost is a real socket's. The
+children run in ``.venv-bench``, a venv holding ``watukuy[postgres-binary]`` and nothing
+else, the way a user installs it (:mod:`bench.http._venv`; created on first use).
 
 Scenarios (``python -m bench.http [scenario ...] [--quick]``, or ``python -m bench http``):
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from ._venv import ROOT, child_python
 
 
 def child_env() -> dict[str, str]:
@@ -26,12 +27,20 @@ def child_env() -> dict[str, str]:
 
 
 def compile_package() -> None:
-    """Write the ``.pyc`` files of the watukuy package being measured, as pip would."""
-    import compileall
+    """Write the ``.pyc`` files of the watukuy package being measured, as pip would.
 
-    import watukuy
-
-    compileall.compile_dir(os.path.dirname(watukuy.__file__), quiet=1)
+    The children's interpreter does it, for the package it imports.
+    """
+    subprocess.run(
+        [
+            child_python(),
+            "-c",
+            "import compileall, os, watukuy; "
+            "compileall.compile_dir(os.path.dirname(watukuy.__file__), quiet=1)",
+        ],
+        check=True,
+        env=child_env(),
+    )
 
 
 @dataclass
@@ -53,11 +62,12 @@ def measure(module: str, *args: str) -> Measured:
     with tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         child = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
+            [child_python(), "-m", module, *args],
             stdout=subprocess.PIPE,
             stderr=err,
             stdin=subprocess.DEVNULL,
             env=child_env(),
+            cwd=ROOT,
         )
         assert child.stdout is not None
         out = child.stdout.read()
@@ -88,10 +98,11 @@ class VendorProcess:
 
     def __enter__(self) -> VendorProcess:
         self._child = subprocess.Popen(
-            [sys.executable, "-m", "bench.http.vendor", *self._args],
+            [child_python(), "-m", "bench.http.vendor", *self._args],
             stdout=subprocess.PIPE,
             stdin=subprocess.PIPE,
             env=child_env(),
+            cwd=ROOT,
         )
         assert self._child.stdout is not None
         line = self._child.stdout.readline().decode().split()

@@ -6,7 +6,6 @@ import itertools
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -14,12 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from ._proc import Measured, VendorProcess, child_env, compile_package, measure
+from ._venv import child_python
 
 POSTGRES_URL = os.environ.get(
     "WATUKUY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
-FLOOR_SCHEMA = "bench_http_floor"
-ENGINE_SCHEMA = "bench_http_engine"
+# One pair of schemas per run (dropped at its end): two runs at once on one server, from
+# two work trees, would otherwise drop each other's tables halfway through a round.
+FLOOR_SCHEMA = f"bench_http_floor_{os.getpid()}"
+ENGINE_SCHEMA = f"bench_http_engine_{os.getpid()}"
 PHASES = ("initial", "1% changed", "nothing changed")
 
 # Targets of the sync runs: (store, phase) -> what the engine must reach against the floor.
@@ -132,6 +134,8 @@ def sync(options: Options) -> None:
                     print(_row("floor", floor))
                     print(_row("watukuy", engine), flush=True)
                     runs[phase].append((floor, engine))
+            if store == "postgres":
+                _drop_schemas()
             _sync_targets(store, runs)
 
 
@@ -166,7 +170,7 @@ def _sync_targets(store: str, runs: dict[str, list[tuple[Measured, Measured]]]) 
 
 def _import_ms() -> float:
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import watukuy"],
+        [child_python(), "-X", "importtime", "-c", "import watukuy"],
         capture_output=True,
         text=True,
         check=True,
@@ -183,7 +187,7 @@ def startup(options: Options) -> None:
     """``import watukuy`` (median of 5, ``-X importtime``) and ``watukuy --help`` (median of 5)."""
     print("== start-up", flush=True)
     imports = [_import_ms() for _ in range(5)]
-    cli = str(Path(sys.executable).with_name("watukuy"))
+    cli = str(Path(child_python()).with_name("watukuy"))
     helps = []
     for _ in range(5):
         started = time.perf_counter()
@@ -192,7 +196,7 @@ def startup(options: Options) -> None:
     bare = []
     for _ in range(5):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True, env=child_env())
+        subprocess.run([child_python(), "-c", "pass"], check=True, env=child_env())
         bare.append((time.perf_counter() - started) * 1000)
     print(f"  import watukuy runs (ms): {', '.join(f'{v:.0f}' for v in imports)}")
     print(f"  watukuy --help runs (ms): {', '.join(f'{v:.0f}' for v in helps)}")
@@ -351,6 +355,7 @@ def run(names: list[str], options: Options) -> int:
     """Run the named scenarios; print every target; 1 when one is missed."""
     _results.clear()
     compile_package()
+    print(f"== children run with {child_python()}", flush=True)
     for name in names:
         started = time.perf_counter()
         SCENARIOS[name](options)

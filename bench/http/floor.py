@@ -20,10 +20,17 @@ import sqlite3
 import sys
 from typing import Any
 
-import httpx
-import orjson
+# httpx imports its command-line client (httpx._main, with click, rich and pygments)
+# whenever those are installed, and the ``watukuy`` command installs them: about 75 ms that
+# a bare script in a venv of its own never pays, and that the engine (which imports httpx
+# without it, see watukuy.http._import) does not pay either. The floor imports httpx as
+# it would be imported there: httpx then binds ``httpx.main`` to a stub.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
-from ._workload import PAGE_SIZE
+import httpx  # noqa: E402
+import orjson  # noqa: E402
+
+from ._workload import PAGE_SIZE  # noqa: E402
 
 POLLER = "orders"
 

@@ -113,3 +113,66 @@ def test_an_engine_without_hooks_builds_no_hook_records() -> None:
         "wk.Engine(store=wk.SqliteStore(':memory:'), pollers=[poller])\n"
     )
     assert "watukuy.runtime.hooks" not in _loaded_after(code)
+
+
+def test_the_help_of_the_command_loads_no_engine_store_or_event_loop() -> None:
+    code = (
+        "import contextlib, io\n"
+        "from watukuy.cli import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    cli.main(['--help'], prog_name='watukuy', standalone_mode=False)"
+    )
+    loaded = _loaded_after(code)
+    assert "asyncio" not in loaded
+    assert (
+        sorted(name for name in loaded if name.startswith(("watukuy.runtime", "watukuy.stores")))
+        == []
+    )
+    assert "watukuy.model.rows" not in loaded
+
+
+def test_one_module_of_the_model_loads_alone_and_every_model_name_resolves() -> None:
+    loaded = _loaded_after("import watukuy.model.errors")
+    assert sorted(name for name in loaded if name.startswith("watukuy.model.")) == [
+        "watukuy.model.errors"
+    ]
+    code = (
+        "import watukuy.model as m\n"
+        "names = {}\n"
+        "exec('from watukuy.model import *', names)\n"
+        "assert sorted(n for n in names if n != '__builtins__') == sorted(m.__all__)\n"
+        "assert set(m.__all__) <= set(dir(m))\n"
+        "from watukuy.model.rows import PKey\n"
+        "from watukuy.model.events import Event\n"
+        "assert m.PKey is PKey and m.Event is Event\n"
+        "import pkgutil\n"
+        "for info in pkgutil.iter_modules(m.__path__):\n"
+        "    assert getattr(m, info.name).__name__ == 'watukuy.model.' + info.name\n"
+        "try:\n"
+        "    m.NoSuchName\n"
+        "except AttributeError as error:\n"
+        "    assert 'NoSuchName' in str(error)\n"
+        "else:\n"
+        "    raise AssertionError('no AttributeError')"
+    )
+    _loaded_after(code)
+
+
+def test_the_default_client_loads_no_certificate_bundle_until_a_tls_connection() -> None:
+    # httpcore imports certifi itself; what the default client defers is reading the bundle.
+    code = (
+        "import ssl\n"
+        "loads = []\n"
+        "original = ssl.SSLContext.load_verify_locations\n"
+        "def recording(self, *args, **kwargs):\n"
+        "    loads.append(args or kwargs)\n"
+        "    return original(self, *args, **kwargs)\n"
+        "ssl.SSLContext.load_verify_locations = recording\n"
+        "from watukuy.http import HttpxFactory\n"
+        "client = HttpxFactory().client\n"
+        "assert loads == [], loads\n"
+        "import httpx\n"
+        "httpx.AsyncClient()\n"
+        "assert len(loads) == 1, loads  # httpx's own client loads it when it is made\n"
+    )
+    assert "httpx" in _loaded_after(code)

@@ -8,9 +8,7 @@ told to, and then never to another origin.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import ssl
-import subprocess
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -209,37 +207,6 @@ async def test_a_client_that_does_not_follow_sees_the_redirect(
         res = await _http(HttpxFactory(client)).get(f"{a.origin}/x", raise_for_status=False)
     assert res.status == 302
     assert b.seen == []
-
-
-@pytest.fixture
-def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 (made with the openssl command)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 async def test_https_to_http_is_refused_between_real_servers(

@@ -3,7 +3,6 @@ thing, and prints either rich text or, with ``--json``, one line of JSON."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -12,17 +11,20 @@ import click
 
 from watukuy.model import json as wkjson
 from watukuy.model.durations import parse_duration
-from watukuy.model.rows import ParkedKind, ParkedRow, held_deletes_to_json
 
 from ._errors import CliError
-from ._operators import EngineOperator
-from ._target import Target, open_target
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
+    from watukuy.model.rows import ParkedKind, ParkedRow
+
+    from ._target import Target
+
 # rich (tables, live views, progress bars) is imported by the commands that print, never by
-# ``watukuy --help``, ``--version`` or ``--json``: it costs more to import than click.
+# ``watukuy --help``, ``--version`` or ``--json``: it costs more to import than click. The
+# same goes for the engine, the stores and asyncio (``_target``, ``_operators``): a command
+# imports them when it runs.
 
 __all__ = ["cli"]
 
@@ -192,6 +194,8 @@ def _key_name(poller: str, partition: str) -> str:
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
+    import asyncio
+
     return asyncio.run(coro)
 
 
@@ -219,6 +223,8 @@ async def _on_target(
     need_engine: bool = False,
     create: bool = False,
 ) -> T:
+    from ._target import open_target
+
     app, store_url = _chosen_target(app, store_url)
     target = await open_target(
         command=command, app=app, store_url=store_url, need_engine=need_engine, create=create
@@ -440,6 +446,8 @@ def backfill(
         engine = target.engine
         assert engine is not None
         operator = target.operator
+        from ._operators import EngineOperator
+
         assert isinstance(operator, EngineOperator)
         key = operator.key(poller, partition)
         await engine.backfill(
@@ -496,6 +504,8 @@ def replay(
         engine = target.engine
         assert engine is not None
         operator = target.operator
+        from ._operators import EngineOperator
+
         assert isinstance(operator, EngineOperator)
         key = operator.key(poller, partition)
         result = await engine.replay(
@@ -735,6 +745,8 @@ def _deletes_command(action: str, help_text: str) -> click.Command:
             }
             if action == "show":
                 held = await operator.deletes_held(poller, partition=partition)
+                from watukuy.model.rows import held_deletes_to_json
+
                 data["held"] = held_deletes_to_json(held)
             elif action == "confirm":
                 data["count"] = await operator.deletes_confirm(poller, partition=partition)

@@ -14,6 +14,7 @@ from watukuy.model.redact import Redaction
 
 from ._client import HttpClient
 from ._redact import guard_library_logs
+from ._tls import DeferredTLSContext
 
 __all__ = ["DEFAULT_TIMEOUT", "HttpxFactory", "default_user_agent"]
 
@@ -50,7 +51,8 @@ class HttpxFactory:
     the transport (an ``httpx.MockTransport`` in tests); the factory then never closes it.
     Without one, a client is created on the first request (timeout 30 s, redirects
     followed, 20 connections kept alive, at most 20 requests in flight, the others
-    waiting in order) and closed by :meth:`aclose`.
+    waiting in order, certificates verified as httpx does by default, with a context built
+    on the first TLS connection) and closed by :meth:`aclose`.
 
     Redirects (when the client's ``follow_redirects`` is on) are followed by watukuy, not
     httpx: a hop to another origin (scheme, host or port) drops every sensitive header,
@@ -99,7 +101,12 @@ class HttpxFactory:
         """The shared client, created on first use when none was injected."""
         if self._client is None:
             self._client = httpx.AsyncClient(
-                timeout=DEFAULT_TIMEOUT, limits=DEFAULT_LIMITS, follow_redirects=True
+                timeout=DEFAULT_TIMEOUT,
+                limits=DEFAULT_LIMITS,
+                follow_redirects=True,
+                # The context httpx builds for ``verify=True``, built on the first TLS
+                # connection: a process polling only ``http://`` never loads the CA bundle.
+                verify=DeferredTLSContext(),
             )
             self._slots = asyncio.Semaphore(DEFAULT_MAX_CONNECTIONS)
         return self._client

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar, Generic, TypeVar
 
 from .errors import ErrorCode, WatukuyError
+from .records import dataclass
 
 __all__ = ["InvalidPageError", "Page", "coerce_page"]
 

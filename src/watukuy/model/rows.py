@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any, Literal, TypedDict, cast
 
 from .errors import SerializedError
-from .records import fast_init
+from .records import dataclass, fast_init
 
 __all__ = [
     "BackfillState",

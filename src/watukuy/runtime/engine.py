@@ -481,15 +481,16 @@ class EngineCore(Operations):
         self._migrated = True
 
     async def _ensure_migrated(self) -> None:
+        # Migrate first: the skew check's store call then finds the schema checked, where
+        # the other way round a store that migrates lazily checks it twice.
+        if not self._migrated and self._auto_migrate:
+            async with self._migrate_lock:
+                if not self._migrated:
+                    await self.store.migrate()
+                    self._migrated = True
         if self._check_skew:
             self._check_skew = False
             await self._warn_on_clock_skew()
-        if self._migrated or not self._auto_migrate:
-            return
-        async with self._migrate_lock:
-            if not self._migrated:
-                await self.store.migrate()
-                self._migrated = True
 
     async def _warn_on_clock_skew(self) -> None:
         """Compare the store server's clock with this process's, once: leases are judged by

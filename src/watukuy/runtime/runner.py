@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, cast
 
 from watukuy.cursor import CursorStrategy
@@ -27,6 +27,7 @@ from watukuy.model.errors import (
 from watukuy.model.http_port import BudgetGate, HttpFactory
 from watukuy.model.partition import Partition
 from watukuy.model.ports import Clock, Random, StateStore
+from watukuy.model.records import dataclass
 from watukuy.model.redact import DEFAULT_REDACTION, RedactingLogger, Redaction, serialize_error
 from watukuy.model.rows import (
     CircuitState,

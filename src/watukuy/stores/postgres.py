@@ -122,8 +122,11 @@ _URL_OPTIONS = ("schema", "table_prefix")
 _MIN_BIGINT, _MAX_BIGINT = -(2**63), 2**63 - 1
 # The store's own pool: a key that runs holds at most a commit (or an ack) and a renewal at
 # once, so 20 connections let 10 keys run without a renewal waiting behind their commits.
-# psycopg_pool's default of 4 made renewals queue as soon as a few keys ran together.
-_POOL_MIN, _POOL_MAX = 2, 20
+# psycopg_pool's default of 4 made renewals queue as soon as a few keys ran together. None is
+# opened ahead of need: the pool connects when the first call asks and grows as calls
+# overlap, so a one-shot tick with nothing to do opens one connection, as a bare script
+# does, instead of three (two opened with the pool, one more while they were connecting).
+_POOL_MIN, _POOL_MAX = 0, 20
 
 
 def _migration_files() -> list[tuple[int, str, str]]:
