@@ -15,6 +15,7 @@ from watukuy.model.redact import Redaction
 from ._client import HttpClient
 from ._redact import guard_library_logs
 from ._tls import DeferredTLSContext
+from ._transport import AsyncioTransport
 
 __all__ = ["DEFAULT_TIMEOUT", "HttpxFactory", "default_user_agent"]
 
@@ -36,6 +37,15 @@ order, so the pool never holds more requests than connections.
 """
 
 
+def _environment_proxies() -> bool:
+    """Whether the environment names a proxy httpx would use (``HTTP_PROXY``,
+    ``HTTPS_PROXY``, ``ALL_PROXY``, any case)."""
+    import urllib.request
+
+    proxies = urllib.request.getproxies()
+    return any(scheme in proxies for scheme in ("http", "https", "all"))
+
+
 @functools.cache
 def default_user_agent() -> str:
     """``watukuy/<version>``, the package's version (``watukuy.__version__``)."""
@@ -52,7 +62,8 @@ class HttpxFactory:
     Without one, a client is created on the first request (timeout 30 s, redirects
     followed, 20 connections kept alive, at most 20 requests in flight, the others
     waiting in order, certificates verified as httpx does by default, with a context built
-    on the first TLS connection) and closed by :meth:`aclose`.
+    on the first TLS connection, HTTP/1.1 over asyncio streams unless the environment
+    names a proxy; see :mod:`watukuy.http._transport`) and closed by :meth:`aclose`.
 
     Redirects (when the client's ``follow_redirects`` is on) are followed by watukuy, not
     httpx: a hop to another origin (scheme, host or port) drops every sensitive header,
@@ -100,13 +111,22 @@ class HttpxFactory:
     def client(self) -> httpx.AsyncClient:
         """The shared client, created on first use when none was injected."""
         if self._client is None:
+            # The context httpx builds for ``verify=True``, built on the first TLS
+            # connection: a process polling only ``http://`` never loads the CA bundle.
+            tls = DeferredTLSContext()
+            transport = (
+                # A proxy from the environment goes through httpx's own transport, which
+                # speaks to proxies; any other request goes over asyncio streams.
+                None
+                if _environment_proxies()
+                else AsyncioTransport(ssl_context=tls, limits=DEFAULT_LIMITS)
+            )
             self._client = httpx.AsyncClient(
                 timeout=DEFAULT_TIMEOUT,
                 limits=DEFAULT_LIMITS,
                 follow_redirects=True,
-                # The context httpx builds for ``verify=True``, built on the first TLS
-                # connection: a process polling only ``http://`` never loads the CA bundle.
-                verify=DeferredTLSContext(),
+                verify=tls,
+                transport=transport,
             )
             self._slots = asyncio.Semaphore(DEFAULT_MAX_CONNECTIONS)
         return self._client
