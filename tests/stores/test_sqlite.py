@@ -515,6 +515,44 @@ async def test_one_ack_call_longer_than_a_statement_chunk_removes_exactly_its_ro
     await store.close()
 
 
+async def _reads(store: SqliteStore) -> tuple[object, ...]:
+    """What every multi-row read of the store answers for KEY."""
+    identities = [chunk async for chunk in store.stream_identities(KEY, batch_size=7)]
+    unseen = [chunk async for chunk in store.stream_unseen(KEY, before=10, batch_size=7)]
+    return (
+        await store.load_pending(KEY, 50),
+        await store.load_pending(KEY, 50, after_sequence=3),
+        await store.load_versions(KEY, [f"i{n:02d}" for n in range(0, 30, 2)]),
+        await store.load_versions(KEY, [f"i{n:02d}" for n in range(100)]),
+        await store.list_keys(),
+        await store.list_keys(KEY.poller),
+        await store.due_keys(KEY.poller, T0 + 10**9),
+        identities,
+        unseen,
+    )
+
+
+async def test_multi_row_reads_answer_the_same_row_by_row(db: Path) -> None:
+    # Multi-row reads come back as one JSON row (one step of the library: one wait for
+    # the GIL, not one per row). An answer over SQLite's length limit is read row by row:
+    # both ways give the same rows, in the same order, with the same types.
+    store = SqliteStore(db)
+    lease = await _lease(store)
+    events = [outbox_row(f"e{n:02d}", n // 2, last_error=None) for n in range(40, 0, -1)]
+    items = [item_row(f"i{n:02d}", payload=f'{{"n":{n}}}', version=None) for n in range(20)]
+    await store.commit_poll(KEY, lease, batch(events=events, upserts=items))
+    for partition in ("b", "a", "c"):
+        await _lease(store, PKey(KEY.poller, partition))
+    at_once = await _reads(store)
+    assert [row.event_id for row in at_once[0]][:4] == ["e01", "e02", "e03", "e04"]
+    assert at_once[3]["i07"] == items[7]
+    await store._call("limit", lambda conn: conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 300))
+    with pytest.raises(StoreError):  # the limit holds: a long event is refused
+        await store.commit_poll(KEY, lease, batch(events=[outbox_row("long", 99, event="x" * 400)]))
+    assert await _reads(store) == at_once
+    await store.close()
+
+
 # --- store URLs ------------------------------------------------------------------------------
 
 
