@@ -50,6 +50,8 @@ _MAX_HISTORY = 20
 # dispatcher waits for that write. Groups grow while the writer is slow, which is when a
 # bigger group costs least per ack (SQLite rewrites each index page an ack group touches).
 _MAX_ACKS_IN_FLIGHT = 1024
+# How long the first ack of a group waits for others before the group is written anyway.
+_ACK_GROUP_WAIT_S = 0.05
 # Events delivered between two turns of the event loop (see _turn).
 _TURN_EVERY = 32
 
@@ -173,6 +175,8 @@ class Dispatcher:
         self._ack_batch: asyncio.Future[None] | None = None
         self._ack_writing: asyncio.Future[None] | None = None  # the group being written
         self._ack_writer: asyncio.Task[None] | None = None
+        self._ack_flush = False  # the queued acks are to be written now (see _queue_ack)
+        self._ack_timer: asyncio.TimerHandle | None = None
 
     async def drain(
         self,
@@ -208,13 +212,14 @@ class Dispatcher:
         except BaseException:
             await self._end_acks()
             raise
+        self._flush_acks()  # the last group is written while the caller goes on
         if settle:
             await self._end_acks()
         return result
 
     async def settle(self) -> None:
         """Wait for the acks a ``drain(settle=False)`` left being written."""
-        if self._ack_writer is not None or self._acking:
+        if self._ack_writer is not None or self._acking or self._ack_queue:
             await self._end_acks()
 
     async def _end_acks(self) -> None:
@@ -278,6 +283,13 @@ class Dispatcher:
                     rows, upcoming = await upcoming, None
                 full = len(rows) == self._batch_size
                 fresh = [row for row in rows if row.event_id not in edge]
+                if not fresh and full and self._ack_queue_or_writer():
+                    # A whole batch of delivered rows whose acks are still queued (rows of
+                    # one sequence straddle batches): once those acks land, read again.
+                    await self._acks_landed()
+                    rows = await self._store.load_pending(self._key, len(rows), after)
+                    full = len(rows) == self._batch_size
+                    fresh = [row for row in rows if row.event_id not in edge]
                 if not fresh:
                     break  # nothing new (a batch of one sequence only): the next drain
                 last = fresh[-1].sequence
@@ -502,6 +514,8 @@ class Dispatcher:
         if previous_ack is not None:
             # The key's previous event must be acked before its next one is delivered: a
             # redelivery then never follows a later event of the same key.
+            if not previous_ack.done():
+                self._flush_acks()
             await previous_ack
         attempt = row.attempts + 1
         event = self._hydrate(stored, attempt)
@@ -556,19 +570,36 @@ class Dispatcher:
     ) -> asyncio.Future[None]:
         """Queue an ack for the background writer; the future resolves when it landed.
 
-        Acks that complete while the writer is busy are written together by its next store
-        call (one ``ack_events`` for all of them), so a fast handler pays one store call
-        per group of events rather than one per event.
+        Acks are written in groups, one ``ack_events`` call each, so a fast handler pays
+        one store call per group of events rather than one per event. A group is written
+        once it holds ``_MAX_ACKS_IN_FLIGHT`` acks, when a delivery waits for one of its
+        acks (the next event of the same key), when the drain ends, and at the latest
+        ``_ACK_GROUP_WAIT_S`` after its first ack was queued. Bigger groups cost less per
+        ack: SQLite rewrites each index page a group touches once per group.
         """
+        loop = asyncio.get_running_loop()
         if self._ack_batch is None:
-            self._ack_batch = asyncio.get_running_loop().create_future()
+            self._ack_batch = loop.create_future()
+        if not self._ack_queue:
+            self._ack_timer = loop.call_later(_ACK_GROUP_WAIT_S, self._flush_acks)
         # The event is kept for the hook that reports the ack; without one it is let go
         # now, not when its ack lands, so its item does not outlive its handler.
         kept = event if self._hooks.has("on_filtered" if filtered else "on_delivered") else None
         self._ack_queue.append((event_id, kept, attempt, duration, result, filtered))
+        if len(self._ack_queue) >= _MAX_ACKS_IN_FLIGHT:
+            self._flush_acks()
+        return self._ack_batch
+
+    def _flush_acks(self) -> None:
+        """Have the queued acks written as soon as the writer is free."""
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
+        if not self._ack_queue:
+            return
+        self._ack_flush = True
         if self._ack_writer is None or self._ack_writer.done():
             self._ack_writer = asyncio.ensure_future(self._write_acks())
-        return self._ack_batch
 
     async def _ack_room(self) -> None:
         """Wait while a whole group of acks waits for the writer: until the group being
@@ -581,7 +612,8 @@ class Dispatcher:
             await asyncio.wait((writing,))
 
     async def _write_acks(self) -> None:
-        while self._ack_queue:
+        while self._ack_queue and self._ack_flush:
+            self._ack_flush = False
             entries, self._ack_queue = self._ack_queue, []
             batch, self._ack_batch = self._ack_batch, None
             assert batch is not None
@@ -650,6 +682,10 @@ class Dispatcher:
 
     def _abandon_acks(self) -> None:
         """Stop the ack writer and drop what it had not written (the events stay pending)."""
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
+        self._ack_flush = False
         if self._ack_writer is not None and not self._ack_writer.done():
             self._ack_writer.cancel()
         if self._ack_batch is not None and not self._ack_batch.done():
@@ -685,8 +721,23 @@ class Dispatcher:
                 consumer=_consumer_of(outbox_id),
             )
 
+    def _ack_queue_or_writer(self) -> bool:
+        """Acks are queued or being written."""
+        return bool(self._ack_queue) or (
+            self._ack_writer is not None and not self._ack_writer.done()
+        )
+
+    async def _acks_landed(self) -> None:
+        """Write the queued acks now and wait until the writer is done with them; a failed
+        write is left for the deliveries waiting on it to raise."""
+        self._flush_acks()
+        writer = self._ack_writer
+        if writer is not None and not writer.done():
+            await asyncio.gather(writer, return_exceptions=True)
+
     async def _settle_acks(self) -> None:
         """Wait for every ack in flight; the first failure is raised once all are done."""
+        self._flush_acks()
         acks, self._acking = list(dict.fromkeys(self._acking.values())), {}
         writer = self._ack_writer
         if writer is not None and not writer.done():

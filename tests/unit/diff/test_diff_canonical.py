@@ -466,12 +466,28 @@ def _leaves(value: Any) -> list[Any]:
         ({"a": [1.0, 2.5, {"b": 3.0}], "c": -7.0}, b'{"a":[1,2.5,{"b":3}],"c":-7}'),
         ([0.0, 12345678.0], b"[0,12345678]"),
         ({"s": "x.0", "n": 1.0}, b'{"n":1,"s":"x.0"}'),
+        # An escaped quote: the strings cannot be told apart by quotes alone.
+        ({"s": 'say "4.0"', "n": 4.0}, b'{"n":4,"s":"say \\"4.0\\""}'),
     ],
 )
 def test_fast_path_writes_integral_floats_as_javascript_does(value: Any, text: bytes) -> None:
     # Whole amounts as floats are everyday data (a price of 4.0): orjson writes "4.0",
     # JCS "4"; the fast path fixes the text instead of walking the value.
     assert canonical._fast(value) == text == reference_json(value) == rfc8785.dumps(value)
+    assert canonical.content_hash(value) == hashlib.sha256(text).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ({"s": "v1.0,beta", "n": 2.0}, b'{"n":2,"s":"v1.0,beta"}'),
+        ({"v1.0]": 3.0, "w": ["x.0}"]}, b'{"v1.0]":3,"w":["x.0}"]}'),
+    ],
+)
+def test_integral_floats_beside_strings_holding_the_pattern(value: Any, text: bytes) -> None:
+    # The edit would reach into the string: the fast path declines, the walk is right.
+    assert canonical._fast(value) is None
+    assert canonical.canonical_json(value) == text == reference_json(value)
     assert canonical.content_hash(value) == hashlib.sha256(text).hexdigest()
 
 
