@@ -79,7 +79,6 @@ _nulls: Final = re.compile(rb"null").findall
 # Single bytes are tested with `in`, which is a memchr: next to free, unlike any scan.
 _PLUS: Final = ord("+")
 _MINUS_ZERO: Final = b"-0.0"
-_BACKSLASH: Final = ord("\\")
 _LEAD_EE: Final = 0xEE
 _LEAD_EF: Final = 0xEF
 
@@ -133,14 +132,6 @@ def _integral_floats_fixed(value: Any, out: bytes) -> bytes | None:
     fixed = out.replace(b".0,", b",").replace(b".0}", b"}").replace(b".0]", b"]")
     if _integral_or_tiny(fixed) is not None:
         return None
-    if _BACKSLASH not in out:
-        # Without an escape, every quote opens or closes a string: the pieces between
-        # odd and even quotes are the strings (keys included). A ".0" and its delimiter
-        # are both inside one string or both outside, so when no string holds one, every
-        # edit was in a number: proven without parsing the text back.
-        strings = b"\0".join(out.split(b'"')[1::2])
-        if b".0," not in strings and b".0}" not in strings and b".0]" not in strings:
-            return fixed
     try:
         same = _loads(fixed) == value
     except orjson.JSONDecodeError:  # pragma: no cover - the text is orjson's own, edited
