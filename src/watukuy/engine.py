@@ -67,7 +67,8 @@ class Engine(EngineCore):
         lease: Lease TTL and renewal (``LeaseOptions(ttl="30s")`` or a dict).
         http_client: The ``httpx.AsyncClient`` behind ``ctx.http`` (default: one created
             lazily and closed by ``stop()``).
-        dispatch_batch_size: Outbox rows loaded per dispatcher batch.
+        dispatch_batch_size: Outbox rows loaded per dispatcher batch (1,000, about a
+            page: delivering a batch then takes long enough to hide the next read).
         max_concurrent_keys: Keys the daemon runs at once (default: no limit).
         tick_concurrency: Keys ``tick()`` runs at once.
         resync_every: How often the daemon asks the store's due index which keys wake
@@ -101,7 +102,7 @@ class Engine(EngineCore):
         hooks: object | Sequence[object] | None = None,
         lease: LeaseOptions | Mapping[str, Any] | None = None,
         http_client: httpx.AsyncClient | None = None,
-        dispatch_batch_size: int = 250,
+        dispatch_batch_size: int = 1000,
         max_concurrent_keys: int | None = None,
         tick_concurrency: int = 4,
         resync_every: Duration = "15s",

@@ -84,7 +84,8 @@ class EngineCore(Operations):
         hooks: A hook set or a list of them.
         lease: Lease TTL and renewal period.
         http: The factory behind ``ctx.http`` (``None``: fetch gets ``ctx.http = None``).
-        dispatch_batch_size: Outbox rows loaded per dispatcher batch.
+        dispatch_batch_size: Outbox rows loaded per dispatcher batch (1,000, about a
+            page: delivering a batch then takes long enough to hide the next read).
         max_concurrent_keys: Keys run at once by the daemon (default: no limit).
         tick_concurrency: Keys run at once by ``tick()``.
         resync_every: How often the daemon asks the store's due index which keys wake soon,
@@ -113,7 +114,7 @@ class EngineCore(Operations):
         hooks: object | Sequence[object] | None = None,
         lease: LeaseOptions | None = None,
         http: HttpFactory | None = None,
-        dispatch_batch_size: int = 250,
+        dispatch_batch_size: int = 1000,
         max_concurrent_keys: int | None = None,
         tick_concurrency: int = DEFAULT_TICK_CONCURRENCY,
         resync_every: Duration = "15s",
