@@ -466,6 +466,7 @@ def _leaves(value: Any) -> list[Any]:
         ({"a": [1.0, 2.5, {"b": 3.0}], "c": -7.0}, b'{"a":[1,2.5,{"b":3}],"c":-7}'),
         ([0.0, 12345678.0], b"[0,12345678]"),
         ({"s": "x.0", "n": 1.0}, b'{"n":1,"s":"x.0"}'),
+        ({"big": 1e15, "n": 2.0}, b'{"big":1000000000000000,"n":2}'),
         # An escaped quote: the strings cannot be told apart by quotes alone.
         ({"s": 'say "4.0"', "n": 4.0}, b'{"n":4,"s":"say \\"4.0\\""}'),
     ],
