@@ -26,8 +26,8 @@ from watukuy.model.options import Budget
 from watukuy.model.partition import Partition
 from watukuy.model.ports import BudgetStore, Clock, Random, StateStore, StoreClock
 from watukuy.model.redact import RedactingLogger, Redaction, serialize_error
-from watukuy.model.rows import DEFAULT_CONSUMER, PKey
-from watukuy.scheduler import backoff_ceiling
+from watukuy.model.rows import DEFAULT_CONSUMER, PKey, PollerState
+from watukuy.scheduler import backoff_ceiling, planned_top
 
 from ._hookbus import HookBus, as_hook_list
 from .admission import Admission, admission_limit
@@ -819,17 +819,28 @@ class EngineCore(Operations):
         return int(self.random.random() * limit) if limit > 0 else 0
 
     def _spread_within(
-        self, poller: PollerDefinition[Any], interval_ms: int | None, at: int, now: int
+        self, poller: PollerDefinition[Any], state: PollerState, at: int, started: int
     ) -> int:
-        """The spread of a poll wake-up at ``at``, cut so that it does not take the poll
-        past the top of its jitter band, ``now + interval * (1 + jitter)``, the longest
-        wait the schedule promises (a wake-up already past it, a paced one, keeps its
-        whole spread)."""
-        spread = self._spread(poller)
+        """The spread of a poll wake-up at ``at``, drawn under the top of its jitter band.
+
+        The top is the latest :func:`~watukuy.scheduler.on_success` plans a run: the start
+        of the run that just ended (``started``) plus ``interval * (1 + jitter)``, less the
+        planning allowance (:func:`~watukuy.scheduler.planned_top`). The spread is drawn
+        uniformly from the room left between ``at`` and that top (at most the whole
+        spread), so replicas still take turns and no wake-up takes a poll past what the
+        schedule promises. A wake-up already past the top (a paced or throttled one) keeps
+        its whole spread.
+        """
+        limit = self._spread_limit(poller)
+        if limit <= 0:
+            return 0
         schedule = poller.schedule
-        interval = interval_ms if interval_ms is not None else schedule.max_ms
-        top = now + round(interval * (1 + schedule.jitter))
-        return spread if at > top else min(spread, top - at)
+        interval = state.schedule.interval_ms
+        interval = interval if interval is not None else schedule.max_ms
+        top = started + planned_top(interval, schedule.jitter)
+        if at <= top:
+            limit = min(limit, top - at)
+        return int(self.random.random() * limit)
 
     def _spread_limit(self, poller: PollerDefinition[Any]) -> int:
         if self._fair_spread_ms is not None:
@@ -968,6 +979,7 @@ class EngineCore(Operations):
     ) -> KeyRunResult:
         key = PKey(poller.name, partition.key)
         result = KeyRunResult("not-due")
+        started = self.clock.now()  # where the runner counts the next interval from
         try:
             result = await self._run_key(poller, partition, force=force)
         finally:
@@ -993,7 +1005,7 @@ class EngineCore(Operations):
                 )
                 if at is not None and at > now and at == result.state.schedule.next_due_at:
                     # A poll wake-up: replicas race for these.
-                    at += self._spread_within(poller, result.state.schedule.interval_ms, at, now)
+                    at += self._spread_within(poller, result.state, at, started)
             if key in self._rerun:
                 self._rerun.discard(key)
                 if at is not None and result.outcome in ("ran", "not-due"):
