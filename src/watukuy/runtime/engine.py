@@ -30,7 +30,7 @@ from watukuy.model.rows import DEFAULT_CONSUMER, PKey, PollerState
 from watukuy.scheduler import backoff_ceiling, planned_top
 
 from ._hookbus import HookBus, as_hook_list
-from .admission import Admission, admission_limit
+from .admission import Admission, Pace, admission_limit, start_pace
 from .consumers import (
     Consumer,
     Consumers,
@@ -212,16 +212,15 @@ class EngineCore(Operations):
         self._wake = asyncio.Event()
         self._heap: list[tuple[int, int, PKey]] = []
         # Due keys wait here, one line per budget, until a run on their budget may start.
-        self._admission = Admission(
-            {
-                name: admission_limit(
-                    budget,
-                    costs=[p.budget_cost for p in self._pollers.values() if p.budget == name],
-                    waits=[p.schedule.max_ms for p in self._pollers.values() if p.budget == name],
-                )
-                for name, budget in self._budgets.items()
-            }
-        )
+        # Runs on a budget also start at its pace: a burst, then as fast as it grants.
+        limits: dict[str, int] = {}
+        paces: dict[str, Pace] = {}
+        for name, budget in self._budgets.items():
+            costs = [p.budget_cost for p in self._pollers.values() if p.budget == name]
+            waits = [p.schedule.max_ms for p in self._pollers.values() if p.budget == name]
+            limits[name] = admission_limit(budget, costs=costs, waits=waits)
+            paces[name] = start_pace(budget, costs=costs, limit=limits[name])
+        self._admission = Admission(limits, paces)
         self._wake_at: dict[PKey, int] = {}
         self._forced: set[PKey] = set()
         # Keys whose last run failed before its state could be saved (the store failing):
@@ -950,7 +949,7 @@ class EngineCore(Operations):
             budget = None if poller is None else poller.budget
             self._admission.push(entry, budget, urgent=entry[2] in self._forced)
         while self._max_concurrent is None or len(self._running) < self._max_concurrent:
-            picked = self._admission.pop(self._current)
+            picked = self._admission.pop(self._current, now)
             if picked is None:
                 return
             (_, _, key), budget = picked
@@ -1029,6 +1028,10 @@ class EngineCore(Operations):
             refresh = self._book.next_refresh(name)
             if refresh is not None:
                 candidates.append(refresh)
+        full = self._max_concurrent is not None and len(self._running) >= self._max_concurrent
+        paced = None if full else self._admission.next_start(self.clock.now())
+        if paced is not None:
+            candidates.append(paced)
         return min(candidates)
 
     async def _sleep_until(self, at: int) -> None:
