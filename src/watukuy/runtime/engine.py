@@ -924,9 +924,11 @@ class EngineCore(Operations):
 
     async def _loop(self) -> None:
         while self._status is EngineStatus.RUNNING:
-            now = self.clock.now()
+            # Due keys start before the resync and the partition refresh, whose store round
+            # trips would otherwise delay every key due now by as long as they take.
+            self._launch_due(self.clock.now())
             try:
-                if now >= self._next_resync:
+                if self.clock.now() >= self._next_resync:
                     await self._resync()
                 for name in self._pollers:
                     await self._partitions_of(name)
@@ -934,7 +936,7 @@ class EngineCore(Operations):
                 self._log.warning(
                     "engine loop: %s", error, exc_info=not isinstance(error, WatukuyError)
                 )
-            self._launch_due(now)
+            self._launch_due(self.clock.now())  # and what the resync found due
             self._wake.clear()
             await self._sleep_until(self._next_wake())
 
