@@ -1,19 +1,27 @@
-"""Which due keys the daemon starts: the oldest due first, no more per budget than it serves.
+"""Which due keys the daemon starts: the earliest deadline first, no more per budget than
+it serves.
 
 A key run of a poller with a ``budget`` spends almost all of its time waiting for that
 budget once more keys are due than the budget grants. Started anyway, such a run holds a
 lease (renewed meanwhile), a task and a place in the budget's queue, and after ``max_wait``
 gives up with ``BudgetTimeoutError`` having polled nothing. So the daemon keeps the keys
-of each budget in a line of their own, ordered by due time, and starts the head of a line
+of each budget in a line of their own, ordered by deadline, and starts the head of a line
 only while fewer than the budget's *admission limit* of its runs are in flight
 (:func:`admission_limit`). Keys without a budget have a line too, bounded only by the
 engine's ``max_concurrent_keys``.
+
+A key's deadline is the latest its run should start: for a poll wake-up, the top of the
+jitter band the schedule promises (see :func:`~watukuy.scheduler.planned_top`), which a
+key woken early in its band is far from and a key woken at the top has reached; for any
+other wake-up (a first run, a retry, a trigger), its due time. When more keys are due
+than the budget serves, the ones closest to breaking their schedule go first and the
+ones with room to spare wait.
 
 Runs also start at the budget's pace (:func:`start_pace`): a burst of about a tenth of
 the admission limit, then one start per ``per / requests`` (times the smallest cost). When
 thousands of keys fall due at once (a start, a restart, a schedule they share), the runs
 then reach the budget about as fast as it grants, instead of all at once: each run finds
-its grant within moments of starting, the keys due the longest still go first, and no run
+its grant within moments of starting, the earliest deadlines still go first, and no run
 sits out ``max_wait`` in the budget's queue holding a lease.
 
 The line decides when a run starts, never whether a request may go out: every request
@@ -34,7 +42,7 @@ from watukuy.model.rows import PKey
 __all__ = ["Admission", "Entry", "Pace", "admission_limit", "start_pace"]
 
 Entry = tuple[int, int, PKey]
-"""A wake-up: ``(due at, sequence, key)``, ordered by due time, then by arrival."""
+"""A wake-up: ``(due at, sequence, key)``."""
 
 
 def admission_limit(budget: Budget, *, costs: Iterable[float], waits: Iterable[int]) -> int:
@@ -133,7 +141,8 @@ class Admission:
         self._limits = dict(limits)
         self._paces = dict(paces or {})
         self._buckets = {name: _Bucket(pace, 0.0) for name, pace in self._paces.items()}
-        self._lines: dict[str | None, list[tuple[int, Entry]]] = {}
+        # (0 urgent / 1 not, deadline, entry): triggers first, then the earliest deadline.
+        self._lines: dict[str | None, list[tuple[int, int, Entry]]] = {}
         self._in_flight: dict[str, int] = dict.fromkeys(self._limits, 0)
 
     def limit(self, budget: str) -> int | None:
@@ -148,24 +157,29 @@ class Admission:
         """Entries in the line of ``budget`` (superseded ones included until dropped)."""
         return len(self._lines.get(budget, ()))
 
-    def push(self, entry: Entry, budget: str | None, *, urgent: bool = False) -> None:
-        """A due key joins the line of its budget; an ``urgent`` one (a ``trigger()``)
-        goes before every key that is merely due."""
-        heapq.heappush(self._lines.setdefault(budget, []), (0 if urgent else 1, entry))
+    def push(
+        self, entry: Entry, budget: str | None, *, urgent: bool = False, deadline: int | None = None
+    ) -> None:
+        """A due key joins the line of its budget, in the order of its ``deadline`` (by
+        default its due time); an ``urgent`` one (a ``trigger()``) goes before every key
+        that is merely due."""
+        order = entry[0] if deadline is None else deadline
+        heapq.heappush(self._lines.setdefault(budget, []), (0 if urgent else 1, order, entry))
 
     def pop(
         self, valid: Callable[[Entry], bool], now: int | None = None
     ) -> tuple[Entry, str | None] | None:
-        """The oldest due entry among the lines whose budget has room, taken off its line.
+        """The entry with the earliest deadline among the lines whose budget has room, taken
+        off its line.
 
         Entries ``valid`` turns down (superseded wake-ups) are dropped on the way. With
         ``now``, a budget whose pace has no start left (see :meth:`next_start`) has no room
         either; a popped entry spends one. ``None`` when every line is empty or full.
         """
-        best: list[tuple[int, Entry]] | None = None
+        best: list[tuple[int, int, Entry]] | None = None
         best_budget: str | None = None
         for budget, line in self._lines.items():
-            while line and not valid(line[0][1]):
+            while line and not valid(line[0][2]):
                 heapq.heappop(line)
             if not line or self._full(budget) or not self._paced_in(budget, now):
                 continue
@@ -175,7 +189,7 @@ class Admission:
             return None
         if now is not None and best_budget is not None and best_budget in self._buckets:
             self._buckets[best_budget].tokens -= 1
-        return heapq.heappop(best)[1], best_budget
+        return heapq.heappop(best)[2], best_budget
 
     def next_start(self, now: int) -> int | None:
         """When the pace next lets a waiting run start on a budget that has room for it

@@ -222,6 +222,8 @@ class EngineCore(Operations):
             paces[name] = start_pace(budget, costs=costs, limit=limits[name])
         self._admission = Admission(limits, paces)
         self._wake_at: dict[PKey, int] = {}
+        # key -> (poll wake-up, its deadline): the top of the jitter band it must start by.
+        self._deadlines: dict[PKey, tuple[int, int]] = {}
         self._forced: set[PKey] = set()
         # Keys whose last run failed before its state could be saved (the store failing):
         # (failures in a row, no new run before this time).
@@ -771,6 +773,7 @@ class EngineCore(Operations):
             await asyncio.gather(*running, return_exceptions=True)
         self._running.clear()
         self._admission.clear()
+        self._deadlines.clear()
         for by_name in list(self._consumers.values()):
             for consumer in list(by_name.values()):
                 if isinstance(consumer, Subscription):
@@ -817,26 +820,42 @@ class EngineCore(Operations):
         limit = self._spread_limit(poller)
         return int(self.random.random() * limit) if limit > 0 else 0
 
-    def _spread_within(
-        self, poller: PollerDefinition[Any], state: PollerState, at: int, started: int
+    def _poll_top(
+        self,
+        poller: PollerDefinition[Any],
+        result: KeyRunResult,
+        state: PollerState,
+        started: int,
+        now: int,
     ) -> int:
-        """The spread of a poll wake-up at ``at``, drawn under the top of its jitter band.
+        """The latest a poll wake-up should start the key's next run: the start of its last
+        live run plus ``interval * (1 + jitter)``, less the planning allowance (what
+        :func:`~watukuy.scheduler.on_success` plans at most, see
+        :func:`~watukuy.scheduler.planned_top`)."""
+        schedule = poller.schedule
+        interval = state.schedule.interval_ms
+        interval = interval if interval is not None else schedule.max_ms
+        if any(r.lane == "live" for r in result.results):
+            base = started  # this run polled: the runner counted from its start
+        else:
+            # No live cycle in this run: the schedule still counts from the last one, whose
+            # lane started a little after its run did (so this top errs on the late side).
+            last = state.schedule.last_poll_at
+            base = last if last is not None and last <= now else now
+        return base + planned_top(interval, schedule.jitter)
 
-        The top is the latest :func:`~watukuy.scheduler.on_success` plans a run: the start
-        of the run that just ended (``started``) plus ``interval * (1 + jitter)``, less the
-        planning allowance (:func:`~watukuy.scheduler.planned_top`). The spread is drawn
-        uniformly from the room left between ``at`` and that top (at most the whole
-        spread), so replicas still take turns and no wake-up takes a poll past what the
-        schedule promises. A wake-up already past the top (a paced or throttled one) keeps
-        its whole spread.
+    def _spread_within(self, poller: PollerDefinition[Any], at: int, top: int) -> int:
+        """The spread of a poll wake-up at ``at``, drawn under ``top``, the top of its
+        jitter band (:meth:`_poll_top`).
+
+        The spread is drawn uniformly from the room left between ``at`` and the top (at
+        most the whole spread), so replicas still take turns and no wake-up takes a poll
+        past what the schedule promises. A wake-up already past the top (a paced or
+        throttled one) keeps its whole spread.
         """
         limit = self._spread_limit(poller)
         if limit <= 0:
             return 0
-        schedule = poller.schedule
-        interval = state.schedule.interval_ms
-        interval = interval if interval is not None else schedule.max_ms
-        top = started + planned_top(interval, schedule.jitter)
         if at <= top:
             limit = min(limit, top - at)
         return int(self.random.random() * limit)
@@ -848,6 +867,7 @@ class EngineCore(Operations):
 
     def _forget(self, key: PKey) -> None:
         self._wake_at.pop(key, None)
+        self._deadlines.pop(key, None)
 
     def _wake_key(self, key: PKey, *, force: bool = False) -> None:
         """Make a key due now in this process (operations call it after unfenced writes)."""
@@ -942,14 +962,17 @@ class EngineCore(Operations):
 
     def _launch_due(self, now: int) -> None:
         # Every due wake-up joins the line of its poller's budget; then runs start, the
-        # oldest due first, on the budgets with room (see runtime/admission.py).
+        # earliest deadline first, on the budgets with room (see runtime/admission.py).
         while self._heap and self._heap[0][0] <= now:
             entry = heapq.heappop(self._heap)
             if self._wake_at.get(entry[2]) != entry[0]:
                 continue  # superseded by a later _schedule
             poller = self._pollers.get(entry[2].poller)
             budget = None if poller is None else poller.budget
-            self._admission.push(entry, budget, urgent=entry[2] in self._forced)
+            # The deadline stands only for the wake-up it was computed with.
+            planned = self._deadlines.pop(entry[2], None)
+            deadline = planned[1] if planned is not None and planned[0] == entry[0] else None
+            self._admission.push(entry, budget, urgent=entry[2] in self._forced, deadline=deadline)
         while self._max_concurrent is None or len(self._running) < self._max_concurrent:
             picked = self._admission.pop(self._current, now)
             if picked is None:
@@ -1005,8 +1028,11 @@ class EngineCore(Operations):
                     poller, result.state, has_consumer=poller.name in self._consumers, now=now
                 )
                 if at is not None and at > now and at == result.state.schedule.next_due_at:
-                    # A poll wake-up: replicas race for these.
-                    at += self._spread_within(poller, result.state, at, started)
+                    # A poll wake-up: replicas race for these, and its deadline orders the
+                    # admission line when more keys are due than the budget serves.
+                    top = self._poll_top(poller, result, result.state, started, now)
+                    at += self._spread_within(poller, at, top)
+                    self._deadlines[key] = (at, max(at, top))
             if key in self._rerun:
                 self._rerun.discard(key)
                 if at is not None and result.outcome in ("ran", "not-due"):

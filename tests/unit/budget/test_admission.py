@@ -138,3 +138,13 @@ def test_a_full_line_is_not_woken_by_its_pace_and_clear_refills_it() -> None:
     admission.clear()
     admission.push(entry(0, 2, "c"), "erp")
     assert admission.pop(lambda e: True, 1) is not None  # a fresh burst after a clear
+
+
+def test_the_earliest_deadline_goes_first_and_a_trigger_before_it() -> None:
+    admission = Admission({"erp": 5})
+    admission.push(entry(10, 0, "roomy"), "erp", deadline=40)  # early in a wide band
+    admission.push(entry(20, 1, "tight"), "erp", deadline=25)  # near the top of its band
+    admission.push(entry(22, 2, "plain"), "erp")  # no deadline given: its due time
+    admission.push(entry(30, 3, "triggered"), "erp", urgent=True, deadline=90)
+    picked = [p[0][2].partition for p in iter(lambda: admission.pop(lambda e: True), None)]
+    assert picked == ["triggered", "plain", "tight", "roomy"]
