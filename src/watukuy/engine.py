@@ -78,7 +78,7 @@ class Engine(EngineCore):
             a key again, so that replicas on one store share keys evenly (default: a tenth
             of ``schedule.min``, at most 500 ms; ``0`` turns it off). A poll's delay is drawn
             under the top of its jitter band, ``interval * (1 + schedule.jitter)`` after the
-            last run's start less a 100 ms planning allowance, never past it.
+            last run's start less a 200 ms planning allowance, never past it.
         redact: What counts as a secret in errors, logs, hook records and routes: a
             :class:`~watukuy.Redaction` (extra names, allowed names, literal values,
             patterns) or a list of extra header / parameter names. User info in URLs and
