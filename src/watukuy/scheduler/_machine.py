@@ -58,12 +58,10 @@ Between the start of a run and its first request the engine reads the key's stat
 its lease, looks at its outbox and waits for a budget grant and a connection. Counting
 intervals start to start cancels what that takes when it takes the same time in every run,
 but not how much it varies from one run of a key to the next: on a busy SQLite file, with
-2,000 tenants sharing a budget, it took from a few milliseconds to about 170 ms, and with
-a 100 ms allowance a few polls in a 90-second run still arrived just past the top of the
-band. A run planned exactly at
-``interval * (1 + jitter)`` after the previous start could reach the vendor that much
-later than the schedule promises; planned this much earlier it reaches it in time. Only
-the part of the band above the nominal interval is shortened.
+2,000 tenants sharing a budget, it took from a few milliseconds to about 170 ms. A run
+planned exactly at ``interval * (1 + jitter)`` after the previous start could reach the
+vendor that much later than the schedule promises; planned this much earlier it reaches
+it in time. Only the part of the band above the nominal interval is shortened.
 """
 
 
