@@ -77,8 +77,9 @@ class Engine(EngineCore):
         auto_migrate: Run ``store.migrate()`` before the first pass.
         fair_share_spread: Upper bound of a random delay the daemon adds before it looks at
             a key again, so that replicas on one store share keys evenly (default: a tenth
-            of ``schedule.min``, at most 500 ms; ``0`` turns it off). A poll's delay never
-            takes it past ``interval * (1 + schedule.jitter)``, the schedule's longest wait.
+            of ``schedule.min``, at most 500 ms; ``0`` turns it off). A poll's delay is drawn
+            under the top of its jitter band, ``interval * (1 + schedule.jitter)`` after the
+            last run's start less a 200 ms planning allowance, never past it.
         redact: What counts as a secret in errors, logs, hook records and routes: a
             :class:`~watukuy.Redaction` (extra names, allowed names, literal values,
             patterns) or a list of extra header / parameter names. User info in URLs and

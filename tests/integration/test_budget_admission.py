@@ -136,8 +136,8 @@ async def test_a_trigger_goes_before_the_keys_that_are_merely_due() -> None:
     engine = engine_for(clock, vendor, errors, None)
     engine.on("tenants", lambda event, ctx: None)
     await engine.start()
-    # By 100 ms the first four were answered and the next four started (they wait for
-    # room in the window until 1.1 s); thirty-two wait in the line.
+    # Runs start at the budget's pace, one per 250 ms: by 100 ms only t00 started, and
+    # the other thirty-nine wait in the line.
     await clock.advance("100ms")
     await engine.trigger("tenants", partition="t39")
     for _ in range(30):
@@ -148,8 +148,32 @@ async def test_a_trigger_goes_before_the_keys_that_are_merely_due() -> None:
     await stopping
 
     polled = [tenant for _, tenant in vendor.arrivals]
-    assert polled[:8] == TENANTS[:8]
-    assert polled[8] == "t39"  # the first run started after the trigger
+    assert polled[0] == "t00"
+    assert polled[1] == "t39"  # the first run started after the trigger
+    assert polled[2:8] == TENANTS[1:7]
+    assert errors.codes == Counter()
+
+
+async def test_runs_on_a_budget_start_at_its_pace() -> None:
+    clock = VirtualClock()
+    vendor = SlowVendor(clock)
+    errors = Errors()
+    engine = engine_for(clock, vendor, errors, None)
+    engine.on("tenants", lambda event, ctx: None)
+    started = clock.now()
+    await engine.start()
+    for _ in range(12):
+        await clock.advance("100ms")
+    stopping = asyncio.ensure_future(engine.stop(drain=False))
+    while not stopping.done():
+        await clock.advance("100ms")
+    await stopping
+
+    # Budget(4, "1s") admits four runs, started a tenth of the limit (one) at once and
+    # then one per 250 ms, as fast as the budget grants: not all four at 0 ms. The fifth
+    # waits for the first grant to leave the window (answered at 100 ms, so 1.1 s).
+    times = [at - started for at, _ in vendor.arrivals]
+    assert times[:5] == [0, 250, 500, 750, 1_100]
     assert errors.codes == Counter()
 
 

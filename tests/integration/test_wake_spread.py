@@ -3,7 +3,8 @@
 The daemon adds a random delay (``fair_share_spread``) to each poll wake-up so replicas
 reading the same ``next_due_at`` take turns. Added on top of a jittered interval it could
 push a poll past ``interval x (1 + jitter)``, the longest wait the schedule promises; the
-spread is cut there, and kept whole for a wake-up that is already later (a paced one).
+spread is drawn from the room left under that top (less the planning allowance), and kept
+whole for a wake-up that is already later (a paced one).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import httpx
 import pytest
 
 import watukuy as wk
+from watukuy.scheduler import PLANNING_ALLOWANCE_MS
 from watukuy.testing import VirtualClock
 
 
@@ -74,8 +76,9 @@ async def test_a_poll_wakes_no_later_than_the_top_of_its_jitter_band(draw: float
     gaps = [b - a for a, b in zip(vendor.arrivals, vendor.arrivals[1:], strict=False)]
     assert len(gaps) >= 3
     # 10 s + 10% jitter = 11 s, never the 16 s (or 12.5 s) the whole spread would make it;
-    # a wake-up in the middle of the band keeps the part of its spread that fits.
-    assert all(gap <= 11_000 for gap in gaps), gaps
-    # At the top of the band nothing is left of the spread; in the middle (10 s), 1 s of
-    # the 2.5 s drawn.
-    assert gaps[0] == 11_000
+    # a wake-up in the middle of the band draws its spread from the room that is left.
+    assert all(gap <= 11_000 - PLANNING_ALLOWANCE_MS for gap in gaps), gaps
+    # At the top of the band (less the allowance) no room is left for a spread; in the
+    # middle (10 s) the draw is taken from the 800 ms left: 400 ms. (Later wake-ups may
+    # lose their spread to the resync's rolling audit, which only brings them forward.)
+    assert gaps[0] == (10_800 if draw > 0.9 else 10_400), gaps

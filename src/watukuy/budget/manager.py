@@ -12,8 +12,11 @@ queue per budget and one worker per budget serves them as earlier grants leave t
 1. **Lane priority**: ``live`` before ``reconcile`` before ``backfill`` before ``replay``.
 2. **Fairness** among requesters (``"poller/partition"`` strings) of the same lane:
 
-   - ``"round-robin"`` serves the requester that was served least recently (never served
-     comes first);
+   - ``"round-robin"`` serves the request with the earliest deadline (when it would give
+     up, ``max_wait`` after it started waiting): with one ``max_wait``, the request that
+     has waited longest. A key whose run is due the longest thus also gets the next grant,
+     in the order the daemon admitted the runs. Requests with the same deadline go to the
+     requester served least recently (never served comes first);
    - ``"weighted"`` serves the requester with the lowest cost served per unit of weight.
      A requester that starts waiting after an idle spell is brought up to the share of the
      last grant, so it cannot claim the whole budget to "catch up" on time it did not ask.
@@ -485,13 +488,16 @@ class BudgetManager:
     def _pick(self, line: _Line) -> _Waiter | None:
         weighted = line.budget.fairness == "weighted"
         best: _Waiter | None = None
-        best_key: tuple[int, float, int] | None = None
+        best_key: tuple[int, float, float, int] | None = None
         for waiter in line.queue:
             if waiter.future.done():
                 continue
             share = line.shares[waiter.requester]
-            fair = share.served_per_weight if weighted else float(share.last_served)
-            key = (waiter.rank, fair, waiter.seq)
+            if weighted:
+                key = (waiter.rank, share.served_per_weight, 0.0, waiter.seq)
+            else:
+                # Earliest deadline first, then the requester served least recently.
+                key = (waiter.rank, float(waiter.deadline), float(share.last_served), waiter.seq)
             if best_key is None or key < best_key:
                 best, best_key = waiter, key
         return best

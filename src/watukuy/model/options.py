@@ -430,7 +430,8 @@ class Budget:
             the refill rate per ``per`` of a bucket.
         per: Window length.
         burst: Capacity of a token bucket; ``None`` (the default) keeps the hard cap.
-        fairness: ``"round-robin"`` across waiting requesters, or ``"weighted"`` by each
+        fairness: ``"round-robin"``: the earliest deadline (the request waiting longest)
+            first, then the requester served least recently; or ``"weighted"`` by each
             poller's ``budget_weight``.
         max_wait: Longest a request waits for room in the window before the cycle is
             deferred with ``BudgetTimeoutError`` (default: the poller's ``schedule.max``).

@@ -26,11 +26,11 @@ from watukuy.model.options import Budget
 from watukuy.model.partition import Partition
 from watukuy.model.ports import BudgetStore, Clock, Random, StateStore, StoreClock
 from watukuy.model.redact import RedactingLogger, Redaction, serialize_error
-from watukuy.model.rows import DEFAULT_CONSUMER, PKey
-from watukuy.scheduler import backoff_ceiling
+from watukuy.model.rows import DEFAULT_CONSUMER, PKey, PollerState
+from watukuy.scheduler import backoff_ceiling, planned_top
 
 from ._hookbus import HookBus, as_hook_list
-from .admission import Admission, admission_limit
+from .admission import Admission, Pace, admission_limit, start_pace
 from .consumers import (
     Consumer,
     Consumers,
@@ -213,17 +213,18 @@ class EngineCore(Operations):
         self._wake = asyncio.Event()
         self._heap: list[tuple[int, int, PKey]] = []
         # Due keys wait here, one line per budget, until a run on their budget may start.
-        self._admission = Admission(
-            {
-                name: admission_limit(
-                    budget,
-                    costs=[p.budget_cost for p in self._pollers.values() if p.budget == name],
-                    waits=[p.schedule.max_ms for p in self._pollers.values() if p.budget == name],
-                )
-                for name, budget in self._budgets.items()
-            }
-        )
+        # Runs on a budget also start at its pace: a burst, then as fast as it grants.
+        limits: dict[str, int] = {}
+        paces: dict[str, Pace] = {}
+        for name, budget in self._budgets.items():
+            costs = [p.budget_cost for p in self._pollers.values() if p.budget == name]
+            waits = [p.schedule.max_ms for p in self._pollers.values() if p.budget == name]
+            limits[name] = admission_limit(budget, costs=costs, waits=waits)
+            paces[name] = start_pace(budget, costs=costs, limit=limits[name])
+        self._admission = Admission(limits, paces)
         self._wake_at: dict[PKey, int] = {}
+        # key -> (poll wake-up, its deadline): the top of the jitter band it must start by.
+        self._deadlines: dict[PKey, tuple[int, int]] = {}
         self._forced: set[PKey] = set()
         # Keys whose last run failed before its state could be saved (the store failing):
         # (failures in a row, no new run before this time).
@@ -773,6 +774,7 @@ class EngineCore(Operations):
             await asyncio.gather(*running, return_exceptions=True)
         self._running.clear()
         self._admission.clear()
+        self._deadlines.clear()
         for by_name in list(self._consumers.values()):
             for consumer in list(by_name.values()):
                 if isinstance(consumer, Subscription):
@@ -819,18 +821,45 @@ class EngineCore(Operations):
         limit = self._spread_limit(poller)
         return int(self.random.random() * limit) if limit > 0 else 0
 
-    def _spread_within(
-        self, poller: PollerDefinition[Any], interval_ms: int | None, at: int, now: int
+    def _poll_top(
+        self,
+        poller: PollerDefinition[Any],
+        result: KeyRunResult,
+        state: PollerState,
+        started: int,
+        now: int,
     ) -> int:
-        """The spread of a poll wake-up at ``at``, cut so that it does not take the poll
-        past the top of its jitter band, ``now + interval * (1 + jitter)``, the longest
-        wait the schedule promises (a wake-up already past it, a paced one, keeps its
-        whole spread)."""
-        spread = self._spread(poller)
+        """The latest a poll wake-up should start the key's next run: the start of its last
+        live run plus ``interval * (1 + jitter)``, less the planning allowance (what
+        :func:`~watukuy.scheduler.on_success` plans at most, see
+        :func:`~watukuy.scheduler.planned_top`)."""
         schedule = poller.schedule
-        interval = interval_ms if interval_ms is not None else schedule.max_ms
-        top = now + round(interval * (1 + schedule.jitter))
-        return spread if at > top else min(spread, top - at)
+        interval = state.schedule.interval_ms
+        interval = interval if interval is not None else schedule.max_ms
+        if any(r.lane == "live" for r in result.results):
+            base = started  # this run polled: the runner counted from its start
+        else:
+            # No live cycle in this run: the schedule still counts from the last one, whose
+            # lane started a little after its run did (so this top errs on the late side).
+            last = state.schedule.last_poll_at
+            base = last if last is not None and last <= now else now
+        return base + planned_top(interval, schedule.jitter)
+
+    def _spread_within(self, poller: PollerDefinition[Any], at: int, top: int) -> int:
+        """The spread of a poll wake-up at ``at``, drawn under ``top``, the top of its
+        jitter band (:meth:`_poll_top`).
+
+        The spread is drawn uniformly from the room left between ``at`` and the top (at
+        most the whole spread), so replicas still take turns and no wake-up takes a poll
+        past what the schedule promises. A wake-up already past the top (a paced or
+        throttled one) keeps its whole spread.
+        """
+        limit = self._spread_limit(poller)
+        if limit <= 0:
+            return 0
+        if at <= top:
+            limit = min(limit, top - at)
+        return int(self.random.random() * limit)
 
     def _spread_limit(self, poller: PollerDefinition[Any]) -> int:
         if self._fair_spread_ms is not None:
@@ -839,6 +868,7 @@ class EngineCore(Operations):
 
     def _forget(self, key: PKey) -> None:
         self._wake_at.pop(key, None)
+        self._deadlines.pop(key, None)
 
     def _wake_key(self, key: PKey, *, force: bool = False) -> None:
         """Make a key due now in this process (operations call it after unfenced writes)."""
@@ -915,9 +945,11 @@ class EngineCore(Operations):
 
     async def _loop(self) -> None:
         while self._status is EngineStatus.RUNNING:
-            now = self.clock.now()
+            # Due keys start before the resync and the partition refresh, whose store round
+            # trips would otherwise delay every key due now by as long as they take.
+            self._launch_due(self.clock.now())
             try:
-                if now >= self._next_resync:
+                if self.clock.now() >= self._next_resync:
                     await self._resync()
                 for name in self._pollers:
                     await self._partitions_of(name)
@@ -925,22 +957,25 @@ class EngineCore(Operations):
                 self._log.warning(
                     "engine loop: %s", error, exc_info=not isinstance(error, WatukuyError)
                 )
-            self._launch_due(now)
+            self._launch_due(self.clock.now())  # and what the resync found due
             self._wake.clear()
             await self._sleep_until(self._next_wake())
 
     def _launch_due(self, now: int) -> None:
         # Every due wake-up joins the line of its poller's budget; then runs start, the
-        # oldest due first, on the budgets with room (see runtime/admission.py).
+        # earliest deadline first, on the budgets with room (see runtime/admission.py).
         while self._heap and self._heap[0][0] <= now:
             entry = heapq.heappop(self._heap)
             if self._wake_at.get(entry[2]) != entry[0]:
                 continue  # superseded by a later _schedule
             poller = self._pollers.get(entry[2].poller)
             budget = None if poller is None else poller.budget
-            self._admission.push(entry, budget, urgent=entry[2] in self._forced)
+            # The deadline stands only for the wake-up it was computed with.
+            planned = self._deadlines.pop(entry[2], None)
+            deadline = planned[1] if planned is not None and planned[0] == entry[0] else None
+            self._admission.push(entry, budget, urgent=entry[2] in self._forced, deadline=deadline)
         while self._max_concurrent is None or len(self._running) < self._max_concurrent:
-            picked = self._admission.pop(self._current)
+            picked = self._admission.pop(self._current, now)
             if picked is None:
                 return
             (_, _, key), budget = picked
@@ -969,6 +1004,7 @@ class EngineCore(Operations):
     ) -> KeyRunResult:
         key = PKey(poller.name, partition.key)
         result = KeyRunResult("not-due")
+        started = self.clock.now()  # where the runner counts the next interval from
         try:
             result = await self._run_key(poller, partition, force=force)
         finally:
@@ -993,8 +1029,11 @@ class EngineCore(Operations):
                     poller, result.state, has_consumer=poller.name in self._consumers, now=now
                 )
                 if at is not None and at > now and at == result.state.schedule.next_due_at:
-                    # A poll wake-up: replicas race for these.
-                    at += self._spread_within(poller, result.state.schedule.interval_ms, at, now)
+                    # A poll wake-up: replicas race for these, and its deadline orders the
+                    # admission line when more keys are due than the budget serves.
+                    top = self._poll_top(poller, result, result.state, started, now)
+                    at += self._spread_within(poller, at, top)
+                    self._deadlines[key] = (at, max(at, top))
             if key in self._rerun:
                 self._rerun.discard(key)
                 if at is not None and result.outcome in ("ran", "not-due"):
@@ -1018,6 +1057,10 @@ class EngineCore(Operations):
             refresh = self._book.next_refresh(name)
             if refresh is not None:
                 candidates.append(refresh)
+        full = self._max_concurrent is not None and len(self._running) >= self._max_concurrent
+        paced = None if full else self._admission.next_start(self.clock.now())
+        if paced is not None:
+            candidates.append(paced)
         return min(candidates)
 
     async def _sleep_until(self, at: int) -> None:

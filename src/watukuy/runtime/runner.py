@@ -224,6 +224,8 @@ class KeyRunner:
         self._deadline = deadline
         self._stopping = stopping
         self._key = PKey(poller.name, partition.key)
+        # When run() began: the live lane's next interval counts from here (start to start).
+        self._started_at: int | None = None
         self._logger = KeyLogger(
             _log, deps.redaction, {"poller": poller.name, "partition": partition.key}
         )
@@ -257,6 +259,7 @@ class KeyRunner:
         """Do one run; never raises for poller failures (they are in ``results``)."""
         deps = self._deps
         now = deps.clock.now()
+        self._started_at = now
         state = await deps.store.load_state(self._key) or empty_poller_state(now)
         if state.paused:
             return KeyRunResult("paused", state=state)
@@ -539,6 +542,9 @@ class KeyRunner:
                     now=now,
                     random=deps.random,
                     summary=summary,
+                    # The run's start, before its store round trips: the next run's wake-up
+                    # is followed by the same round trips before its request leaves.
+                    started_at=self._started_at,
                 )
             else:
                 tr = self._failure_transition(schedule, error, cycle.raised, now)

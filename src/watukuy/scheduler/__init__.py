@@ -9,7 +9,8 @@ time ``now`` in epoch milliseconds and, where a wait is randomised, the injected
 - :func:`initial_schedule` for a key seen for the first time;
 - :func:`is_due` and :func:`begin_cycle` before a live cycle (an open circuit whose probe
   time has come turns half-open: the run is a probe);
-- :func:`on_success`, :func:`on_failure` or :func:`on_poison_halt` after it, and reports the
+- :func:`on_success` (given the cycle's ``started_at``: intervals run start to start),
+  :func:`on_failure` or :func:`on_poison_halt` after it, and reports the
   returned :class:`Transition` (``reason``, ``circuit_opened``, ``circuit_closed``) to hooks;
 - :func:`trigger` for ``engine.trigger()``.
 
@@ -19,26 +20,31 @@ time ``now`` in epoch milliseconds and, where a wait is randomised, the injected
 from __future__ import annotations
 
 from ._machine import (
+    PLANNING_ALLOWANCE_MS,
     Reason,
     Transition,
+    band_top,
     begin_cycle,
     initial_schedule,
     is_due,
     on_failure,
     on_poison_halt,
     on_success,
+    planned_top,
     trigger,
 )
 from ._phase import PollerPhase, phase_of
 from ._timing import apply_jitter, backoff_ceiling, backoff_delay, pacing_delay, throttle_wait
 
 __all__ = [
+    "PLANNING_ALLOWANCE_MS",
     "PollerPhase",
     "Reason",
     "Transition",
     "apply_jitter",
     "backoff_ceiling",
     "backoff_delay",
+    "band_top",
     "begin_cycle",
     "initial_schedule",
     "is_due",
@@ -47,6 +53,7 @@ __all__ = [
     "on_success",
     "pacing_delay",
     "phase_of",
+    "planned_top",
     "throttle_wait",
     "trigger",
 ]

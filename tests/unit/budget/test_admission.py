@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from watukuy.model.options import Budget
 from watukuy.model.rows import PKey
-from watukuy.runtime.admission import Admission, Entry, admission_limit
+from watukuy.runtime.admission import Admission, Entry, Pace, admission_limit, start_pace
 
 
 def entry(at: int, seq: int, partition: str) -> Entry:
@@ -80,3 +80,71 @@ def test_clear_forgets_lines_and_runs() -> None:
     assert admission.queued("erp") == 0
     admission.finished("erp")  # a run that ends after a clear never goes below zero
     assert admission.in_flight("erp") == 0
+
+
+def test_the_pace_is_what_the_budget_grants_with_a_tenth_of_the_limit_at_once() -> None:
+    assert start_pace(Budget(150, "1s"), costs=[1], limit=150) == Pace(15, 1_000 / 150)
+    assert start_pace(Budget(100, "1m"), costs=[3, 0], limit=33) == Pace(3, 1_800.0)
+    assert start_pace(Budget(4, "1s"), costs=[], limit=4) == Pace(1, 250.0)
+
+
+def paced_starts(admission: Admission, until: int, step: int = 1) -> list[int]:
+    """The times (ms) at which entries could be popped, looking every ``step`` ms."""
+    starts = []
+    for now in range(0, until, step):
+        while (picked := admission.pop(lambda e: True, now)) is not None:
+            admission.started(picked[1])
+            starts.append(now)
+    return starts
+
+
+def test_runs_start_in_a_burst_then_at_the_pace() -> None:
+    pace = start_pace(Budget(150, "1s"), costs=[1], limit=150)
+    admission = Admission({"erp": 150}, {"erp": pace})
+    for n in range(100):
+        admission.push(entry(0, n, f"t{n:03d}"), "erp")
+    starts = paced_starts(admission, 300)
+    # Fifteen at once, then one every 6.67 ms: 7, 14, 20, 27, ... never ahead of the pace.
+    assert starts[:15] == [0] * 15
+    assert starts[15:19] == [7, 14, 20, 27]
+    assert all(n + 1 <= 15 + at / pace.spacing_ms for n, at in enumerate(starts))
+    assert len(starts) == 15 + 299 * 150 // 1_000
+    assert admission.in_flight("erp") == len(starts)
+
+
+def test_next_start_says_when_the_pace_lets_the_next_run_start() -> None:
+    admission = Admission({"erp": 10}, {"erp": Pace(burst=1, spacing_ms=250)})
+    assert admission.next_start(0) is None  # nothing waits
+    admission.push(entry(0, 0, "a"), "erp")
+    admission.push(entry(0, 1, "b"), "erp")
+    assert admission.next_start(0) is None  # a may start now: nothing is held back
+    assert admission.pop(lambda e: True, 0) is not None
+    assert admission.pop(lambda e: True, 0) is None  # b waits for the pace
+    assert admission.next_start(0) == 250
+    assert admission.next_start(100) == 250
+    assert admission.pop(lambda e: True, 249) is None
+    picked = admission.pop(lambda e: True, 250)
+    assert picked is not None
+    assert picked[0][2].partition == "b"
+
+
+def test_a_full_line_is_not_woken_by_its_pace_and_clear_refills_it() -> None:
+    admission = Admission({"erp": 1}, {"erp": Pace(burst=1, spacing_ms=250)})
+    admission.push(entry(0, 0, "a"), "erp")
+    admission.push(entry(0, 1, "b"), "erp")
+    assert admission.pop(lambda e: True, 0) is not None
+    admission.started("erp")
+    assert admission.next_start(0) is None  # b waits for a run to end, not for the pace
+    admission.clear()
+    admission.push(entry(0, 2, "c"), "erp")
+    assert admission.pop(lambda e: True, 1) is not None  # a fresh burst after a clear
+
+
+def test_the_earliest_deadline_goes_first_and_a_trigger_before_it() -> None:
+    admission = Admission({"erp": 5})
+    admission.push(entry(10, 0, "roomy"), "erp", deadline=40)  # early in a wide band
+    admission.push(entry(20, 1, "tight"), "erp", deadline=25)  # near the top of its band
+    admission.push(entry(22, 2, "plain"), "erp")  # no deadline given: its due time
+    admission.push(entry(30, 3, "triggered"), "erp", urgent=True, deadline=90)
+    picked = [p[0][2].partition for p in iter(lambda: admission.pop(lambda e: True), None)]
+    assert picked == ["triggered", "plain", "tight", "roomy"]

@@ -163,6 +163,26 @@ async def test_round_robin_three_requesters_rotate() -> None:
     assert h.order() == ["c", "b", "a", "c", "b", "a"]
 
 
+async def test_round_robin_serves_the_earliest_deadline_first() -> None:
+    h = Harness(erp=Budget(requests=1, per="1s"))
+    await h.acquire("a/")
+    h.spawn("a-waits", "a/")  # a was just served, but its request has waited longest
+    await h.clock.advance("500ms")
+    h.spawn("b-newcomer", "b/")
+    await h.clock.advance("3s")
+    assert h.order() == ["a-waits", "b-newcomer"]
+
+
+async def test_round_robin_deadline_counts_each_requests_max_wait() -> None:
+    h = Harness(erp=Budget(requests=1, per="1s"))
+    await h.acquire("x/")
+    h.spawn("patient", "p/", max_wait_ms=10 * MINUTE)
+    await h.clock.advance("100ms")
+    h.spawn("hurried", "h/", max_wait_ms=5_000)  # gives up first: served first
+    await h.clock.advance("3s")
+    assert h.order() == ["hurried", "patient"]
+
+
 async def test_weighted_serves_by_cost_per_weight_with_arrival_order_ties() -> None:
     h = Harness(erp=Budget(requests=1, per="1s", fairness="weighted"))
     await h.acquire("x/")

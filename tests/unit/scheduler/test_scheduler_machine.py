@@ -10,6 +10,7 @@ from watukuy.model.errors import ConfigError, SerializedError
 from watukuy.model.options import Circuit, Schedule
 from watukuy.model.rows import CircuitState, EventCounts, PollSummary, RateLimitInfo, ScheduleState
 from watukuy.scheduler import (
+    PLANNING_ALLOWANCE_MS,
     Transition,
     begin_cycle,
     initial_schedule,
@@ -17,6 +18,7 @@ from watukuy.scheduler import (
     on_failure,
     on_poison_halt,
     on_success,
+    planned_top,
     trigger,
 )
 
@@ -35,6 +37,7 @@ def succeed(
     truncated=False,
     rate_limit=None,
     summary=None,
+    started_at=None,
 ) -> Transition:
     return on_success(
         state,
@@ -47,6 +50,7 @@ def succeed(
         now=now,
         random=random,
         summary=summary,
+        started_at=started_at,
     )
 
 
@@ -137,6 +141,75 @@ class TestAimd:
         assert [low.wait_ms, middle.wait_ms, high.wait_ms] == [5_400, 6_000, 6_600]
         assert {low.state.interval_ms, middle.state.interval_ms, high.state.interval_ms} == {6_000}
         assert low.state.next_due_at == now + 5_400
+
+
+class TestStartToStart:
+    """With ``started_at`` the interval counts from the start of the cycle."""
+
+    def test_what_the_cycle_took_is_not_added_to_the_interval(self, plain, scripted, now):
+        # 1 s grows to 1.5 s; the cycle started 400 ms ago, so 1.1 s are left to wait.
+        t = succeed(ScheduleState(interval_ms=1_000), plain, now, scripted(), started_at=now - 400)
+        assert (t.state.interval_ms, t.reason) == (1_500, "idle:back-off")
+        assert (t.wait_ms, t.state.next_due_at) == (1_100, now + 1_100)
+
+    def test_a_cycle_longer_than_the_interval_is_due_again_at_once(self, plain, scripted, now):
+        t = succeed(
+            ScheduleState(interval_ms=1_000), plain, now, scripted(), started_at=now - 9_000
+        )
+        assert (t.wait_ms, t.state.next_due_at) == (0, now)
+
+    def test_the_top_of_the_band_keeps_the_planning_allowance(self, scripted, now):
+        band = Schedule(min="10s", max="30s", jitter=0.1)
+        started = now - 100
+        top = succeed(
+            ScheduleState(interval_ms=30_000),
+            band,
+            now,
+            scripted(0.999_999_999),
+            started_at=started,
+        )
+        # 30 s x 1.1 = 33 s after the start, less the allowance, so that the store round
+        # trips of the next run before its request still fit under 33 s.
+        assert PLANNING_ALLOWANCE_MS == 200
+        assert top.state.next_due_at == started + 33_000 - PLANNING_ALLOWANCE_MS
+        assert top.wait_ms == 33_000 - PLANNING_ALLOWANCE_MS - 100
+        # The rest of the band is not touched: the bottom and the middle draw as before.
+        low = succeed(ScheduleState(interval_ms=30_000), band, now, scripted(0.0), started_at=now)
+        mid = succeed(ScheduleState(interval_ms=30_000), band, now, scripted(0.5), started_at=now)
+        assert (low.wait_ms, mid.wait_ms) == (27_000, 30_000)
+
+    def test_the_allowance_never_cuts_under_the_nominal_interval(self, scripted, now):
+        narrow = Schedule(min="100ms", max="100ms", jitter=0.2)
+        t = succeed(ScheduleState(), narrow, now, scripted(0.999_999_999), started_at=now)
+        assert t.wait_ms == 100
+        assert planned_top(100, 0.2) == 100
+        assert planned_top(30_000, 0.1) == 32_800
+        assert planned_top(30_000, 0) == 30_000
+
+    def test_pacing_and_catch_up_still_count_from_now(self, plain, scripted, now):
+        rate_limit = RateLimitInfo(remaining=0, reset_at=now + 5_000, source="ietf")
+        paced = succeed(
+            ScheduleState(interval_ms=1_000),
+            plain,
+            now,
+            scripted(),
+            rate_limit=rate_limit,
+            started_at=now - 3_000,
+        )
+        assert (paced.reason, paced.wait_ms, paced.state.next_due_at) == (
+            "paced",
+            5_000,
+            now + 5_000,
+        )
+        caught = succeed(
+            ScheduleState(interval_ms=1_000),
+            plain,
+            now,
+            scripted(),
+            truncated=True,
+            started_at=now - 3_000,
+        )
+        assert (caught.reason, caught.state.next_due_at) == ("catch-up", now)
 
 
 class TestCatchUp:
