@@ -28,6 +28,8 @@ from .runtime.results import LeaseOptions
 if TYPE_CHECKING:
     import httpx
 
+    from .http import HttpxFactory
+
 __all__ = ["Engine"]
 
 
@@ -36,6 +38,20 @@ def default_instance_id() -> str:
     # os.urandom is what secrets.token_hex reads; importing secrets (hmac, base64 and
     # random with it) would add milliseconds to every start for three bytes.
     return f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+
+
+def _http_factory(
+    factory: type[HttpxFactory],
+    client: httpx.AsyncClient | None,
+    redaction: Redaction,
+    max_in_flight: int,
+) -> HttpxFactory:
+    """The engine's HTTP factory, its bound checked under the engine's own option name."""
+    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
+        raise ConfigError(
+            f"expected an integer >= 1, got {max_in_flight!r}", field="http_max_in_flight"
+        )
+    return factory(client, redaction=redaction, max_in_flight=max_in_flight)
 
 
 class Engine(EngineCore):
@@ -67,6 +83,10 @@ class Engine(EngineCore):
         lease: Lease TTL and renewal (``LeaseOptions(ttl="30s")`` or a dict).
         http_client: The ``httpx.AsyncClient`` behind ``ctx.http`` (default: one created
             lazily and closed by ``stop()``).
+        http_max_in_flight: The engine's requests in the client's pool at once, the
+            others waiting in the order they were granted their budget (default 20:
+            200 requests a second from a vendor answering in 100 ms). Raise it for a slow
+            vendor: a budget can only be used as fast as answers come back.
         dispatch_batch_size: Outbox rows loaded per dispatcher batch (1,000, about a
             page: delivering a batch then takes long enough to hide the next read).
         max_concurrent_keys: Keys the daemon runs at once (default: no limit).
@@ -103,6 +123,7 @@ class Engine(EngineCore):
         hooks: object | Sequence[object] | None = None,
         lease: LeaseOptions | Mapping[str, Any] | None = None,
         http_client: httpx.AsyncClient | None = None,
+        http_max_in_flight: int = 20,
         dispatch_batch_size: int = 1000,
         max_concurrent_keys: int | None = None,
         tick_concurrency: int = 4,
@@ -134,7 +155,7 @@ class Engine(EngineCore):
             instance_id=instance_id or default_instance_id(),
             hooks=hooks,
             lease=lease,
-            http=HttpxFactory(http_client, redaction=redaction),
+            http=_http_factory(HttpxFactory, http_client, redaction, http_max_in_flight),
             dispatch_batch_size=dispatch_batch_size,
             max_concurrent_keys=max_concurrent_keys,
             tick_concurrency=tick_concurrency,

@@ -48,6 +48,7 @@ guarded = wk.Engine(
 assert_type(guarded.redaction, wk.Redaction)
 assert_type(guarded.redaction.url("https://u:p@h/?token=t"), str)
 also_guarded = wk.Engine(store=wk.MemoryStore(), pollers=[orders], redact=["x-tenant"])
+slow_vendor = wk.Engine(store=wk.MemoryStore(), pollers=[orders], http_max_in_flight=150)
 
 
 @engine.on(orders)

@@ -77,3 +77,45 @@ def test_max_in_flight_must_be_a_positive_integer(bad: object) -> None:
     with pytest.raises(ConfigError) as caught:
         HttpxFactory(max_in_flight=bad)  # type: ignore[arg-type]
     assert caught.value.field == "max_in_flight"
+
+
+def _poller() -> object:
+    import watukuy as wk
+
+    async def fetch(ctx: wk.FetchContext[object]) -> wk.Page[object]:
+        return wk.Page(items=[])
+
+    return wk.define_poller(
+        name="items", identity=lambda item: item["id"], cursor=wk.SnapshotDiff(), fetch=fetch
+    )
+
+
+async def test_the_engine_passes_its_bound_to_its_client() -> None:
+    import watukuy as wk
+
+    vendor = HeldVendor()
+    world = World()
+    async with httpx.AsyncClient(transport=vendor) as client:
+        engine = wk.Engine(
+            store=wk.MemoryStore(),
+            pollers=[_poller()],  # type: ignore[list-item]
+            http_client=client,
+            http_max_in_flight=50,
+        )
+        factory = engine._http
+        assert isinstance(factory, HttpxFactory)
+        await _crowd(factory, world, vendor, 60)
+    assert vendor.most == 50
+
+
+@pytest.mark.parametrize("bad", [0, 2.5, True])
+def test_the_engine_names_its_bound_when_it_is_wrong(bad: object) -> None:
+    import watukuy as wk
+
+    with pytest.raises(ConfigError) as caught:
+        wk.Engine(
+            store=wk.MemoryStore(),
+            pollers=[_poller()],  # type: ignore[list-item]
+            http_max_in_flight=bad,  # type: ignore[arg-type]
+        )
+    assert caught.value.field == "http_max_in_flight"
