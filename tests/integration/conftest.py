@@ -207,3 +207,35 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
         capture_output=True,
     )
     return cert, key
+
+
+class ArrivalsVendor(httpx.AsyncBaseTransport):
+    """An empty listing that records each request's arrival on ``clock``, answering after
+    ``latency_ms`` of it."""
+
+    def __init__(self, clock: VirtualClock, latency_ms: int = 0) -> None:
+        self.clock = clock
+        self.latency_ms = latency_ms
+        self.arrivals: list[int] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.arrivals.append(self.clock.now())
+        if self.latency_ms:
+            await self.clock.sleep(self.latency_ms)
+        return httpx.Response(200, json={"data": []})
+
+
+def listing_poller(schedule: wk.Schedule) -> wk.PollerDefinition[Any]:
+    """The ``orders`` full listing of an :class:`ArrivalsVendor`, on ``schedule``."""
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        response = await ctx.http.get("https://vendor.test/items")
+        return wk.Page(items=response.json()["data"])
+
+    return wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.SnapshotDiff(),
+        fetch=fetch,
+        schedule=schedule,
+    )

@@ -8,12 +8,13 @@ them: the loop starts them first, then resyncs, then starts whatever the resync 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
 
 import watukuy as wk
 from watukuy.testing import VirtualClock
+
+from .conftest import ArrivalsVendor, listing_poller
 
 
 class SlowIndexStore(wk.MemoryStore):
@@ -33,32 +34,12 @@ class SlowIndexStore(wk.MemoryStore):
         return await super().due_keys(poller, until, limit)
 
 
-class Vendor(httpx.AsyncBaseTransport):
-    def __init__(self, clock: VirtualClock) -> None:
-        self.clock = clock
-        self.arrivals: list[int] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.arrivals.append(self.clock.now())
-        return httpx.Response(200, json={"data": []})
-
-
 async def test_a_due_key_starts_while_the_resync_is_still_waiting_for_the_store() -> None:
     clock = VirtualClock()
-    vendor = Vendor(clock)
+    vendor = ArrivalsVendor(clock)
     store = SlowIndexStore()
 
-    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
-        response = await ctx.http.get("https://vendor.test/items")
-        return wk.Page(items=response.json()["data"])
-
-    poller = wk.define_poller(
-        name="orders",
-        identity=lambda o: o["id"],
-        cursor=wk.SnapshotDiff(),
-        fetch=fetch,
-        schedule=wk.Schedule(min="10s", max="10s", jitter=0),
-    )
+    poller = listing_poller(wk.Schedule(min="10s", max="10s", jitter=0))
     engine = wk.Engine(
         store=store,
         pollers=[poller],

@@ -9,13 +9,14 @@ interval apart, because every run spends the same time before its request leaves
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
 
 import watukuy as wk
 from watukuy.model.rows import PKey, PollerState
 from watukuy.testing import VirtualClock
+
+from .conftest import ArrivalsVendor, listing_poller
 
 
 class SlowStore(wk.MemoryStore):
@@ -30,32 +31,11 @@ class SlowStore(wk.MemoryStore):
         return await super().load_state(key)
 
 
-class SlowVendor(httpx.AsyncBaseTransport):
-    def __init__(self, clock: VirtualClock) -> None:
-        self.clock = clock
-        self.arrivals: list[int] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.arrivals.append(self.clock.now())
-        await self.clock.sleep(100)
-        return httpx.Response(200, json={"data": []})
-
-
 async def test_requests_reach_the_vendor_one_interval_apart() -> None:
     clock = VirtualClock()
-    vendor = SlowVendor(clock)
+    vendor = ArrivalsVendor(clock, latency_ms=100)
 
-    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
-        response = await ctx.http.get("https://vendor.test/items")
-        return wk.Page(items=response.json()["data"])
-
-    poller = wk.define_poller(
-        name="orders",
-        identity=lambda o: o["id"],
-        cursor=wk.SnapshotDiff(),
-        fetch=fetch,
-        schedule=wk.Schedule(min="10s", max="10s", jitter=0),
-    )
+    poller = listing_poller(wk.Schedule(min="10s", max="10s", jitter=0))
     engine = wk.Engine(
         store=SlowStore(clock),
         pollers=[poller],

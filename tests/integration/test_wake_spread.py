@@ -10,7 +10,6 @@ whole for a wake-up that is already later (a paced one).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
 import pytest
@@ -18,6 +17,8 @@ import pytest
 import watukuy as wk
 from watukuy.scheduler import PLANNING_ALLOWANCE_MS
 from watukuy.testing import VirtualClock
+
+from .conftest import ArrivalsVendor, listing_poller
 
 
 class Fixed:
@@ -30,32 +31,12 @@ class Fixed:
         return self.draw
 
 
-class Vendor(httpx.AsyncBaseTransport):
-    def __init__(self, clock: VirtualClock) -> None:
-        self.clock = clock
-        self.arrivals: list[int] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.arrivals.append(self.clock.now())
-        return httpx.Response(200, json={"data": []})
-
-
 @pytest.mark.parametrize("draw", [0.999_999, 0.5])
 async def test_a_poll_wakes_no_later_than_the_top_of_its_jitter_band(draw: float) -> None:
     clock = VirtualClock()
-    vendor = Vendor(clock)
+    vendor = ArrivalsVendor(clock)
 
-    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
-        response = await ctx.http.get("https://vendor.test/items")
-        return wk.Page(items=response.json()["data"])
-
-    poller = wk.define_poller(
-        name="orders",
-        identity=lambda o: o["id"],
-        cursor=wk.SnapshotDiff(),
-        fetch=fetch,
-        schedule=wk.Schedule(min="10s", max="10s", jitter=0.1),
-    )
+    poller = listing_poller(wk.Schedule(min="10s", max="10s", jitter=0.1))
     engine = wk.Engine(
         store=wk.MemoryStore(),
         pollers=[poller],
