@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ._system import SystemClock, SystemRandom
 from .model.durations import Duration
 from .model.errors import ConfigError
-from .model.options import Budget
+from .model.options import Budget, _positive_int
 from .model.ports import BudgetStore, Clock, Random, StateStore
 from .model.redact import Redaction
 from .runtime.engine import EngineCore
@@ -47,11 +47,8 @@ def _http_factory(
     max_in_flight: int,
 ) -> HttpxFactory:
     """The engine's HTTP factory, its bound checked under the engine's own option name."""
-    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
-        raise ConfigError(
-            f"expected an integer >= 1, got {max_in_flight!r}", field="http_max_in_flight"
-        )
-    return factory(client, redaction=redaction, max_in_flight=max_in_flight)
+    bound = _positive_int(max_in_flight, "http_max_in_flight")
+    return factory(client, redaction=redaction, max_in_flight=bound)
 
 
 class Engine(EngineCore):

@@ -10,6 +10,7 @@ import httpx
 
 from watukuy.model.errors import ConfigError
 from watukuy.model.http_port import HttpScope
+from watukuy.model.options import _positive_int
 from watukuy.model.redact import Redaction
 
 from ._client import HttpClient
@@ -110,14 +111,7 @@ class HttpxFactory:
             raise ConfigError(
                 f"expected a non-empty string, got {user_agent!r}", field="user_agent"
             )
-        if (
-            isinstance(max_in_flight, bool)
-            or not isinstance(max_in_flight, int)
-            or max_in_flight < 1
-        ):
-            raise ConfigError(
-                f"expected an integer >= 1, got {max_in_flight!r}", field="max_in_flight"
-            )
+        max_in_flight = _positive_int(max_in_flight, "max_in_flight")
         self._client = client
         self._owned = client is None
         self._max_in_flight = max_in_flight
