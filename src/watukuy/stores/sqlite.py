@@ -79,7 +79,10 @@ _MAX_PARAMETERS: Final = 32_766
 # load_versions reads a sorted run of at least this many identities as one key range.
 _RUN_MIN: Final = 64
 _K: Final = 'poller = ? AND "partition" = ?'
+# The columns of the reads that come back in one step (see _in_one_step).
 _ITEM_COLUMNS: Final = "identity, version, hash, schema_version, payload, seen_at, revision"
+_OUTBOX_COLUMNS: Final = "event_id, seq, event, attempts, next_attempt_at, last_error, created_at"
+_KEY_COLUMNS: Final = 'poller, "partition"'
 
 
 @functools.lru_cache(maxsize=256)
@@ -98,6 +101,7 @@ def _patch_sql(head: str, fields: int, tail: str) -> str:
     return head + ", ?, json(?)" * fields + tail
 
 
+@functools.lru_cache(maxsize=64)
 def _in_one_step(sql: str, columns: str) -> str:
     """``sql``'s rows as one JSON array of ``[column, ...]`` arrays, in one row.
 
@@ -247,9 +251,6 @@ class _Sql:
         )
         self.keys = f'SELECT poller, "partition" FROM {p} ORDER BY poller, "partition"'
         self.keys_of = f'SELECT poller, "partition" FROM {p} WHERE poller = ? ORDER BY "partition"'
-        self.due_at_once = _in_one_step(self.due, '"partition", wake_at')
-        self.keys_at_once = _in_one_step(self.keys, 'poller, "partition"')
-        self.keys_of_at_once = _in_one_step(self.keys_of, 'poller, "partition"')
         self.delete_key = [f"DELETE FROM {t} WHERE {_K}" for t in self.tables]
         floors = f'"{prefix}epoch_floors"'
         self.keep_epoch = (
@@ -305,33 +306,23 @@ class _Sql:
             "SELECT identity, version, hash, schema_version, payload, seen_at, revision "
             f"FROM {i} WHERE {_K} AND identity BETWEEN ? AND ? LIMIT ?"
         )
-        self.items_between_at_once = _in_one_step(self.items_between, _ITEM_COLUMNS)
         self.identities_first = f"SELECT identity FROM {i} WHERE {_K} ORDER BY identity LIMIT ?"
-        # The one-step forms of the four keyset queries (see _keyset_pages).
-        self.at_once: dict[str, str] = {}
         self.identities_after = (
             f"SELECT identity FROM {i} WHERE {_K} AND identity > ? ORDER BY identity LIMIT ?"
         )
-        for query in (
-            self.identities_first,
-            self.identities_after,
-            self.unseen_first,
-            self.unseen_after,
-        ):
-            self.at_once[query] = _in_one_step(query, "identity")
         self.count_items = f"SELECT COUNT(*) FROM {i} WHERE {_K}"
         self.upsert_event_head = (
             f'INSERT OR REPLACE INTO {o} (poller, "partition", event_id, seq, event, attempts, '
             "next_attempt_at, last_error, created_at) VALUES "
         )
         self.upsert_event = self.upsert_event_head + "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        outbox_cols = "event_id, seq, event, attempts, next_attempt_at, last_error, created_at"
-        self.pending = f"SELECT {outbox_cols} FROM {o} WHERE {_K} ORDER BY seq, event_id LIMIT ?"
-        self.pending_after = (
-            f"SELECT {outbox_cols} FROM {o} WHERE {_K} AND seq > ? ORDER BY seq, event_id LIMIT ?"
+        self.pending = (
+            f"SELECT {_OUTBOX_COLUMNS} FROM {o} WHERE {_K} ORDER BY seq, event_id LIMIT ?"
         )
-        self.pending_at_once = _in_one_step(self.pending, outbox_cols)
-        self.pending_after_at_once = _in_one_step(self.pending_after, outbox_cols)
+        self.pending_after = (
+            f"SELECT {_OUTBOX_COLUMNS} FROM {o} WHERE {_K} AND seq > ? "
+            "ORDER BY seq, event_id LIMIT ?"
+        )
         self.count_pending = f"SELECT COUNT(*) FROM {o} WHERE {_K}"
         self.delete_event = f"DELETE FROM {o} WHERE {_K} AND event_id = ?"
         self.delete_events_in = f"DELETE FROM {o} WHERE {_K} AND event_id IN "
@@ -663,18 +654,18 @@ class SqliteStore:
         return await self._call(what, lambda conn: conn.execute(sql, params).fetchall())
 
     async def _rows(
-        self, what: str, sql: str, at_once: str, params: Sequence[Any]
+        self, what: str, sql: str, columns: str, params: Sequence[Any]
     ) -> list[Sequence[Any]]:
-        """The rows of ``sql``, read through its one-step form ``at_once`` (see
+        """The rows of ``sql`` (whose result has ``columns``), read in one step (see
         :func:`_in_one_step`) when the library has the JSON functions."""
-        return await self._call(what, self._read_rows, sql, at_once, params)
+        return await self._call(what, self._read_rows, sql, columns, params)
 
     def _read_rows(
-        self, conn: sqlite3.Connection, sql: str, at_once: str, params: Sequence[Any]
+        self, conn: sqlite3.Connection, sql: str, columns: str, params: Sequence[Any]
     ) -> list[Sequence[Any]]:
         if self._json:
             try:
-                text = conn.execute(at_once, params).fetchone()[0]
+                text = conn.execute(_in_one_step(sql, columns), params).fetchone()[0]
             except sqlite3.DataError:  # an answer over the size limit: row by row
                 pass
             else:
@@ -724,9 +715,9 @@ class SqliteStore:
         """Every key with state, optionally of one poller, sorted."""
         sql = self._sql
         if poller is None:
-            rows = await self._rows("list_keys", sql.keys, sql.keys_at_once, ())
+            rows = await self._rows("list_keys", sql.keys, _KEY_COLUMNS, ())
         else:
-            rows = await self._rows("list_keys", sql.keys_of, sql.keys_of_at_once, (poller,))
+            rows = await self._rows("list_keys", sql.keys_of, _KEY_COLUMNS, (poller,))
         return sorted(PKey(row[0], row[1]) for row in rows)
 
     async def due_keys(
@@ -737,7 +728,7 @@ class SqliteStore:
         if limit is not None and limit <= 0:
             return []
         params = (poller, until, -1 if limit is None else limit)
-        rows = await self._rows("due_keys", self._sql.due, self._sql.due_at_once, params)
+        rows = await self._rows("due_keys", self._sql.due, '"partition", wake_at', params)
         return sorted(((row[0], row[1]) for row in rows), key=_by_wake)
 
     async def delete_key(self, key: PKey) -> None:
@@ -816,8 +807,7 @@ class SqliteStore:
                 # it then takes the IN path below.
                 limit = 2 * len(wanted)
                 params = (key.poller, key.partition, wanted[0], wanted[-1], limit + 1)
-                between = self._sql.items_between
-                rows = self._read_rows(conn, between, self._sql.items_between_at_once, params)
+                rows = self._read_rows(conn, self._sql.items_between, _ITEM_COLUMNS, params)
                 if len(rows) <= limit:
                     asked = set(wanted)
                     return {r[0]: ItemRow(*r) for r in rows if r[0] in asked}
@@ -825,8 +815,8 @@ class SqliteStore:
             for start in range(0, len(wanted), _IN_CHUNK):
                 chunk = wanted[start : start + _IN_CHUNK]
                 sql = self._sql.items_in + "(" + ",".join("?" * len(chunk)) + ")"
-                at_once = _in_one_step(sql, _ITEM_COLUMNS)
-                for r in self._read_rows(conn, sql, at_once, (key.poller, key.partition, *chunk)):
+                chunk_params = (key.poller, key.partition, *chunk)
+                for r in self._read_rows(conn, sql, _ITEM_COLUMNS, chunk_params):
                     out[r[0]] = ItemRow(*r)
             return out
 
@@ -873,13 +863,13 @@ class SqliteStore:
         """Identities ``batch_size`` at a time: ``first`` opens the range, ``after_query``
         continues it after the last identity returned (one short query per batch)."""
         after: str | None = None
-        at_once = self._sql.at_once
         while True:
             if after is None:
-                rows = await self._rows(operation, first, at_once[first], (*params, batch_size))
+                rows = await self._rows(operation, first, "identity", (*params, batch_size))
             else:
-                query_params = (*params, after, batch_size)
-                rows = await self._rows(operation, after_query, at_once[after_query], query_params)
+                rows = await self._rows(
+                    operation, after_query, "identity", (*params, after, batch_size)
+                )
             if not rows:
                 return
             chunk = sorted(row[0] for row in rows)
@@ -989,12 +979,10 @@ class SqliteStore:
         sql = self._sql
         if after_sequence is None:
             params: tuple[Any, ...] = (key.poller, key.partition, limit)
-            rows = await self._rows("load_pending", sql.pending, sql.pending_at_once, params)
+            rows = await self._rows("load_pending", sql.pending, _OUTBOX_COLUMNS, params)
         else:
             params = (key.poller, key.partition, after_sequence, limit)
-            rows = await self._rows(
-                "load_pending", sql.pending_after, sql.pending_after_at_once, params
-            )
+            rows = await self._rows("load_pending", sql.pending_after, _OUTBOX_COLUMNS, params)
         rows.sort(key=_by_sequence)  # the aggregate keeps the order in practice; make sure
         return [_outbox_row(r) for r in rows]
 
