@@ -16,7 +16,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("scenarios", nargs="*", help=f"{', '.join(SCENARIOS)} (default: all)")
     parser.add_argument("--quick", action="store_true", help="small sizes, about two minutes")
-    parser.add_argument("--rounds", type=int, help="rounds of the sync scenario")
+    parser.add_argument("--rounds", type=int, help="rounds of the sync scenario (default 3)")
+    parser.add_argument(
+        "--repeats", type=int, help="pairs of each short sync phase per round (default 5)"
+    )
     parser.add_argument("--items", type=int, help="orders of the sync scenario")
     parser.add_argument("--partitions", help="partition counts, e.g. 2000,10000")
     parser.add_argument("--seconds", type=float, help="seconds of each partitions run")
@@ -30,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     options = QUICK if args.quick else Options()
     if args.rounds:
         options = dataclasses.replace(options, rounds=args.rounds)
+    if args.repeats:
+        options = dataclasses.replace(options, repeats=args.repeats)
     if args.items:
         options = dataclasses.replace(options, items=args.items, dispatch_items=args.items)
     if args.partitions:

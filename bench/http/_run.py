@@ -40,7 +40,11 @@ class Options:
     """Sizes of one run of the benchmark."""
 
     items: int = 100_000
-    rounds: int = 1
+    rounds: int = 3
+    # Pairs of the short phases per round: a run of 0.15-0.3 s moves by a third with the
+    # host's speed, so each phase's ratio is the median of this many pairs, run in
+    # alternating order, each against fresh changes.
+    repeats: int = 5
     dispatch_items: int = 100_000
     partitions: tuple[int, ...] = (2_000, 10_000)
     partitions_seconds: float = 90.0
@@ -53,6 +57,8 @@ class Options:
 
 QUICK = Options(
     items=20_000,
+    rounds=1,
+    repeats=3,
     dispatch_items=20_000,
     partitions=(300,),
     partitions_seconds=20.0,
@@ -96,7 +102,8 @@ def _drop_schemas() -> None:
 
 
 def sync(options: Options) -> None:
-    """Floor and engine, alternately, in fresh processes: initial, 1% changed, nothing."""
+    """Floor and engine, alternately, in fresh processes: initial, 1% changed, nothing
+    (the two short phases in ``options.repeats`` pairs per round)."""
     print(
         f"== sync over HTTP: {options.items:,} orders, pages of 1,000, {options.rounds} round(s)",
         flush=True,
@@ -120,27 +127,51 @@ def sync(options: Options) -> None:
                     floor_db = ["--postgres", POSTGRES_URL, "--schema", FLOOR_SCHEMA]
                     engine_db = ["--postgres", POSTGRES_URL, "--schema", ENGINE_SCHEMA]
                 for phase in PHASES:
-                    if phase == "1% changed":
-                        vendor.post("/_change?share=0.01")
-                    floor = measure("bench.http.floor", "--url", vendor.url, *floor_db)
-                    engine = measure(
-                        "bench.http.engine_child", "sync", "--url", vendor.url, *engine_db
-                    )
-                    if engine.out.get("pending"):
-                        raise RuntimeError(f"the engine left events pending: {engine.out}")
-                    if engine.out["events"] != floor.out["events"]:
-                        raise RuntimeError(f"events differ: floor {floor.out}, engine {engine.out}")
-                    print(f"  {store}, round {round_ + 1}, {phase}:")
-                    print(_row("floor", floor))
-                    print(_row("watukuy", engine), flush=True)
-                    runs[phase].append((floor, engine))
+                    pairs = 1 if phase == "initial" else options.repeats
+                    for repeat in range(pairs):
+                        if phase == "1% changed":
+                            vendor.post("/_change?share=0.01")
+                        floor, engine = _pair(vendor.url, floor_db, engine_db, repeat % 2 == 1)
+                        if pairs == 1:
+                            print(f"  {store}, round {round_ + 1}, {phase}:")
+                        else:
+                            print(f"  {store}, round {round_ + 1}, {phase} ({repeat + 1}/{pairs}):")
+                        print(_row("floor", floor))
+                        print(_row("watukuy", engine), flush=True)
+                        runs[phase].append((floor, engine))
             if store == "postgres":
                 _drop_schemas()
             _sync_targets(store, runs)
 
 
+def _pair(
+    url: str, floor_db: list[str], engine_db: list[str], engine_first: bool
+) -> tuple[Measured, Measured]:
+    """The floor and the engine on the same vendor state, one after the other: the floor
+    first, or the engine first when ``engine_first`` (alternating the order cancels what
+    running second costs or gains, such as a warm page cache)."""
+
+    def floor() -> Measured:
+        return measure("bench.http.floor", "--url", url, *floor_db)
+
+    def engine() -> Measured:
+        return measure("bench.http.engine_child", "sync", "--url", url, *engine_db)
+
+    if engine_first:
+        engine_run = engine()
+        floor_run = floor()
+    else:
+        floor_run = floor()
+        engine_run = engine()
+    if engine_run.out.get("pending"):
+        raise RuntimeError(f"the engine left events pending: {engine_run.out}")
+    if engine_run.out["events"] != floor_run.out["events"]:
+        raise RuntimeError(f"events differ: floor {floor_run.out}, engine {engine_run.out}")
+    return floor_run, engine_run
+
+
 def _sync_targets(store: str, runs: dict[str, list[tuple[Measured, Measured]]]) -> None:
-    print(f"  {store} targets (median over rounds):")
+    print(f"  {store} targets (median over every pair of every round):")
     initial = runs["initial"]
     share = statistics.median(
         (e.out["items"] / e.wall) / (f.out["items"] / f.wall) for f, e in initial
