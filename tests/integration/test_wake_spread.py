@@ -60,6 +60,6 @@ async def test_a_poll_wakes_no_later_than_the_top_of_its_jitter_band(draw: float
     # a wake-up in the middle of the band draws its spread from the room that is left.
     assert all(gap <= 11_000 - PLANNING_ALLOWANCE_MS for gap in gaps), gaps
     # At the top of the band (less the allowance) no room is left for a spread; in the
-    # middle (10 s) the draw is taken from the 800 ms left: 400 ms. (Later wake-ups may
+    # middle (10 s) the draw is taken from the 500 ms left: 250 ms. (Later wake-ups may
     # lose their spread to the resync's rolling audit, which only brings them forward.)
-    assert gaps[0] == (10_800 if draw > 0.9 else 10_400), gaps
+    assert gaps[0] == (10_500 if draw > 0.9 else 10_250), gaps
