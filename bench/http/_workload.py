@@ -23,7 +23,7 @@ def stamp(second: int) -> str:
 
 def order(n: int, second: int, revision: int = 0) -> dict[str, Any]:
     """Order number ``n`` (from 0), stamped ``second`` seconds after the epoch."""
-    lines = [
+    lines: list[dict[str, Any]] = [
         {
             "sku": f"SKU-{(n * 7 + k * 13) % 10_000:05d}",
             "name": f"Article {(n + k) % 997}",

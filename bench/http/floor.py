@@ -152,7 +152,7 @@ def run(url: str, db: Sqlite | Postgres) -> dict[str, int]:
     items = events = pages = 0
     with httpx.Client(base_url=url, timeout=30) as client:
         while True:
-            params = {"limit": PAGE_SIZE}
+            params: dict[str, str | int] = {"limit": PAGE_SIZE}
             if since is not None:
                 params["since"] = since
             if after is not None:

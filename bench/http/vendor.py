@@ -180,7 +180,12 @@ async def _main(args: Any) -> None:
     print(f"port {port}", flush=True)
     loop = asyncio.get_running_loop()
     closed = loop.create_future()
-    loop.add_reader(sys.stdin.fileno(), lambda: closed.done() or closed.set_result(None))
+
+    def stdin_closed() -> None:
+        if not closed.done():
+            closed.set_result(None)
+
+    loop.add_reader(sys.stdin.fileno(), stdin_closed)
     async with server:
         await closed
 
