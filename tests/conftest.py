@@ -14,7 +14,14 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, NoReturn
 
+import hypothesis  # noqa: F401  (see below)
 import pytest
+
+# hypothesis is imported here, when pytest loads this file. A session that never uses it
+# would have hypothesis's pytest plugin import it at the very end, from deep inside the
+# summary hooks; pytest's assertion rewriting of it there met a bug of CPython 3.11.7's
+# ast module ("AST constructor recursion depth mismatch") and ended the session with an
+# internal error, however its tests went.
 
 POSTGRES_URL = os.environ.get(
     "WATUKUY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"

@@ -114,6 +114,10 @@ def run_tests(copy: Path, tests: tuple[str, ...], *, stop_first: bool, timeout: 
         "-q",
         "--no-header",
         "-rfE",
+        # Python's own tracebacks: pytest's long ones parse the failing test's source
+        # again, and on CPython 3.11.7 that parse failed now and then with "AST
+        # constructor recursion depth mismatch", an internal error instead of a verdict.
+        "--tb=native",
         "-p",
         "no:cacheprovider",
     ]
