@@ -298,13 +298,9 @@ class _Sql:
         )
         self.any_tombstone = f"SELECT 1 FROM {tb} WHERE {_K} LIMIT 1"
         self.prune_tombstones = f"DELETE FROM {tb} WHERE {_K} AND removed_at < ?"
-        self.items_in = (
-            "SELECT identity, version, hash, schema_version, payload, seen_at, revision "
-            f"FROM {i} WHERE {_K} AND identity IN "
-        )
+        self.items_in = f"SELECT {_ITEM_COLUMNS} FROM {i} WHERE {_K} AND identity IN "
         self.items_between = (
-            "SELECT identity, version, hash, schema_version, payload, seen_at, revision "
-            f"FROM {i} WHERE {_K} AND identity BETWEEN ? AND ? LIMIT ?"
+            f"SELECT {_ITEM_COLUMNS} FROM {i} WHERE {_K} AND identity BETWEEN ? AND ? LIMIT ?"
         )
         self.identities_first = f"SELECT identity FROM {i} WHERE {_K} ORDER BY identity LIMIT ?"
         self.identities_after = (
