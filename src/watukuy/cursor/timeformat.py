@@ -22,7 +22,6 @@ import datetime as dt
 import functools
 import math
 import re
-from decimal import ROUND_FLOOR, Decimal
 from typing import Final, NamedTuple, TypeAlias
 
 __all__ = [
@@ -167,6 +166,9 @@ def _integer_digits(value: int | float) -> int:
 
 def _scaled_floor(value: float, scale: int) -> int:
     # A float read from JSON stands for its shortest decimal text; scale that text exactly.
+    # (decimal is imported here: only float timestamps need it, and it costs start-up time.)
+    from decimal import ROUND_FLOOR, Decimal
+
     return int((Decimal(repr(value)) * scale).to_integral_value(rounding=ROUND_FLOOR))
 
 
