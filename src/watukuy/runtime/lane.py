@@ -76,7 +76,7 @@ from watukuy.model.rows import (
 )
 from watukuy.validate import Invalid, is_passthrough
 
-from ._turn import turn
+from ._turn import hand_over_of, turn
 from .consumers import Consumers
 from .context import FetchContext
 from .dispatcher import Dispatcher, DrainResult
@@ -256,6 +256,7 @@ class LaneCycle:
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
     ) -> None:
         self._deps = deps
+        self._hand_over = hand_over_of(deps.store)
         self._poller = poller
         self._partition = partition
         self._key = key
@@ -728,7 +729,7 @@ class LaneCycle:
                 schema_version=poller.schema_version,
             )
             candidates.extend(hashed)
-            await turn()
+            await turn(self._hand_over)
         selection.candidates = candidates
 
     async def _build(self, state: PollerState, selection: _Selection, stored: str) -> _Built:
@@ -792,7 +793,7 @@ class LaneCycle:
             events.append(event)
             counts[change.type] += 1
             if not sequence % _HASH_STEP:
-                await turn()
+                await turn(self._hand_over)
         if self._lane == "backfill" and self._force_backfill:
             # force: re-emit every known item as `updated`, so a consumer can rebuild.
             changed = {change.identity for change in diff.changes}
