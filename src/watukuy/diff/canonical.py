@@ -73,6 +73,9 @@ _OPTIONS_UNSORTED: Final = _OPTIONS & ~orjson.OPT_SORT_KEYS
 _integral_or_tiny: Final = re.compile(rb"\.0(?:[,\]}]|0{5})").search
 _plain_in_js_big: Final = re.compile(rb"e\+(?:1?\d|20)[,\]}]").search
 _plain_in_js_small: Final = re.compile(rb"e-[1-6][,\]}]").search
+# Where the integral-float fix drops a ".0"; and the byte that makes quotes ambiguous.
+_dot_zero_ends: Final = re.compile(rb"\.0[,\]}]").finditer
+_BACKSLASH: Final = b"\\"
 # UTF-8 lead bytes of the characters above U+FFFF.
 _supplementary: Final = re.compile(rb"[\xf0-\xf4]").search
 _nulls: Final = re.compile(rb"null").findall
@@ -126,12 +129,22 @@ def _integral_floats_fixed(value: Any, out: bytes) -> bytes | None:
     with ``value`` would show (``100 == 100.0``, but a changed string or key differs).
     ``-0.0`` (JavaScript writes ``0``) and plain-notation tiny numbers are left to the
     walk.
+
+    Most texts need no parsing to prove it: without a backslash in orjson's text (which
+    escapes every quote inside a string), each ``"`` opens or closes a string, so a ``.0``
+    lies inside one exactly when an odd number of quotes precede it.
     """
     if _MINUS_ZERO in out:
         return None
     fixed = out.replace(b".0,", b",").replace(b".0}", b"}").replace(b".0]", b"]")
     if _integral_or_tiny(fixed) is not None:
         return None
+    if _BACKSLASH not in out:
+        count = out.count
+        for match in _dot_zero_ends(out):
+            if count(b'"', 0, match.start()) & 1:
+                return None  # a ".0," inside a string: the walk writes this value
+        return fixed
     try:
         same = _loads(fixed) == value
     except orjson.JSONDecodeError:  # pragma: no cover - the text is orjson's own, edited

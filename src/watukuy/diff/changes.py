@@ -223,7 +223,7 @@ def recreated_revision(
 def _row(
     candidate: Candidate[Any], schema_version: int, retain_payload: bool, now: int, revision: int
 ) -> ItemRow:
-    payload = wkjson.dumps(wkjson.to_jsonable(candidate.item)) if retain_payload else None
+    payload = wkjson.dumps_typed(candidate.item) if retain_payload else None
     return ItemRow(
         identity=candidate.identity,
         version=candidate.version,
