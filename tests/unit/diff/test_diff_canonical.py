@@ -483,6 +483,9 @@ def test_fast_path_writes_integral_floats_as_javascript_does(value: Any, text: b
     [
         ({"s": "v1.0,beta", "n": 2.0}, b'{"n":2,"s":"v1.0,beta"}'),
         ({"v1.0]": 3.0, "w": ["x.0}"]}, b'{"v1.0]":3,"w":["x.0}"]}'),
+        # A backslash: quotes no longer tell strings apart, and the text is parsed back.
+        ({"s": "C:\\dir 1.0,", "n": 1.0}, b'{"n":1,"s":"C:\\\\dir 1.0,"}'),
+        ({"s": 'say "1.0,"', "n": 1.0}, b'{"n":1,"s":"say \\"1.0,\\""}'),
     ],
 )
 def test_integral_floats_beside_strings_holding_the_pattern(value: Any, text: bytes) -> None:
