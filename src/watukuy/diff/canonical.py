@@ -78,7 +78,7 @@ _dot_zero_ends: Final = re.compile(rb"\.0[,\]}]").finditer
 _BACKSLASH: Final = b"\\"
 # UTF-8 lead bytes of the characters above U+FFFF.
 _supplementary: Final = re.compile(rb"[\xf0-\xf4]").search
-_nulls: Final = re.compile(rb"null").findall
+_NULL: Final = b"null"
 # Single bytes are tested with `in`, which is a memchr: next to free, unlike any scan.
 _PLUS: Final = ord("+")
 _MINUS_ZERO: Final = b"-0.0"
@@ -136,15 +136,22 @@ def _integral_floats_fixed(value: Any, out: bytes) -> bytes | None:
     """
     if _MINUS_ZERO in out:
         return None
+    if _BACKSLASH not in out:
+        count = out.count
+        pieces: list[bytes] = []
+        start = 0
+        for match in _dot_zero_ends(out):
+            at = match.start()
+            if count(b'"', 0, at) & 1:
+                return None  # a ".0," inside a string: the walk writes this value
+            pieces.append(out[start:at])
+            start = at + 2
+        pieces.append(out[start:])
+        fixed = b"".join(pieces)
+        return fixed if _integral_or_tiny(fixed) is None else None
     fixed = out.replace(b".0,", b",").replace(b".0}", b"}").replace(b".0]", b"]")
     if _integral_or_tiny(fixed) is not None:
         return None
-    if _BACKSLASH not in out:
-        count = out.count
-        for match in _dot_zero_ends(out):
-            if count(b'"', 0, match.start()) & 1:
-                return None  # a ".0," inside a string: the walk writes this value
-        return fixed
     try:
         same = _loads(fixed) == value
     except orjson.JSONDecodeError:  # pragma: no cover - the text is orjson's own, edited
@@ -220,7 +227,7 @@ def _fast(value: dict[str, Any] | list[Any]) -> bytes | None:
         and (_PLUS not in out or _plain_in_js_big(out) is None)
         and ((_LEAD_EE not in out and _LEAD_EF not in out) or _supplementary(out) is None)
     ):
-        nulls = len(_nulls(out))
+        nulls = out.count(_NULL)
         if (
             not nulls
             or (nulls == 1 and type(value) is dict and value.get(_none_keys[0], _MISSING) is None)
@@ -384,7 +391,7 @@ def content_hash(value: Any) -> str:
             and (_PLUS not in out or _plain_in_js_big(out) is None)
             and ((_LEAD_EE not in out and _LEAD_EF not in out) or _supplementary(out) is None)
         ):
-            nulls = len(_nulls(out))
+            nulls = out.count(_NULL)
             if (
                 not nulls
                 or (nulls == 1 and kind is dict and value.get(_none_keys[0], _MISSING) is None)
