@@ -539,7 +539,8 @@ class Dispatcher:
                 self._acking[okey] = self._queue_ack(
                     row.event_id, event, attempt, 0, result, filtered=True
                 )
-                await self._ack_room()
+                if len(self._ack_queue) >= _MAX_ACKS_IN_FLIGHT:
+                    await self._ack_room()
                 return "next"
         try:
             await consumer.deliver(event, ctx)
@@ -556,7 +557,8 @@ class Dispatcher:
             await self._ack(row.event_id, event, attempt, duration, result)
             return "next"
         self._acking[okey] = self._queue_ack(row.event_id, event, attempt, duration, result)
-        await self._ack_room()
+        if len(self._ack_queue) >= _MAX_ACKS_IN_FLIGHT:  # no coroutine per event otherwise
+            await self._ack_room()
         return "next"
 
     def _queue_ack(
