@@ -136,22 +136,22 @@ def _integral_floats_fixed(value: Any, out: bytes) -> bytes | None:
     """
     if _MINUS_ZERO in out:
         return None
-    if _BACKSLASH not in out:
-        count = out.count
-        pieces: list[bytes] = []
-        start = 0
-        for match in _dot_zero_ends(out):
-            at = match.start()
-            if count(b'"', 0, at) & 1:
-                return None  # a ".0," inside a string: the walk writes this value
-            pieces.append(out[start:at])
-            start = at + 2
-        pieces.append(out[start:])
-        fixed = b"".join(pieces)
-        return fixed if _integral_or_tiny(fixed) is None else None
-    fixed = out.replace(b".0,", b",").replace(b".0}", b"}").replace(b".0]", b"]")
+    quotes_decide = _BACKSLASH not in out
+    count = out.count
+    pieces: list[bytes] = []
+    start = 0
+    for match in _dot_zero_ends(out):
+        at = match.start()
+        if quotes_decide and count(b'"', 0, at) & 1:
+            return None  # a ".0," inside a string: the walk writes this value
+        pieces.append(out[start:at])
+        start = at + 2
+    pieces.append(out[start:])
+    fixed = b"".join(pieces)
     if _integral_or_tiny(fixed) is not None:
         return None
+    if quotes_decide:
+        return fixed
     try:
         same = _loads(fixed) == value
     except orjson.JSONDecodeError:  # pragma: no cover - the text is orjson's own, edited
