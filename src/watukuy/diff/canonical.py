@@ -70,18 +70,20 @@ _OPTIONS_UNSORTED: Final = _OPTIONS & ~orjson.OPT_SORT_KEYS
 # plain below 1e21); a negative exponent down to 6 (JavaScript goes plain from 1e-6 on).
 # Beyond those ranges both write the same exponent form. A match inside a string only
 # costs a slower path, never correctness.
-_integral_or_tiny: Final = re.compile(rb"\.0(?:[,\]}]|0{5})").search
+_integral_or_tiny_pattern: Final = re.compile(rb"\.0(?:[,\]}]|0{5})")
+_integral_or_tiny: Final = _integral_or_tiny_pattern.search
+_integral_or_tiny_all: Final = _integral_or_tiny_pattern.finditer
 _plain_in_js_big: Final = re.compile(rb"e\+(?:1?\d|20)[,\]}]").search
 _plain_in_js_small: Final = re.compile(rb"e-[1-6][,\]}]").search
-# Where the integral-float fix drops a ".0"; and the byte that makes quotes ambiguous.
-_dot_zero_ends: Final = re.compile(rb"\.0[,\]}]").finditer
+# The byte that makes quotes ambiguous.
 _BACKSLASH: Final = b"\\"
 # UTF-8 lead bytes of the characters above U+FFFF.
 _supplementary: Final = re.compile(rb"[\xf0-\xf4]").search
 _NULL: Final = b"null"
 # Single bytes are tested with `in`, which is a memchr: next to free, unlike any scan.
 _PLUS: Final = ord("+")
-_MINUS_ZERO: Final = b"-0.0"
+_MINUS: Final = ord("-")
+_ZERO: Final = ord("0")
 _LEAD_EE: Final = 0xEE
 _LEAD_EF: Final = 0xEF
 
@@ -124,32 +126,32 @@ def _integral_floats_fixed(value: Any, out: bytes) -> bytes | None:
     them (``100.0`` as ``100``), or ``None`` when that cannot be proved right.
 
     Feeds often carry whole amounts as floats (a price of ``4.0``), which orjson writes
-    with ``.0``. Dropping every ``.0`` before a delimiter is a C-speed pass; it is right
-    unless one of them sat inside a string, which parsing the result back and comparing it
-    with ``value`` would show (``100 == 100.0``, but a changed string or key differs).
-    ``-0.0`` (JavaScript writes ``0``) and plain-notation tiny numbers are left to the
-    walk.
-
-    Most texts need no parsing to prove it: without a backslash in orjson's text (which
-    escapes every quote inside a string), each ``"`` opens or closes a string, so a ``.0``
-    lies inside one exactly when an odd number of quotes precede it.
+    with ``.0``. Dropping every ``.0`` before a delimiter is right unless one of them sat
+    inside a string. Without a backslash in orjson's text (which escapes every quote inside
+    a string), each ``"`` opens or closes a string, so a ``.0`` lies inside one exactly when
+    an odd number of quotes precede it; the quotes are counted once, between matches.
+    With a backslash, the result is parsed back and compared with ``value`` (``100 ==
+    100.0``, but a changed string or key differs). ``-0.0`` (JavaScript writes ``0``) and
+    plain-notation tiny numbers (``.0`` and five more zeros) are left to the walk.
     """
-    if _MINUS_ZERO in out:
-        return None
     quotes_decide = _BACKSLASH not in out
     count = out.count
     pieces: list[bytes] = []
-    start = 0
-    for match in _dot_zero_ends(out):
+    start = quotes = 0
+    for match in _integral_or_tiny_all(out):
         at = match.start()
-        if quotes_decide and count(b'"', 0, at) & 1:
-            return None  # a ".0," inside a string: the walk writes this value
+        if out[at + 2] == _ZERO:
+            return None  # plain notation below 1e-6
+        if out[at - 1] == _ZERO and out[at - 2] == _MINUS:
+            return None  # -0.0 (a number token starts after "[", ":" or ",", so at >= 2)
+        if quotes_decide:
+            quotes += count(b'"', start, at)
+            if quotes & 1:
+                return None  # a ".0," inside a string: the walk writes this value
         pieces.append(out[start:at])
         start = at + 2
     pieces.append(out[start:])
     fixed = b"".join(pieces)
-    if _integral_or_tiny(fixed) is not None:
-        return None
     if quotes_decide:
         return fixed
     try:
