@@ -53,6 +53,9 @@ from .timeformat import (
 __all__ = ["TimestampStrategy"]
 
 _Instant = int | float
+_Stamps = list[tuple[TimestampValue, _Instant] | None]
+_Kept = tuple[list[Any], _Stamps, bool]
+_Selected = tuple[Page[Any], _Instant, list[Any], _Stamps, bool]
 _EXPECTED = '{"value": timestamp or null, "tie_break": text, number or null}'
 
 
@@ -98,6 +101,9 @@ class TimestampStrategy:
         self._key = config.field if config.parse is None and "." not in config.field else None
         tie = config.tie_break
         self._tie_key = tie if tie is not None and "." not in tie else None
+        # What the last select() kept and the stamps it read, until advance() takes them:
+        # (page, cutoff, kept, stamps, whether an item was too fresh).
+        self._selected: _Selected | None = None
 
     # -- reading values ------------------------------------------------------------------
 
@@ -213,16 +219,9 @@ class TimestampStrategy:
             return cursor
         if self._override(page) is not None:
             return cursor
-        best: tuple[TimestampValue, _Instant] | None = None
-        best_tie: TieBreakValue | None = None
-        for item in self.select(page, now):
-            stamp = self._stamp(item)
-            if stamp is None:
-                continue
-            if best is None or stamp[1] > best[1]:
-                best, best_tie = stamp, self._tie(item)
-            elif stamp[1] == best[1]:
-                best_tie = _larger_tie(best_tie, self._tie(item))
+        cutoff = self._cutoff(now)
+        kept, stamps, _ = self._kept(page, cutoff)
+        best, best_tie = self._largest(kept, stamps, cutoff)
         if best is None:
             return cursor
         reached = (best[1], best_tie)
@@ -231,6 +230,35 @@ class TimestampStrategy:
         if not self._ahead((self._stored_instant(cursor.value), cursor.tie_break), reached):
             return cursor  # the window is behind us
         return TimestampPosition(best[0], best_tie)
+
+    def _largest(
+        self,
+        items: Sequence[Any],
+        stamps: Sequence[tuple[TimestampValue, _Instant] | None],
+        cutoff: _Instant,
+    ) -> tuple[tuple[TimestampValue, _Instant] | None, TieBreakValue | None]:
+        """The largest stamp among ``items`` (``stamps`` holds each one's) not newer than
+        ``cutoff``, and the largest tie-break among the items that carry it."""
+        best: tuple[TimestampValue, _Instant] | None = None
+        best_ns: _Instant = 0
+        best_tie: TieBreakValue | None = None
+        tie_of = self._tie
+        for item, stamp in zip(items, stamps, strict=True):
+            if stamp is None:
+                continue
+            ns = stamp[1]
+            if ns > cutoff:
+                continue
+            if best is None or ns > best_ns:
+                best, best_ns, best_tie = stamp, ns, tie_of(item)
+            elif ns == best_ns:
+                tie = tie_of(item)
+                if type(tie) is str and type(best_tie) is str:
+                    if tie > best_tie:
+                        best_tie = tie
+                else:
+                    best_tie = _larger_tie(best_tie, tie)
+        return best, best_tie
 
     def _ahead(
         self,
@@ -244,12 +272,32 @@ class TimestampStrategy:
             return False
         return b[1] is None or _tie_rank(a[1]) > _tie_rank(b[1])
 
+    def _kept(self, page: Page[Any], cutoff: _Instant) -> _Kept:
+        """The items of ``page`` not newer than ``cutoff``, their stamps, and whether any
+        item was newer."""
+        kept: list[Any] = []
+        stamps: list[tuple[TimestampValue, _Instant] | None] = []
+        stamp_of = self._stamp
+        dropped = False
+        for item in page.items:
+            stamp = stamp_of(item)
+            if stamp is not None and stamp[1] > cutoff:
+                dropped = True
+                continue
+            kept.append(item)
+            stamps.append(stamp)
+        return kept, stamps, dropped
+
     def select(self, page: Page[Any], now: int) -> list[Any]:
         """Drop the items newer than ``now - lag``, unless the page carries a watermark."""
+        self._selected = None
         if self._override(page) is not None:
             return list(page.items)
         cutoff = self._cutoff(now)
-        return [item for item in page.items if not self._too_fresh(item, cutoff)]
+        kept, stamps, dropped = self._kept(page, cutoff)
+        # advance() usually follows with this very list: it reuses the stamps (see there).
+        self._selected = (page, cutoff, kept, stamps, dropped)
+        return kept
 
     def advance(
         self,
@@ -260,23 +308,26 @@ class TimestampStrategy:
         now: int,
     ) -> tuple[TimestampPosition, bool]:
         """Move the keyset to the largest kept ``(field, tie_break)``; never backwards."""
+        selected, self._selected = self._selected, None
         done = page.has_more is not True
         override = self._override(page)
         if override is not None:
             return TimestampPosition(override, None), done
         cutoff = self._cutoff(now)
-        if not done and any(self._too_fresh(item, cutoff) for item in page.items):
-            done = True
-        best: tuple[TimestampValue, _Instant] | None = None
-        best_tie: TieBreakValue | None = None
-        for item in kept:
-            stamp = self._stamp(item)
-            if stamp is None or stamp[1] > cutoff:
-                continue
-            if best is None or stamp[1] > best[1]:
-                best, best_tie = stamp, self._tie(item)
-            elif stamp[1] == best[1]:
-                best_tie = _larger_tie(best_tie, self._tie(item))
+        if (
+            selected is not None
+            and selected[0] is page
+            and selected[1] == cutoff
+            and selected[2] is kept
+            and len(kept) == len(selected[3])
+        ):
+            # ``kept`` is what select() just returned for this page: its stamps are known.
+            stamps, dropped = selected[3], selected[4]
+        else:
+            stamps = [self._stamp(item) for item in kept]
+            dropped = any(self._too_fresh(item, cutoff) for item in page.items)
+        done = done or dropped
+        best, best_tie = self._largest(kept, stamps, cutoff)
         if best is None:
             self._check_fields(page, kept)
             return cursor, done

@@ -106,6 +106,10 @@ class Change(Generic[T]):
             id then uses ``hash``).
         hash: The content hash of the item's fingerprint.
         revision: The identity's revision at this event (see the module docstring).
+        text: The item's JSON text as the snapshot row holds it (``dumps_typed``), when
+            payloads are retained and orjson wrote it (so ``orjson.loads`` reads it back
+            exactly); ``None`` otherwise. The event's ``data`` is then written from it
+            instead of serialising the item a second time.
     """
 
     type: ChangeType
@@ -115,6 +119,7 @@ class Change(Generic[T]):
     version: str | None
     hash: str
     revision: int = 0
+    text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,10 +225,24 @@ def recreated_revision(
     return tombstone.revision + 2
 
 
+def _payload(item: Any) -> tuple[str, str | None]:
+    """The snapshot payload of ``item``, and the same text again when orjson wrote it (an
+    event's ``data`` can then share it), ``None`` otherwise."""
+    raw, exact = wkjson.dumps_typed_bytes(item)
+    text = raw.decode()
+    return text, text if exact else None
+
+
 def _row(
-    candidate: Candidate[Any], schema_version: int, retain_payload: bool, now: int, revision: int
+    candidate: Candidate[Any],
+    schema_version: int,
+    retain_payload: bool,
+    now: int,
+    revision: int,
+    payload: str | None = None,
 ) -> ItemRow:
-    payload = wkjson.dumps_typed(candidate.item) if retain_payload else None
+    if payload is None and retain_payload:
+        payload = wkjson.dumps_typed(candidate.item)
     return ItemRow(
         identity=candidate.identity,
         version=candidate.version,
@@ -278,6 +297,7 @@ def diff_candidates(
         if row is None:
             tombstone = tombstones.get(identity) if tombstones else None
             revision = recreated_revision(tombstone, candidate, schema_version)
+            payload, text = _payload(candidate.item) if retain_payload else (None, None)
             result.changes.append(
                 Change(
                     "created",
@@ -287,9 +307,12 @@ def diff_candidates(
                     candidate.version,
                     candidate.hash,
                     revision,
+                    text,
                 )
             )
-            result.upserts.append(_row(candidate, schema_version, retain_payload, now, revision))
+            result.upserts.append(
+                _row(candidate, schema_version, retain_payload, now, revision, payload)
+            )
             continue
         kept = row.revision
         drifted = row.schema_version != schema_version
@@ -299,6 +322,7 @@ def diff_candidates(
             continue
         if row.hash != candidate.hash:
             previous = row.payload if retain_payload else None
+            payload, text = _payload(candidate.item) if retain_payload else (None, None)
             result.changes.append(
                 Change(
                     "updated",
@@ -308,9 +332,12 @@ def diff_candidates(
                     candidate.version,
                     candidate.hash,
                     kept + 1,
+                    text,
                 )
             )
-            result.upserts.append(_row(candidate, schema_version, retain_payload, now, kept + 1))
+            result.upserts.append(
+                _row(candidate, schema_version, retain_payload, now, kept + 1, payload)
+            )
             continue
         if drifted:
             # Nothing to tell the handler, but the row must move to the current schema

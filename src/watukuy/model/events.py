@@ -243,6 +243,7 @@ class EventWriter:
         sequence: int,
         data: Any,
         previous: Any,
+        data_text: str | None = None,
     ) -> tuple[str, WrittenEvent]:
         """The outbox text of one event, and what :meth:`read` reads it back from.
 
@@ -254,8 +255,14 @@ class EventWriter:
             data: The item (typed values are written the way :func:`event_to_json` writes
                 them).
             previous: The previous item, or ``None``.
+            data_text: ``data``'s text when the caller already has it as orjson writes it
+                with :func:`~watukuy.model.json.dumps_typed` (read back with
+                ``orjson.loads``); ``data`` is then not serialised again.
         """
-        data_text, data_slow = _write(data)
+        if data_text is None:
+            data_text, data_slow = _write(data)
+        else:
+            data_slow = None
         previous_text, previous_slow = _write(previous)
         text = (
             f'{{"id":"{id}","type":"{type}{self._after_type}{wkjson.dumps(subject)}'

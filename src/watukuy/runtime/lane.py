@@ -788,6 +788,7 @@ class LaneCycle:
                 sequence,
                 now,
                 observed,
+                change.text,
             )
             rows.append(row)
             events.append(event)
@@ -1006,11 +1007,13 @@ class LaneCycle:
         sequence: int,
         now: int,
         observed: list[Event[Any]] | None,
+        data_text: str | None = None,
     ) -> tuple[WrittenEvent, OutboxRow]:
         """A new event and its outbox row; the event is read back from the row when it is
         delivered (see :class:`EventWriter`). When ``observed`` is a list, the event as
         observed (the item as ``fetch`` and the schema made it) is appended to it, for the
-        ``on_event`` hooks."""
+        ``on_event`` hooks. ``data_text`` is ``data``'s text when the diff already wrote it
+        for the snapshot row (:attr:`~watukuy.diff.changes.Change.text`)."""
         poller = self._poller
         eid = event_id(
             poller.source,
@@ -1022,7 +1025,7 @@ class LaneCycle:
             0 if poller.ids.compat else revision,
         )
         writer = self._writer(now)
-        text, written = writer.write(eid, type_, identity, sequence, data, previous)
+        text, written = writer.write(eid, type_, identity, sequence, data, previous, data_text)
         if observed is not None:
             observed.append(dataclasses.replace(writer.read(written), data=data, previous=previous))
         return written, OutboxRow(event_id=eid, sequence=sequence, event=text, created_at=now)

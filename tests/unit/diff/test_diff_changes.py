@@ -246,14 +246,30 @@ def test_retained_payloads_are_written_and_returned_as_previous() -> None:
     existing = {"a": stored(before, payload='{"id":"a","name":"before"}')}
     result, _ = diff([after, other], existing, retain_payload=True)
 
+    after_text, other_text = '{"id":"a","name":"after"}', '{"id":"b","name":"B"}'
     assert result.changes == [
-        Change("updated", "a", after, '{"id":"a","name":"before"}', None, content_hash(after), 1),
-        Change("created", "b", other, None, None, content_hash(other)),
+        Change(
+            "updated",
+            "a",
+            after,
+            '{"id":"a","name":"before"}',
+            None,
+            content_hash(after),
+            1,
+            after_text,
+        ),
+        Change("created", "b", other, None, None, content_hash(other), 0, other_text),
     ]
-    assert [row.payload for row in result.upserts] == [
-        '{"id":"a","name":"after"}',
-        '{"id":"b","name":"B"}',
-    ]
+    assert [row.payload for row in result.upserts] == [after_text, other_text]
+
+
+def test_a_change_shares_its_text_only_when_orjson_wrote_it() -> None:
+    # An integer beyond 64 bits: orjson cannot write it, the stdlib does; the event's data
+    # is then written (and read back) on its own, exactly.
+    big = {"id": "a", "n": 2**70}
+    result, _ = diff([big], {}, retain_payload=True)
+    assert [change.text for change in result.changes] == [None]
+    assert [row.payload for row in result.upserts] == ['{"id":"a","n":1180591620717411303424}']
 
 
 def test_without_retained_payloads_previous_stays_empty() -> None:
@@ -312,7 +328,16 @@ def test_drifted_rows_emit_updated_only_when_the_hash_changed() -> None:
         [changed, same], existing, schema_version=2, on_schema_change="emit", retain_payload=True
     )
     assert result.changes == [
-        Change("updated", "changed", changed, '{"old":true}', None, content_hash(changed), 1)
+        Change(
+            "updated",
+            "changed",
+            changed,
+            '{"old":true}',
+            None,
+            content_hash(changed),
+            1,
+            '{"id":"changed","name":"new"}',
+        )
     ]
     assert result.rebaselined == ["same"]
     assert result.unchanged == []
