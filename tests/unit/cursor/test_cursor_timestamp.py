@@ -263,6 +263,43 @@ def test_a_page_that_lag_cut_short_ends_the_cycle() -> None:
     assert done is False
 
 
+def test_advance_reads_the_list_it_is_given_not_the_one_select_returned() -> None:
+    # advance() reuses the stamps select() read when it is handed select()'s very list (as
+    # the engine does); any other list, page or time is read afresh.
+    s = strategy(lag="30s", tie_break="id")
+    now = T0 + 60_000
+    items = [
+        {"id": "a", "updated_at": iso(1_000)},
+        {"id": "b", "updated_at": iso(2_000)},
+        {"id": "c", "updated_at": iso(45_000)},  # too fresh
+    ]
+    page = Page(items=items, has_more=True)
+    kept = s.select(page, now)
+    assert kept == items[:2]
+    fewer = kept[:1]  # the caller validated one item away
+    assert s.advance(s.initial(), page, fewer, fewer, now) == (
+        TimestampPosition(iso(1_000), "a"),
+        True,
+    )
+    s.select(page, now)
+    assert s.advance(s.initial(), page, kept, kept, now + 20_000) == (
+        TimestampPosition(iso(2_000), "b"),
+        False,  # 20 s later nothing is too fresh: the cycle goes on
+    )
+    assert s.select(page, now) is not kept
+    assert s.advance(s.initial(), page, kept, kept, now) == (
+        TimestampPosition(iso(2_000), "b"),
+        True,
+    )
+
+
+def test_text_tie_breaks_at_one_instant_keep_the_largest_in_any_order() -> None:
+    s = strategy(tie_break="id")
+    items = [{"id": name, "updated_at": iso(0)} for name in ("b", "d", "a", "c")]
+    _, cursor, _ = step(s, s.initial(), items)
+    assert cursor == TimestampPosition(iso(0), "d")
+
+
 # -- server-supplied watermark -----------------------------------------------------------
 
 
