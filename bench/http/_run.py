@@ -66,12 +66,17 @@ QUICK = Options(
     schedule_max="6s",
 )
 
-_results: list[tuple[str, bool, str]] = []
+# (label, met, figure); ``None`` for a figure that is reported, not held to a target.
+_results: list[tuple[str, bool | None, str]] = []
 
 
-def _check(label: str, ok: bool, figure: str) -> None:
+def _verdict(ok: bool | None) -> str:
+    return "report" if ok is None else "met   " if ok else "MISSED"
+
+
+def _check(label: str, ok: bool | None, figure: str) -> None:
     _results.append((label, ok, figure))
-    print(f"  {'met   ' if ok else 'MISSED'} {label}: {figure}", flush=True)
+    print(f"  {_verdict(ok)} {label}: {figure}", flush=True)
 
 
 def _row(who: str, m: Measured) -> str:
@@ -362,10 +367,19 @@ def _partition_figures(
     )
     tag = f"{count:,} partitions, {client} client"
     _check(f"{tag}: every tenant polled", never == 0, f"{never} never polled")
+    # The budget alone sets how long one round over every tenant takes at the least: past
+    # the limit, no scheduler could keep the gaps under it, and the figure is a report.
+    round_s = count / options.budget
     _check(
         f"{tag}: no gap over schedule.max x {GAP_SLACK}",
-        late == 0 and never == 0,
-        f"{late} waits over {limit:.1f} s (longest {worst:.1f} s)",
+        (late == 0 and never == 0) if round_s <= limit else None,
+        f"{late} waits over {limit:.1f} s (longest {worst:.1f} s)"
+        + (
+            ""
+            if round_s <= limit
+            else f"; at {options.budget} requests/s one round over {count:,} tenants takes "
+            f"{round_s:.1f} s at the least"
+        ),
     )
     _check(
         f"{tag}: loop lag p99 <= {LAG_P99_TARGET * 1000:.0f} ms",
@@ -393,5 +407,5 @@ def run(names: list[str], options: Options) -> int:
         print(f"== {name}: {time.perf_counter() - started:.0f} s\n", flush=True)
     print("== summary")
     for label, ok, figure in _results:
-        print(f"  {'met   ' if ok else 'MISSED'} {label}: {figure}")
-    return 0 if all(ok for _, ok, _ in _results) else 1
+        print(f"  {_verdict(ok)} {label}: {figure}")
+    return 0 if all(ok is not False for _, ok, _ in _results) else 1
