@@ -541,6 +541,30 @@ async def test_one_ack_call_longer_than_a_statement_chunk_removes_exactly_its_ro
     await store.close()
 
 
+@pytest.mark.parametrize("shared", [True, False])
+async def test_a_commit_longer_than_a_statement_writes_every_row_exactly(
+    db: Path, shared: bool
+) -> None:
+    # A commit's rows go in as many statements as the connection's parameter limit allows;
+    # the values its rows share (key, commit time, schema version) are bound once each.
+    store = SqliteStore(db)
+    lease = await _lease(store)
+    await store._call("limit", lambda conn: conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 40))
+    store._parameters = 40
+    at = (lambda n: T0) if shared else (lambda n: T0 + n % 3)
+    events = [outbox_row(f"e{n:03d}", n, created_at=at(n)) for n in range(1, 101)]
+    items = [
+        item_row(f"i{n:03d}", payload=f'{{"n":{n}}}', revision=n, seen_at=at(n))
+        for n in range(1, 101)
+    ]
+    await store.commit_poll(KEY, lease, batch(events=events, upserts=items))
+    assert await store.load_pending(KEY, 1000) == events
+    assert await store.load_versions(KEY, [row.identity for row in items]) == {
+        row.identity: row for row in items
+    }
+    await store.close()
+
+
 async def _reads(store: SqliteStore) -> tuple[object, ...]:
     """What every multi-row read of the store answers for KEY."""
     identities = [chunk async for chunk in store.stream_identities(KEY, batch_size=7)]

@@ -91,6 +91,12 @@ def _rows_sql(head: str, width: int, count: int, tail: str) -> str:
     return head + ", ".join(itertools.repeat(row, count)) + tail
 
 
+@functools.lru_cache(maxsize=256)
+def _selected_rows_sql(head: str, select: str, width: int, count: int, tail: str) -> str:
+    row = "(" + ", ".join("?" * width) + ")"
+    return f"{head}SELECT {select} FROM (VALUES {', '.join(itertools.repeat(row, count))}){tail}"
+
+
 @functools.lru_cache(maxsize=64)
 def _fenced_delete_sql(head: str, count: int, tail: str) -> str:
     return head + "(" + ",".join("?" * count) + ")" + tail
@@ -157,6 +163,32 @@ def _insert_rows(
         conn.execute(sql, list(itertools.chain.from_iterable(chunk)))
 
 
+def _insert_selected(
+    conn: sqlite3.Connection,
+    limit: int,
+    head: str,
+    select: str,
+    shared: tuple[Any, ...],
+    width: int,
+    values: Sequence[Any],
+    tail: str = "",
+) -> None:
+    """``head SELECT select FROM (VALUES ...) tail``: the ``shared`` parameters (the ones
+    ``select`` names, the same for every row) bound once per statement, then ``width`` of
+    ``values`` (flat, row after row) per row.
+
+    A commit's rows share their key, commit time and more; bound once, they leave the
+    library fewer parameters to bind, under the GIL, than a ``VALUES`` row of every column
+    (see :func:`_insert_rows`).
+    """
+    rows = len(values) // width
+    per = max(1, (limit - len(shared)) // width)
+    for start in range(0, rows, per):
+        count = min(per, rows - start)
+        sql = _selected_rows_sql(head, select, width, count, tail)
+        conn.execute(sql, (*shared, *values[start * width : (start + count) * width]))
+
+
 def _in_lists(
     conn: sqlite3.Connection,
     limit: int,
@@ -170,6 +202,71 @@ def _in_lists(
     for start in range(0, len(values), step):
         chunk = values[start : start + step]
         conn.execute(head + "(" + ",".join("?" * len(chunk)) + ")", (*fixed, *chunk))
+
+
+# What the SELECT of a commit's item and event inserts writes into each column, by how many
+# parameters the rows share: the key alone, or with the values every row has in common.
+_ITEM_SELECT: Final = {
+    2: "?, ?, column1, column2, column3, column4, column5, column6, column7",
+    4: "?, ?, column1, column2, column3, ?, column4, ?, column5",
+}
+_ITEM_WIDTH: Final = {2: 7, 4: 5}
+_EVENT_SELECT: Final = {
+    2: "?, ?, column1, column2, column3, column4, column5, column6, column7",
+    4: "?, ?, column1, column2, column3, ?, NULL, NULL, ?",
+}
+_EVENT_WIDTH: Final = {2: 7, 4: 3}
+
+
+def _item_values(
+    p: str, q: str, rows: Sequence[ItemRow]
+) -> tuple[tuple[Any, ...], list[Any]] | None:
+    """The shared parameters and the flat per-row values of a commit's item upserts.
+
+    A page's rows share their schema version and ``seen_at`` (the commit time); rows that
+    do not are written with every column their own."""
+    if not rows:
+        return None
+    first = rows[0]
+    schema_version, seen_at = first.schema_version, first.seen_at
+    values: list[Any] = []
+    add = values.extend
+    if all(r.schema_version == schema_version and r.seen_at == seen_at for r in rows):
+        for r in rows:
+            add((r.identity, r.version, r.hash, r.payload, r.revision))
+        return (p, q, schema_version, seen_at), values
+    for r in rows:
+        add((r.identity, r.version, r.hash, r.schema_version, r.payload, r.seen_at, r.revision))
+    return (p, q), values
+
+
+def _event_values(
+    p: str, q: str, rows: Sequence[OutboxRow]
+) -> tuple[tuple[Any, ...], list[Any]] | None:
+    """The shared parameters and the flat per-row values of a commit's new outbox rows.
+
+    New events share their attempts (none yet) and creation time, and have no retry time
+    nor error; rows that do not are written with every column their own."""
+    if not rows:
+        return None
+    first = rows[0]
+    attempts, created_at = first.attempts, first.created_at
+    values: list[Any] = []
+    add = values.extend
+    if all(
+        r.attempts == attempts
+        and r.created_at == created_at
+        and r.next_attempt_at is None
+        and r.last_error is None
+        for r in rows
+    ):
+        for r in rows:
+            add((r.event_id, r.sequence, r.event))
+        return (p, q, attempts, created_at), values
+    for r in rows:
+        error = None if r.last_error is None else wkjson.dumps(r.last_error)
+        add((r.event_id, r.sequence, r.event, r.attempts, r.next_attempt_at, error, r.created_at))
+    return (p, q), values
 
 
 def sqlite_migrations(table_prefix: str = "watukuy_") -> list[tuple[int, str]]:
@@ -271,9 +368,9 @@ class _Sql:
             f"DELETE FROM {i} WHERE {_K}",
         ]
         # An upsert keeps the row's seen mark; only the marks of CommitBatch.seen move it.
-        self.upsert_item_head = (
+        self.insert_item_columns = (
             f'INSERT INTO {i} (poller, "partition", identity, version, hash, '
-            "schema_version, payload, seen_at, revision) VALUES "
+            "schema_version, payload, seen_at, revision) "
         )
         self.upsert_item_tail = (
             ' ON CONFLICT (poller, "partition", identity) DO UPDATE SET '
@@ -312,6 +409,10 @@ class _Sql:
             "next_attempt_at, last_error, created_at) VALUES "
         )
         self.upsert_event = self.upsert_event_head + "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        self.insert_event_columns = (
+            f'INSERT OR REPLACE INTO {o} (poller, "partition", event_id, seq, event, attempts, '
+            "next_attempt_at, last_error, created_at) "
+        )
         self.pending = (
             f"SELECT {_OUTBOX_COLUMNS} FROM {o} WHERE {_K} ORDER BY seq, event_id LIMIT ?"
         )
@@ -902,38 +1003,12 @@ class SqliteStore:
     ) -> None:
         p, q = key.poller, key.partition
         # Rows are built before the write lock is taken, so the lock is held only for SQL.
-        items = [
-            (
-                p,
-                q,
-                r.identity,
-                r.version,
-                r.hash,
-                r.schema_version,
-                r.payload,
-                r.seen_at,
-                r.revision,
-            )
-            for r in batch.upserts
-        ]
+        items = _item_values(p, q, batch.upserts)
         now = batch.now
         seen = list(dict.fromkeys(batch.seen))
         deletes = list(dict.fromkeys(batch.deletes))
         revived = list(dict.fromkeys(batch.revived))
-        events = [
-            (
-                p,
-                q,
-                r.event_id,
-                r.sequence,
-                r.event,
-                r.attempts,
-                r.next_attempt_at,
-                None if r.last_error is None else wkjson.dumps(r.last_error),
-                r.created_at,
-            )
-            for r in batch.events
-        ]
+        events = _event_values(p, q, batch.events)
         log = [(p, q, r.sequence, r.event, now) for r in batch.events] if batch.log else None
         parked = [
             (
@@ -962,8 +1037,19 @@ class SqliteStore:
                 state = self._fence(conn, key, lease)
                 if patch:
                     self._patch(conn, key, state, patch)
-            if items:
-                _insert_rows(conn, limit, sql.upsert_item_head, items, sql.upsert_item_tail)
+            if items is not None:
+                shared, values = items
+                # "WHERE true": an upsert after a SELECT needs a WHERE to parse.
+                _insert_selected(
+                    conn,
+                    limit,
+                    sql.insert_item_columns,
+                    _ITEM_SELECT[len(shared)],
+                    shared,
+                    _ITEM_WIDTH[len(shared)],
+                    values,
+                    " WHERE true" + sql.upsert_item_tail,
+                )
             if revived:
                 _in_lists(conn, limit, sql.revive_in, k, revived)
             if seen:
@@ -971,8 +1057,17 @@ class SqliteStore:
             if deletes:
                 _in_lists(conn, limit, sql.entomb_items_in, (now, *k), deletes)
                 _in_lists(conn, limit, sql.delete_items_in, k, deletes)
-            if events:
-                _insert_rows(conn, limit, sql.upsert_event_head, events)
+            if events is not None:
+                shared, values = events
+                _insert_selected(
+                    conn,
+                    limit,
+                    sql.insert_event_columns,
+                    _EVENT_SELECT[len(shared)],
+                    shared,
+                    _EVENT_WIDTH[len(shared)],
+                    values,
+                )
             if log:
                 _insert_rows(conn, limit, sql.append_log_head, log)
             if parked:

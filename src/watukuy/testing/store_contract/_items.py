@@ -38,6 +38,22 @@ class ItemContract:
         found = await store.load_versions(KEY, ["a", "b", "c", "missing", "a"])
         assert found == {row.identity: row for row in rows}
         assert await store.load_versions(KEY, []) == {}
+
+    async def test_a_page_of_rows_sharing_their_commit_fields_reads_back_exactly(
+        self, store: StateStore
+    ) -> None:
+        # What a page writes: one schema version and one seen_at, then an upsert of some.
+        lease = await _acquire(store)
+        rows = [
+            item_row("a", payload='{"id":"a"}'),
+            item_row("b", version=None, payload=None, revision=4),
+            item_row("c", hash="h\u00e9", payload='{"n":"\u00e9"}', revision=2),
+        ]
+        await store.commit_poll(KEY, lease, batch(upserts=rows))
+        assert await store.load_versions(KEY, ["a", "b", "c"]) == {r.identity: r for r in rows}
+        again = [dataclasses.replace(rows[0], hash="h2", seen_at=T0 + 9, revision=1)]
+        await store.commit_poll(KEY, lease, batch(upserts=again))
+        assert await store.load_versions(KEY, ["a", "b"]) == {"a": again[0], "b": rows[1]}
         assert await store.load_versions(KEY_B, ["a"]) == {}
 
     async def test_load_versions_handles_many_identities(self, store: StateStore) -> None:

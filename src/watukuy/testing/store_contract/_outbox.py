@@ -31,6 +31,19 @@ class OutboxContract:
         assert await store.load_pending(KEY_B, 10) == []
         assert await store.count_pending(KEY) == 4
 
+    async def test_a_page_of_new_events_reads_back_exactly(self, store: StateStore) -> None:
+        # What a page writes: new events sharing their creation time, no attempt yet.
+        lease = await _acquire(store)
+        rows = [outbox_row(f"e{n}", n, created_at=T0) for n in (1, 2, 3)]
+        await store.commit_poll(KEY, lease, batch(events=rows))
+        assert await store.load_pending(KEY, 10) == rows
+        mixed = [
+            outbox_row("e4", 4, created_at=T0),
+            outbox_row("e5", 5, created_at=T0, attempts=2),
+        ]
+        await store.commit_poll(KEY, lease, batch(events=mixed))
+        assert await store.load_pending(KEY, 10) == rows + mixed
+
     async def test_load_pending_pages_by_sequence(self, store: StateStore) -> None:
         lease = await _acquire(store)
         rows = [outbox_row(f"e{n}", n) for n in (9, 3, 12, 5, 1)]
