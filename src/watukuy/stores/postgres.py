@@ -714,20 +714,7 @@ class PostgresStore:
         fields = self._encoded_patch(batch.state_patch)
         statements: list[tuple[str, tuple[Any, ...]]] = []
         if items:
-            statements.append(
-                (
-                    "upsert_items",
-                    (
-                        [_enc(r.identity) for r in items],
-                        [None if r.version is None else _enc(r.version) for r in items],
-                        [r.hash for r in items],
-                        [r.schema_version for r in items],
-                        [r.payload for r in items],
-                        [r.seen_at for r in items],
-                        [r.revision for r in items],
-                    ),
-                )
-            )
+            statements.append(_item_statement(items))
         revived = list(dict.fromkeys(batch.revived))
         if revived:
             statements.append(("revive", (_encoded(revived),)))
@@ -737,20 +724,7 @@ class PostgresStore:
         if deleted:
             statements.append(("delete_items", (_encoded(deleted), batch.now)))
         if events:
-            statements.append(
-                (
-                    "upsert_outbox",
-                    (
-                        [r.event_id for r in events],
-                        [r.sequence for r in events],
-                        [r.event for r in events],
-                        [r.attempts for r in events],
-                        [r.next_attempt_at for r in events],
-                        [_json_or_none(r.last_error) for r in events],
-                        [r.created_at for r in events],
-                    ),
-                )
-            )
+            statements.append(_event_statement(events))
         if logged:
             seqs, texts = [r.sequence for r in logged], [r.event for r in logged]
             statements.append(("upsert_log", (batch.now, seqs, texts)))
@@ -917,6 +891,64 @@ def _k(key: PKey) -> tuple[str, str]:
 
 
 _NUL, _ESC = "\x00", "\x01"
+
+
+def _item_statement(items: Sequence[ItemRow]) -> tuple[str, tuple[Any, ...]]:
+    """The upsert of a commit's snapshot rows: one array per column, except the schema
+    version and ``seen_at`` when every row has the same (a page's rows do), bound once.
+    Arrays cost the driver a dump per element; these are 2,000 fewer per 1,000 rows."""
+    identities = [_enc(r.identity) for r in items]
+    versions = [None if r.version is None else _enc(r.version) for r in items]
+    hashes = [r.hash for r in items]
+    payloads = [r.payload for r in items]
+    revisions = [r.revision for r in items]
+    schema_version, seen_at = items[0].schema_version, items[0].seen_at
+    if all(r.schema_version == schema_version and r.seen_at == seen_at for r in items):
+        return (
+            "upsert_items_shared",
+            (schema_version, seen_at, identities, versions, hashes, payloads, revisions),
+        )
+    return (
+        "upsert_items",
+        (
+            identities,
+            versions,
+            hashes,
+            [r.schema_version for r in items],
+            payloads,
+            [r.seen_at for r in items],
+            revisions,
+        ),
+    )
+
+
+def _event_statement(events: Sequence[OutboxRow]) -> tuple[str, tuple[Any, ...]]:
+    """The upsert of a commit's outbox rows: new events (no attempt, retry time nor error
+    yet, one creation time) bind those once and three arrays; others one array per column."""
+    ids = [r.event_id for r in events]
+    sequences = [r.sequence for r in events]
+    texts = [r.event for r in events]
+    attempts, created_at = events[0].attempts, events[0].created_at
+    if all(
+        r.attempts == attempts
+        and r.created_at == created_at
+        and r.next_attempt_at is None
+        and r.last_error is None
+        for r in events
+    ):
+        return "upsert_outbox_new", (attempts, created_at, ids, sequences, texts)
+    return (
+        "upsert_outbox",
+        (
+            ids,
+            sequences,
+            texts,
+            [r.attempts for r in events],
+            [r.next_attempt_at for r in events],
+            [_json_or_none(r.last_error) for r in events],
+            [r.created_at for r in events],
+        ),
+    )
 
 
 def _enc(text: str) -> str:

@@ -210,6 +210,22 @@ ON CONFLICT (poller, "partition", identity) DO UPDATE SET
     seen_at = EXCLUDED.seen_at,
     revision = EXCLUDED.revision
 
+-- name: upsert_items_shared
+-- upsert_items for rows that share their schema version and seen_at (a page's rows do):
+-- those two are bound once instead of as an array each.
+INSERT INTO {items}
+    (poller, "partition", identity, version, hash, schema_version, payload, seen_at, revision)
+SELECT %s, %s, u.identity, u.version, u.hash, %s, u.payload::json, %s, u.revision
+FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[])
+    AS u(identity, version, hash, payload, revision)
+ON CONFLICT (poller, "partition", identity) DO UPDATE SET
+    version = EXCLUDED.version,
+    hash = EXCLUDED.hash,
+    schema_version = EXCLUDED.schema_version,
+    payload = EXCLUDED.payload,
+    seen_at = EXCLUDED.seen_at,
+    revision = EXCLUDED.revision
+
 -- name: delete_items
 -- Each deleted row leaves a 'deleted' tombstone stamped with the commit time.
 WITH gone AS (
@@ -249,6 +265,22 @@ SELECT %s, %s, u.event_id, u.seq, u.event::json, u.attempts, u.next_attempt_at,
 FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::integer[], %b::bigint[], %b::text[],
     %b::bigint[])
     AS u(event_id, seq, event, attempts, next_attempt_at, last_error, created_at)
+ON CONFLICT (poller, "partition", event_id) DO UPDATE SET
+    seq = EXCLUDED.seq,
+    event = EXCLUDED.event,
+    status = 'pending',
+    attempts = EXCLUDED.attempts,
+    next_attempt_at = EXCLUDED.next_attempt_at,
+    last_error = EXCLUDED.last_error,
+    created_at = EXCLUDED.created_at
+
+-- name: upsert_outbox_new
+-- upsert_outbox for new events sharing their attempts and creation time, with no retry
+-- time nor error (a page's events are): those are bound once.
+INSERT INTO {outbox} (poller, "partition", event_id, seq, event, attempts, next_attempt_at,
+    last_error, created_at)
+SELECT %s, %s, u.event_id, u.seq, u.event::json, %s, NULL, NULL, %s
+FROM unnest(%b::text[], %b::bigint[], %b::text[]) AS u(event_id, seq, event)
 ON CONFLICT (poller, "partition", event_id) DO UPDATE SET
     seq = EXCLUDED.seq,
     event = EXCLUDED.event,
