@@ -69,6 +69,7 @@ from watukuy.model.rows import (
     state_from_fields,
     state_to_fields,
 )
+from watukuy.stores._commit_rows import shared_event_fields, shared_item_fields
 from watukuy.stores._errors import store_errors
 from watukuy.stores._pg_timeouts import (
     Guard,
@@ -902,12 +903,9 @@ def _item_statement(items: Sequence[ItemRow]) -> tuple[str, tuple[Any, ...]]:
     hashes = [r.hash for r in items]
     payloads = [r.payload for r in items]
     revisions = [r.revision for r in items]
-    schema_version, seen_at = items[0].schema_version, items[0].seen_at
-    if all(r.schema_version == schema_version and r.seen_at == seen_at for r in items):
-        return (
-            "upsert_items_shared",
-            (schema_version, seen_at, identities, versions, hashes, payloads, revisions),
-        )
+    shared = shared_item_fields(items)
+    if shared is not None:
+        return "upsert_items_shared", (*shared, identities, versions, hashes, payloads, revisions)
     return (
         "upsert_items",
         (
@@ -928,15 +926,9 @@ def _event_statement(events: Sequence[OutboxRow]) -> tuple[str, tuple[Any, ...]]
     ids = [r.event_id for r in events]
     sequences = [r.sequence for r in events]
     texts = [r.event for r in events]
-    attempts, created_at = events[0].attempts, events[0].created_at
-    if all(
-        r.attempts == attempts
-        and r.created_at == created_at
-        and r.next_attempt_at is None
-        and r.last_error is None
-        for r in events
-    ):
-        return "upsert_outbox_new", (attempts, created_at, ids, sequences, texts)
+    shared = shared_event_fields(events)
+    if shared is not None:
+        return "upsert_outbox_new", (*shared, ids, sequences, texts)
     return (
         "upsert_outbox",
         (

@@ -58,6 +58,7 @@ from watukuy.model.rows import (
     state_from_fields,
     state_to_fields,
 )
+from watukuy.stores._commit_rows import shared_event_fields, shared_item_fields
 from watukuy.stores._errors import store_errors, wrap_store_error
 
 __all__ = ["SqliteStore", "sqlite_migrations"]
@@ -164,27 +165,21 @@ def _insert_rows(
 
 
 def _insert_selected(
-    conn: sqlite3.Connection,
-    limit: int,
-    head: str,
-    select: str,
-    shared: tuple[Any, ...],
-    width: int,
-    values: Sequence[Any],
-    tail: str = "",
+    conn: sqlite3.Connection, limit: int, head: str, rows: _Rows, tail: str = ""
 ) -> None:
-    """``head SELECT select FROM (VALUES ...) tail``: the ``shared`` parameters (the ones
-    ``select`` names, the same for every row) bound once per statement, then ``width`` of
-    ``values`` (flat, row after row) per row.
+    """``head SELECT ... FROM (VALUES ...) tail`` for ``rows``: the values they share bound
+    once per statement, then each row's own, as many rows per statement as ``limit``
+    parameters allow.
 
     A commit's rows share their key, commit time and more; bound once, they leave the
     library fewer parameters to bind, under the GIL, than a ``VALUES`` row of every column
     (see :func:`_insert_rows`).
     """
-    rows = len(values) // width
+    select, width, shared, values = rows
+    count_all = len(values) // width
     per = max(1, (limit - len(shared)) // width)
-    for start in range(0, rows, per):
-        count = min(per, rows - start)
+    for start in range(0, count_all, per):
+        count = min(per, count_all - start)
         sql = _selected_rows_sql(head, select, width, count, tail)
         conn.execute(sql, (*shared, *values[start * width : (start + count) * width]))
 
@@ -204,69 +199,44 @@ def _in_lists(
         conn.execute(head + "(" + ",".join("?" * len(chunk)) + ")", (*fixed, *chunk))
 
 
-# What the SELECT of a commit's item and event inserts writes into each column, by how many
-# parameters the rows share: the key alone, or with the values every row has in common.
-_ITEM_SELECT: Final = {
-    2: "?, ?, column1, column2, column3, column4, column5, column6, column7",
-    4: "?, ?, column1, column2, column3, ?, column4, ?, column5",
-}
-_ITEM_WIDTH: Final = {2: 7, 4: 5}
-_EVENT_SELECT: Final = {
-    2: "?, ?, column1, column2, column3, column4, column5, column6, column7",
-    4: "?, ?, column1, column2, column3, ?, NULL, NULL, ?",
-}
-_EVENT_WIDTH: Final = {2: 7, 4: 3}
+# A commit's rows for one INSERT ... SELECT: what the SELECT writes into each column, how
+# many values each row binds, the values every row shares (bound once per statement, the
+# key first), and the rows' own values, flat.
+_Rows = tuple[str, int, tuple[Any, ...], list[Any]]
 
 
-def _item_values(
-    p: str, q: str, rows: Sequence[ItemRow]
-) -> tuple[tuple[Any, ...], list[Any]] | None:
-    """The shared parameters and the flat per-row values of a commit's item upserts.
-
-    A page's rows share their schema version and ``seen_at`` (the commit time); rows that
-    do not are written with every column their own."""
+def _item_rows(p: str, q: str, rows: Sequence[ItemRow]) -> _Rows | None:
+    """A commit's snapshot rows, sharing what they all have (see ``_commit_rows``)."""
     if not rows:
         return None
-    first = rows[0]
-    schema_version, seen_at = first.schema_version, first.seen_at
     values: list[Any] = []
     add = values.extend
-    if all(r.schema_version == schema_version and r.seen_at == seen_at for r in rows):
+    shared = shared_item_fields(rows)
+    if shared is not None:
         for r in rows:
             add((r.identity, r.version, r.hash, r.payload, r.revision))
-        return (p, q, schema_version, seen_at), values
+        select = "?, ?, column1, column2, column3, ?, column4, ?, column5"
+        return select, 5, (p, q, *shared), values
     for r in rows:
         add((r.identity, r.version, r.hash, r.schema_version, r.payload, r.seen_at, r.revision))
-    return (p, q), values
+    return "?, ?, column1, column2, column3, column4, column5, column6, column7", 7, (p, q), values
 
 
-def _event_values(
-    p: str, q: str, rows: Sequence[OutboxRow]
-) -> tuple[tuple[Any, ...], list[Any]] | None:
-    """The shared parameters and the flat per-row values of a commit's new outbox rows.
-
-    New events share their attempts (none yet) and creation time, and have no retry time
-    nor error; rows that do not are written with every column their own."""
+def _event_rows(p: str, q: str, rows: Sequence[OutboxRow]) -> _Rows | None:
+    """A commit's new outbox rows, sharing what they all have (see ``_commit_rows``)."""
     if not rows:
         return None
-    first = rows[0]
-    attempts, created_at = first.attempts, first.created_at
     values: list[Any] = []
     add = values.extend
-    if all(
-        r.attempts == attempts
-        and r.created_at == created_at
-        and r.next_attempt_at is None
-        and r.last_error is None
-        for r in rows
-    ):
+    shared = shared_event_fields(rows)
+    if shared is not None:
         for r in rows:
             add((r.event_id, r.sequence, r.event))
-        return (p, q, attempts, created_at), values
+        return "?, ?, column1, column2, column3, ?, NULL, NULL, ?", 3, (p, q, *shared), values
     for r in rows:
         error = None if r.last_error is None else wkjson.dumps(r.last_error)
         add((r.event_id, r.sequence, r.event, r.attempts, r.next_attempt_at, error, r.created_at))
-    return (p, q), values
+    return "?, ?, column1, column2, column3, column4, column5, column6, column7", 7, (p, q), values
 
 
 def sqlite_migrations(table_prefix: str = "watukuy_") -> list[tuple[int, str]]:
@@ -1003,12 +973,12 @@ class SqliteStore:
     ) -> None:
         p, q = key.poller, key.partition
         # Rows are built before the write lock is taken, so the lock is held only for SQL.
-        items = _item_values(p, q, batch.upserts)
+        items = _item_rows(p, q, batch.upserts)
         now = batch.now
         seen = list(dict.fromkeys(batch.seen))
         deletes = list(dict.fromkeys(batch.deletes))
         revived = list(dict.fromkeys(batch.revived))
-        events = _event_values(p, q, batch.events)
+        events = _event_rows(p, q, batch.events)
         log = [(p, q, r.sequence, r.event, now) for r in batch.events] if batch.log else None
         parked = [
             (
@@ -1038,16 +1008,12 @@ class SqliteStore:
                 if patch:
                     self._patch(conn, key, state, patch)
             if items is not None:
-                shared, values = items
                 # "WHERE true": an upsert after a SELECT needs a WHERE to parse.
                 _insert_selected(
                     conn,
                     limit,
                     sql.insert_item_columns,
-                    _ITEM_SELECT[len(shared)],
-                    shared,
-                    _ITEM_WIDTH[len(shared)],
-                    values,
+                    items,
                     " WHERE true" + sql.upsert_item_tail,
                 )
             if revived:
@@ -1058,16 +1024,7 @@ class SqliteStore:
                 _in_lists(conn, limit, sql.entomb_items_in, (now, *k), deletes)
                 _in_lists(conn, limit, sql.delete_items_in, k, deletes)
             if events is not None:
-                shared, values = events
-                _insert_selected(
-                    conn,
-                    limit,
-                    sql.insert_event_columns,
-                    _EVENT_SELECT[len(shared)],
-                    shared,
-                    _EVENT_WIDTH[len(shared)],
-                    values,
-                )
+                _insert_selected(conn, limit, sql.insert_event_columns, events)
             if log:
                 _insert_rows(conn, limit, sql.append_log_head, log)
             if parked:
