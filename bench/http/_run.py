@@ -370,13 +370,14 @@ def _partition_figures(
     # The budget alone sets how long one round over every tenant takes at the least: past
     # the limit, no scheduler could keep the gaps under it, and the figure is a report.
     round_s = count / options.budget
+    coverable = round_s <= limit
     _check(
         f"{tag}: no gap over schedule.max x {GAP_SLACK}",
-        (late == 0 and never == 0) if round_s <= limit else None,
+        (late == 0 and never == 0) if coverable else None,
         f"{late} waits over {limit:.1f} s (longest {worst:.1f} s)"
         + (
             ""
-            if round_s <= limit
+            if coverable
             else f"; at {options.budget} requests/s one round over {count:,} tenants takes "
             f"{round_s:.1f} s at the least"
         ),

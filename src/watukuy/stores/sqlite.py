@@ -374,15 +374,11 @@ class _Sql:
             f"SELECT identity FROM {i} WHERE {_K} AND identity > ? ORDER BY identity LIMIT ?"
         )
         self.count_items = f"SELECT COUNT(*) FROM {i} WHERE {_K}"
-        self.upsert_event_head = (
-            f'INSERT OR REPLACE INTO {o} (poller, "partition", event_id, seq, event, attempts, '
-            "next_attempt_at, last_error, created_at) VALUES "
-        )
-        self.upsert_event = self.upsert_event_head + "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
         self.insert_event_columns = (
             f'INSERT OR REPLACE INTO {o} (poller, "partition", event_id, seq, event, attempts, '
             "next_attempt_at, last_error, created_at) "
         )
+        self.upsert_event = self.insert_event_columns + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
         self.pending = (
             f"SELECT {_OUTBOX_COLUMNS} FROM {o} WHERE {_K} ORDER BY seq, event_id LIMIT ?"
         )
