@@ -41,6 +41,7 @@ unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
 
 test: lint typecheck arch
+	scripts/ensure-browser
 	$(BIN)/pytest -q
 
 format: $(STAMP)

@@ -204,6 +204,7 @@ class ReplicasRun:
         """JSON-ready details."""
         return {
             "kind": self.kind,
+            "lease_ttl_ms": self.lease_ttl_ms,
             "polls": self.polls,
             "requests": self.requests,
             "statuses": self.statuses,

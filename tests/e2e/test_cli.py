@@ -628,4 +628,4 @@ def test_an_unreachable_postgres_is_one_line(sh: Shell) -> None:
         env={"WATUKUY_CONNECT_TIMEOUT": "1s"},
     )
     assert_mistake(result, "no answer from postgresql://postgres@127.0.0.1:1/test within 1s")
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 60  # it gives up instead of hanging

@@ -122,8 +122,10 @@ def test_demo_survives_sigkill_without_losing_or_renaming_events(tmp_path: Path)
             record = _line(first.stdout)
             kinds.append(record["kind"])
             if record["kind"] == "event" and kinds.count("event") == 1:
-                assert time.monotonic() - started_at < 5, "the first event took too long"
-        assert time.monotonic() - started_at < 15
+                # Generous bounds: they catch a demo that stalls, not a slow machine (how
+                # fast the first events come is a figure, not an assertion).
+                assert time.monotonic() - started_at < 60, "no first event within a minute"
+        assert time.monotonic() - started_at < 120
     finally:
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=10)
