@@ -209,6 +209,9 @@ class EngineCore(Operations):
         self._status = EngineStatus.IDLE
         # daemon state
         self._loop_task: asyncio.Task[None] | None = None
+        # (when the loop last went to sleep, when it planned to come round): inspect()
+        # judges from it whether the loop is alive (see scheduler.loop_grace).
+        self._loop_beat: tuple[int, int] | None = None
         self._running: dict[PKey, asyncio.Task[KeyRunResult]] = {}
         self._wake = asyncio.Event()
         self._heap: list[tuple[int, int, PKey]] = []
@@ -1064,6 +1067,7 @@ class EngineCore(Operations):
         return min(candidates)
 
     async def _sleep_until(self, at: int) -> None:
+        self._loop_beat = (self.clock.now(), at)
         delay = at - self.clock.now()
         if delay <= 0 or self._wake.is_set():
             await self.clock.sleep(0)
