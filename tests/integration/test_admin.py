@@ -435,3 +435,22 @@ async def test_a_rows_own_button_acts_on_that_row_alone() -> None:
         )
     assert "Discard <strong>1</strong> parked row" in asked.text
     assert f'name="ids" value="{second.id}"' in asked.text
+
+
+async def test_a_key_no_engine_polls_shows_overdue_not_ok() -> None:
+    engine = make_engine()
+    await engine.tick()  # polled once; due again in 30 s, and then nobody polls it
+    async with client_for(admin_app(engine, auth=None), "/") as client:
+        before = await client.get("")
+    await engine.clock.advance("5m")  # type: ignore[attr-defined]
+    # A page of its own: the first snapshot behind the filtered view is taken now.
+    async with client_for(admin_app(engine, auth=None), "/") as client:
+        overview = await client.get("")
+        key_page = await client.get("key", params={"poller": "orders"})
+        listed = await client.get("", params={"status": "overdue"})
+    assert 'data-status="ok"' in before.text
+    assert 'data-key="orders/" data-status="overdue"' in overview.text
+    assert "overdue 4.5m" in overview.text
+    assert 'class="badge s-overdue">overdue' in key_page.text
+    assert "due 4.5m ago and no engine is polling it (grace 1.0m)" in key_page.text
+    assert 'data-key="orders/"' in listed.text

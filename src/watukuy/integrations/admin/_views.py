@@ -181,6 +181,7 @@ class Pages:
             or (definition is None and bool(events)),
             chart=_format.lag_chart(self.history.readings(key), has_lag=summary.lag_ms is not None),
             can_backfill=backend.can_backfill(key.poller),
+            grace_ms=backend.overdue_grace_ms,
         )
 
     async def parked(self, request: Request) -> Response:
