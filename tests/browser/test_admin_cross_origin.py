@@ -1,7 +1,10 @@
 """Pages on other origins against the admin page, in real servers and a real Chromium.
 
-Three uvicorn servers on 127.0.0.1 in one thread and event loop, beside one engine on a
-SqliteStore whose key ``orders`` was polled once (a live cursor, one item in its snapshot):
+Three uvicorn servers on 127.0.0.1 in one thread and event loop, beside the engine of
+conftest.py (on a SqliteStore), polled once: the key ``orders/globex`` has a live cursor
+and items in its snapshot.
+
+
 
 - **open**: ``admin_app(engine, auth=None)`` at ``/``: what ``watukuy ui`` serves on
   127.0.0.1 without ``--token``;
@@ -21,25 +24,22 @@ from __future__ import annotations
 import asyncio
 import html
 import re
-import socket
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 import watukuy as wk
-from watukuy._system import SystemClock
 from watukuy.model.rows import PKey
-from watukuy.testing import FakeApi, fake_items
 
-from .conftest import CHROMEDRIVER, CHROMIUM, _unavailable
+from .conftest import AUTH_COOKIE, _build, chromium, in_a_thread, serve
 from .test_admin_page import wait_for
 
-AUTH = {"operator": "let-me-in"}
+AUTH = dict([AUTH_COOKIE])
+KEY = PKey("orders", "globex")
+KEY_PAGE = "key?poller=orders&partition=globex"
 
 
 @dataclass
@@ -58,48 +58,11 @@ class Servers:
 
         async def read() -> tuple[str | None, int, bool]:
             store = self.engine.store
-            state = await store.load_state(PKey("orders"))
+            state = await store.load_state(KEY)
             assert state is not None
-            items = await store.count_items(PKey("orders"))
-            return state.cursors.get("live"), items, state.paused
+            return state.cursors.get("live"), await store.count_items(KEY), state.paused
 
         return asyncio.run_coroutine_threadsafe(read(), self.loop).result(10)
-
-
-def _engine(db: Path) -> wk.Engine:
-    clock = SystemClock()
-    api = FakeApi(clock, items=fake_items(1, start=clock.now() - 60_000))
-
-    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
-        page = api.list_since(ctx.cursor.value, ctx.cursor.tie_break, limit=10)
-        return wk.Page(page.data, has_more=page.has_more)
-
-    orders = wk.define_poller(
-        name="orders",
-        fetch=fetch,
-        identity=lambda item: item["id"],
-        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
-        schedule=wk.Schedule(min="1h", max="1h", adaptive=False, jitter=0),
-    )
-    engine = wk.Engine(store=wk.SqliteStore(str(db)), pollers=[orders], instance_id="web-1")
-    engine.on("orders", lambda event, ctx: None)
-    return engine
-
-
-async def _serve(app: Any) -> tuple[Any, asyncio.Future[None], int]:
-    import uvicorn
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    sock.setblocking(False)
-    server = uvicorn.Server(
-        uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
-    )
-    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
-    while not server.started:
-        await asyncio.sleep(0.01)
-    return server, serving, sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -113,59 +76,37 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     from watukuy.integrations.admin import admin_app
 
     db = tmp_path_factory.mktemp("cross-origin") / "watukuy.db"
-    ready = threading.Event()
-    holder: dict[str, Any] = {}
     attacks: dict[str, str] = {}
 
     def operators(request: Request) -> bool:
-        return request.cookies.get("operator") == AUTH["operator"]
+        return request.cookies.get(AUTH_COOKIE[0]) == AUTH_COOKIE[1]
 
     async def attack(request: Request) -> HTMLResponse:
         return HTMLResponse(attacks.get(request.path_params["name"], "nothing here"))
 
-    async def main() -> None:
-        engine = _engine(db)
+    async def start() -> tuple[Servers, list[tuple[Any, asyncio.Future[None], int]]]:
+        engine = _build(db)[0]
         await engine.tick()
         mounted = Starlette(routes=[Mount("/watukuy", admin_app(engine, auth=operators))])
         mounted.add_middleware(TrustedHostMiddleware, allowed_hosts=["localhost", "127.0.0.1"])
         running = [
-            await _serve(admin_app(engine, auth=None)),
-            await _serve(mounted),
-            await _serve(Starlette(routes=[Route("/{name}", attack)])),
+            await serve(admin_app(engine, auth=None)),
+            await serve(mounted),
+            await serve(Starlette(routes=[Route("/{name}", attack)])),
         ]
-        stop = asyncio.Event()
-        holder["stop"] = stop
-        holder["servers"] = Servers(
-            engine,
-            asyncio.get_running_loop(),
-            *(port for _, _, port in running),
-            attacks=attacks,
-        )
-        ready.set()
-        await stop.wait()
+        ports = [port for _, _, port in running]
+        found = Servers(engine, asyncio.get_running_loop(), *ports, attacks=attacks)
+        return found, running
+
+    async def stop(started: tuple[Servers, list[tuple[Any, asyncio.Future[None], int]]]) -> None:
+        found, running = started
         for server, serving, _ in running:
             server.should_exit = True
             await serving
-        await engine.store.close()
+        await found.engine.store.close()
 
-    def run() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as error:  # surfaced by the fixture below
-            holder["error"] = error
-            ready.set()
-
-    thread = threading.Thread(target=run, name="cross-origin-servers", daemon=True)
-    thread.start()
-    assert ready.wait(30), "the servers did not start"
-    if "error" in holder:
-        raise holder["error"]
-    found: Servers = holder["servers"]
-    try:
+    with in_a_thread("cross-origin-servers", start, stop) as (found, _):
         yield found
-    finally:
-        found.loop.call_soon_threadsafe(holder["stop"].set)
-        thread.join(15)
 
 
 def csrf_of(page: str) -> str:
@@ -192,8 +133,8 @@ def test_the_mounted_page_refuses_a_valid_cookie_and_token_from_another_origin(
     before = servers.key_state()
     base = f"http://localhost:{servers.mounted}/watukuy/"
     with httpx.Client(base_url=base, cookies=AUTH, timeout=10) as client:
-        token = csrf_of(client.get("key", params={"poller": "orders"}).text)
-        form = {"csrf": token, "action": "pause", "poller": "orders", "partition": ""}
+        token = csrf_of(client.get(KEY_PAGE).text)
+        form = {"csrf": token, "action": "pause", "poller": "orders", "partition": "globex"}
         refused = client.post("action", data=form, headers={"origin": "https://evil.example"})
         assert refused.status_code == 403
         assert "cross-origin" in refused.text
@@ -212,14 +153,14 @@ def test_the_mounted_page_never_resets_in_the_request_that_asks(servers: Servers
     base = f"http://localhost:{servers.mounted}/watukuy/"
     own = {"origin": f"http://localhost:{servers.mounted}", "sec-fetch-site": "same-origin"}
     with httpx.Client(base_url=base, cookies=AUTH, headers=own, timeout=10) as client:
-        token = csrf_of(client.get("key", params={"poller": "orders"}).text)
+        token = csrf_of(client.get(KEY_PAGE).text)
         asked = client.post(
             "action",
             data={
                 "csrf": token,
                 "action": "reset",
                 "poller": "orders",
-                "partition": "",
+                "partition": "globex",
                 "to": "null",
                 "clear_snapshot": "on",
                 "confirmed": "yes",
@@ -236,28 +177,7 @@ def test_the_mounted_page_never_resets_in_the_request_that_asks(servers: Servers
 @pytest.fixture(scope="module")
 def chrome(servers: Servers) -> Iterator[Any]:
     """Headless Chromium that resolves ``evil.test`` to 127.0.0.1."""
-    if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
-        _unavailable(
-            "Debian's chromium and chromedriver are not installed "
-            "(apt-get install -y chromium chromium-driver)"
-        )
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        _unavailable("selenium is not installed (it is in the dev dependency group)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--disable-gpu",
-        "--host-resolver-rules=MAP evil.test 127.0.0.1",
-    ):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(20)
+    driver = chromium("--host-resolver-rules=MAP evil.test 127.0.0.1")
     try:
         yield driver
     finally:
@@ -269,10 +189,10 @@ def _body(driver: Any) -> str:
 
 
 def test_a_rebound_name_loads_no_page_and_no_token(servers: Servers, chrome: Any) -> None:
-    chrome.get(f"http://evil.test:{servers.open}/key?poller=orders")
+    chrome.get(f"http://evil.test:{servers.open}/{KEY_PAGE}")
     assert "does not answer to host" in _body(chrome)
     assert 'name="csrf"' not in chrome.page_source
-    chrome.get(f"http://127.0.0.1:{servers.open}/key?poller=orders")  # its own name: served
+    chrome.get(f"http://127.0.0.1:{servers.open}/{KEY_PAGE}")  # its own name: served
     assert 'name="csrf"' in chrome.page_source
 
 
@@ -305,10 +225,10 @@ def test_a_page_on_another_origin_cannot_drive_the_admin_page(
     before = servers.key_state()
     # The operator has the page open: the browser holds its session cookie, and the
     # attacker (somehow) knows the form token that goes with it.
-    chrome.get(f"http://127.0.0.1:{servers.open}/key?poller=orders")
+    chrome.get(f"http://127.0.0.1:{servers.open}/{KEY_PAGE}")
     token = csrf_of(chrome.page_source)
     action = f"http://127.0.0.1:{servers.open}/action"
-    pause = {"csrf": token, "action": "pause", "poller": "orders", "partition": ""}
+    pause = {"csrf": token, "action": "pause", "poller": "orders", "partition": "globex"}
     wipe = {
         **pause,
         "action": "reset",
@@ -333,7 +253,7 @@ def test_a_page_on_another_origin_cannot_drive_the_admin_page(
         wait_for(lambda: "sent" in _body(chrome))
         assert servers.key_state() == before, (origin, "fetch")
     # The same form, from the page itself, still works.
-    chrome.get(f"http://127.0.0.1:{servers.open}/key?poller=orders")
+    chrome.get(f"http://127.0.0.1:{servers.open}/{KEY_PAGE}")
     chrome.find_element("css selector", '[data-action="pause"]').click()
     wait_for(lambda: "Paused" in _body(chrome))
     assert servers.key_state()[2] is True

@@ -3,57 +3,39 @@ HTTP the way a web page elsewhere would: through DNS rebinding (its own name, re
 127.0.0.1, in ``Host``), with a stolen cookie and CSRF token from another origin, and with
 a destructive action and its confirmation in one request.
 
-The store holds one key, ``orders``, polled once: a live cursor and one item in its
-snapshot. Every attack must leave both as they were.
+The store is one ``watukuy demo`` wrote: its key ``orders`` has a live cursor and items in
+its snapshot. Every attack must leave both as they were.
 """
 
 from __future__ import annotations
 
-import os
+import asyncio
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
+from test_cli_ui import _env, _serve, _stop
 
 import watukuy as wk
 from watukuy.model.rows import PKey
-from watukuy.testing import FakeApi, VirtualClock, fake_items
 
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WATUKUY_")}
-    env["HOME"] = str(tmp_path)
-    return env
-
-
-async def _polled_store(path: Path) -> None:
-    clock = VirtualClock()
-    api = FakeApi(clock, items=fake_items(1, start=clock.now() - 60_000))
-
-    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
-        page = api.list_since(ctx.cursor.value, ctx.cursor.tie_break, limit=10)
-        return wk.Page(page.data, has_more=page.has_more)
-
-    orders = wk.define_poller(
-        name="orders",
-        fetch=fetch,
-        identity=lambda item: item["id"],
-        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
-    )
-    engine = wk.Engine(store=wk.SqliteStore(str(path)), pollers=[orders], clock=clock)
-    engine.on("orders", lambda event, ctx: None)
-    await engine.tick()
-    await engine.store.close()
+WIPE = {
+    "action": "reset",
+    "poller": "orders",
+    "partition": "",
+    "to": "null",
+    "clear_snapshot": "on",
+    "confirmed": "yes",
+}
+"""Reset the cursor and clear the snapshot, "confirmed" in the same request (issue 35)."""
 
 
 async def _key_state(path: Path) -> tuple[str | None, int, bool]:
-    """The live cursor, the snapshot's size and whether the key is paused."""
+    """The live cursor of ``orders``, its snapshot's size and whether it is paused."""
     store = wk.SqliteStore(str(path))
     try:
         state = await store.load_state(PKey("orders"))
@@ -64,50 +46,33 @@ async def _key_state(path: Path) -> tuple[str | None, int, bool]:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> Path:
+def store(tmp_path: Path) -> Path:
+    """A store the demo polled for a second: ``orders`` has a cursor and a snapshot."""
     path = tmp_path / "ui.db"
-    await _polled_store(path)
-    cursor, items, paused = await _key_state(path)
+    demo = subprocess.run(
+        [sys.executable, "-m", "watukuy", "demo", "--duration", "1s", "--db", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+    )
+    assert demo.returncode == 0, demo.stderr
+    cursor, items, paused = asyncio.run(_key_state(path))
     assert cursor is not None
-    assert (items, paused) == (1, False)
+    assert items > 0
+    assert not paused
     return path
 
 
 @pytest.fixture
 def served(tmp_path: Path, store: Path) -> Iterator[tuple[str, int]]:
     """``watukuy ui --store ...`` on a free port: (its URL, its port)."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "watukuy",
-            "ui",
-            "--port",
-            "0",
-            "--store",
-            f"sqlite:///{store}",
-            "--allow-host",
-            "ops.internal",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env=_env(tmp_path),
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line.startswith("watukuy ui: http://127.0.0.1:"), line + process.stderr.read()
-    url = line.split()[2]
+    process, url = _serve(tmp_path, "--store", f"sqlite:///{store}", "--allow-host", "ops.internal")
     try:
         yield url, int(url.rstrip("/").rsplit(":", 1)[1])
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+        _stop(process)
 
 
 def csrf_of(html: str) -> str:
@@ -129,17 +94,7 @@ async def test_a_rebound_name_gets_nothing_and_changes_nothing(
             assert 'name="csrf"' not in page.text
             assert "set-cookie" not in page.headers
         # The attack of issue 35 in one go: pause, and reset with clear-snapshot "confirmed".
-        for form in (
-            {"action": "pause", "poller": "orders", "partition": ""},
-            {
-                "action": "reset",
-                "poller": "orders",
-                "partition": "",
-                "to": "null",
-                "clear_snapshot": "on",
-                "confirmed": "yes",
-            },
-        ):
+        for form in ({"action": "pause", "poller": "orders", "partition": ""}, WIPE):
             evil = {"host": f"evil.example:{port}", "origin": f"http://evil.example:{port}"}
             posted = await client.post("action", data=form, headers=evil)
             assert posted.status_code == 400
@@ -183,15 +138,7 @@ async def test_a_destructive_action_cannot_be_confirmed_in_the_request_that_asks
     own = {"origin": f"http://127.0.0.1:{port}", "sec-fetch-site": "same-origin"}
     async with httpx.AsyncClient(base_url=url, timeout=10, headers=own) as client:
         token = csrf_of((await client.get("key", params={"poller": "orders"})).text)
-        form = {
-            "csrf": token,
-            "action": "reset",
-            "poller": "orders",
-            "partition": "",
-            "to": "null",
-            "clear_snapshot": "on",
-            "confirmed": "yes",
-        }
+        form = {"csrf": token, **WIPE}
         asked = await client.post("action", data=form)
         assert asked.status_code == 200
         assert "clear the snapshot" in asked.text

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -22,7 +22,9 @@ import watukuy as wk
 from watukuy.integrations import HealthCheck, HealthResult
 from watukuy.integrations.fastapi import health_router
 from watukuy.model.rows import PKey
-from watukuy.testing import FakeApi, SeededRandom, VirtualClock, fake_items
+from watukuy.testing import FakeApi, VirtualClock, fake_items
+
+from .conftest import World, orders
 
 T0 = 1_767_225_600_000  # the VirtualClock's default start
 
@@ -51,48 +53,36 @@ class LoopDied(BaseException):
 
 
 @dataclass
-class World:
+class Pod:
+    """One engine, its store and the vendor it polls."""
+
     clock: VirtualClock
+    api: FakeApi
     store: FreezableStore
     engine: wk.Engine
-    fetches: list[int] = field(default_factory=list)
 
 
-def make_world(
+def make_pod(
     *, partitions: list[str] | None = None, budget: wk.Budget | None = None, **poller: Any
-) -> World:
+) -> Pod:
     clock = VirtualClock()
-    api = FakeApi(clock, items=fake_items(5, start=T0 - 60_000))  # nothing new, ever
-    store = FreezableStore()
-    fetches: list[int] = []
-
-    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
-        fetches.append(clock.now())
-        page = api.list_since(ctx.cursor.value, ctx.cursor.tie_break, limit=10)
-        return wk.Page(page.data, has_more=page.has_more)
-
-    orders = wk.define_poller(
-        name="orders",
-        fetch=fetch,
-        identity=lambda item: item["id"],
-        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+    items = fake_items(5, start=T0 - 60_000)  # and nothing new, ever
+    api = FakeApi(clock, items=items, tenants=dict.fromkeys(partitions or [], items))
+    world = World(clock, api, FreezableStore())
+    definition = orders(
         partitions=(lambda: partitions) if partitions is not None else None,
         budget="vendor" if budget is not None else None,
         **poller,
     )
-    engine = wk.Engine(
-        store=store,
-        pollers=[orders],
-        budgets={"vendor": budget} if budget is not None else None,
-        clock=clock,
-        random=SeededRandom(7),
-        instance_id="pod-a",
+    engine = world.engine(
+        definition, budgets={"vendor": budget} if budget is not None else None, instance_id="pod-a"
     )
     engine.on("orders", lambda event, ctx: None)
-    return World(clock, store, engine, fetches)
+    assert isinstance(world.store, FreezableStore)
+    return Pod(clock, api, world.store, engine)
 
 
-async def stop(world: World) -> None:
+async def stop(world: Pod) -> None:
     world.store.frozen.clear()
     world.store.error = None
     stopping = asyncio.ensure_future(world.engine.stop(drain=False))
@@ -101,7 +91,7 @@ async def stop(world: World) -> None:
     await stopping
 
 
-async def answer(world: World, probe: Callable[[], Awaitable[HealthResult]]) -> HealthResult:
+async def answer(world: Pod, probe: Callable[[], Awaitable[HealthResult]]) -> HealthResult:
     """A probe's verdict, its store calls let through on the virtual clock."""
     work = asyncio.ensure_future(probe())
     while not work.done():
@@ -110,7 +100,7 @@ async def answer(world: World, probe: Callable[[], Awaitable[HealthResult]]) -> 
 
 
 async def test_liveness_stays_healthy_through_15_minutes_of_a_quiet_vendor() -> None:
-    world = make_world()
+    world = make_pod()
     check = HealthCheck(world.engine, max_lag="1m", require_running=True)
     await world.engine.start()
     try:
@@ -123,8 +113,8 @@ async def test_liveness_stays_healthy_through_15_minutes_of_a_quiet_vendor() -> 
         await stop(world)
     assert [v.reasons for v in verdicts if not v.healthy] == []
     # The vendor was polled all along (AIMD stretched the interval toward schedule.max)...
-    assert len(world.fetches) >= 5
-    assert world.fetches[-1] >= T0 + 10 * 60_000
+    assert world.api.calls >= 5
+    assert world.api.log[-1].at >= T0 + 10 * 60_000
     # ...had nothing new, and the full report says how stale the data is.
     assert not report.healthy
     assert [finding.code for key in report.keys for finding in key.findings] == ["lag"]
@@ -133,13 +123,13 @@ async def test_liveness_stays_healthy_through_15_minutes_of_a_quiet_vendor() -> 
 
 @pytest.mark.parametrize("how", ["frozen", "ended"])
 async def test_liveness_fails_within_a_minute_of_the_loop_stopping(how: str) -> None:
-    world = make_world()
+    world = make_pod()
     check = HealthCheck(world.engine, max_lag="1m")
     await world.engine.start()
     try:
         await world.clock.advance("5m")  # a while of quiet, healthy polling
         assert (await answer(world, check.liveness)).healthy
-        polls = len(world.fetches)
+        polls = world.api.calls
         if how == "frozen":
             world.store.frozen.set()  # its next resync hangs on the store
         else:
@@ -160,11 +150,11 @@ async def test_liveness_fails_within_a_minute_of_the_loop_stopping(how: str) -> 
     assert first.to_dict()["reasons"] == [
         "daemon loop stalled" if how == "frozen" else "daemon loop ended while the engine runs"
     ]
-    assert len(world.fetches) == polls  # nothing was polled meanwhile
+    assert world.api.calls == polls  # nothing was polled meanwhile
 
 
 async def test_a_key_nobody_polls_is_overdue_everywhere() -> None:
-    world = make_world(schedule=wk.Schedule(min="1m", max="1m", jitter=0))
+    world = make_pod(schedule=wk.Schedule(min="1m", max="1m", jitter=0))
     check = HealthCheck(world.engine)
     await world.engine.tick()  # tick() mode: polled now, due again in a minute
     await world.clock.advance("1m")
@@ -186,7 +176,7 @@ async def test_a_key_nobody_polls_is_overdue_everywhere() -> None:
 
 
 async def test_a_key_leased_by_a_live_replica_is_being_worked_on() -> None:
-    world = make_world(schedule=wk.Schedule(min="1m", max="1m", jitter=0))
+    world = make_pod(schedule=wk.Schedule(min="1m", max="1m", jitter=0))
     await world.engine.tick()
     await world.clock.advance("10m")
     now = world.clock.now()
@@ -199,7 +189,7 @@ async def test_a_key_leased_by_a_live_replica_is_being_worked_on() -> None:
 
 async def test_keys_behind_their_budget_need_an_operator_not_a_restart() -> None:
     tenants = [f"t{n:02d}" for n in range(20)]
-    world = make_world(
+    world = make_pod(
         partitions=tenants,
         budget=wk.Budget(requests=2, per="1m"),
         schedule=wk.Schedule(min="30s", max="30s", jitter=0),
@@ -224,7 +214,7 @@ async def test_keys_behind_their_budget_need_an_operator_not_a_restart() -> None
 
 
 async def test_the_routes_live_ready_and_health_judge_what_they_say() -> None:
-    world = make_world(schedule=wk.Schedule(min="1m", max="1m", jitter=0))
+    world = make_pod(schedule=wk.Schedule(min="1m", max="1m", jitter=0))
     app = FastAPI()
     app.include_router(health_router(world.engine, max_lag="1m"))
     await world.engine.tick()
