@@ -747,6 +747,7 @@ class EngineCore(Operations):
         await self._ensure_migrated()
         self._status = EngineStatus.RUNNING
         await self._resync(initial=True)
+        self._loop_beat = (self.clock.now(), self.clock.now())  # due round at once
         self._loop_task = asyncio.create_task(self._loop(), name="watukuy-engine")
 
     async def stop(self, drain: bool = True, timeout: Duration = "30s") -> None:

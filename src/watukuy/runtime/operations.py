@@ -129,7 +129,8 @@ class LoopInspect(TypedDict):
     next_wake_at: int | None
     """When the loop planned to come round next (epoch ms)."""
     late_ms: int
-    """How far past ``next_wake_at`` the loop is (``0`` while on time)."""
+    """How far past ``next_wake_at`` the loop is (``0`` while on time); a wake-up planned in
+    the past (go round again at once) counts from when the loop went to sleep."""
     grace_ms: int
     """How late it may be before it counts as stalled (``watukuy.scheduler.loop_grace``)."""
     stalled: bool
@@ -499,7 +500,9 @@ class Operations:
             return None
         alive = not self._loop_task.done()
         planned = None if self._loop_beat is None else self._loop_beat[1]
-        late = 0 if planned is None else max(0, now - planned)
+        # A wake-up planned in the past means "round again at once": from when it slept.
+        expected = None if self._loop_beat is None else max(self._loop_beat)
+        late = 0 if expected is None else max(0, now - expected)
         grace = loop_grace(self._resync_ms)
         return {
             "alive": alive,
