@@ -122,7 +122,9 @@ class Guard:
         host = request.headers.get("host")
         if self._hosts is not None and not self._hosts.allows(host):
             shown = "no Host header" if host is None else f"host {host[:100]!r}"
-            _log.warning("admin page: refused a request for %s", shown)
+            _log.warning(
+                "admin page: refused a request for %s (not one of its allowed_hosts)", shown
+            )
             return PlainTextResponse(
                 f"bad request: this page does not answer to {shown}", status_code=400
             )
