@@ -22,6 +22,7 @@ a browser test that skips would be counted as passing. ``WATUKUY_TEST_CHROMIUM``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import threading
@@ -127,41 +128,83 @@ def _build(db: Path) -> tuple[wk.Engine, FakeApi, str, list[tuple[str, str]], th
     return engine, api, bad, delivered, fixed
 
 
+async def serve(app: Any) -> tuple[Any, asyncio.Future[None], int]:
+    """``app`` served by uvicorn on a free port of 127.0.0.1, in the running loop: the
+    server (set ``should_exit`` to stop it), the future of its serving, and the port."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    sock.setblocking(False)
+    server = uvicorn.Server(
+        uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
+    )
+    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+    return server, serving, sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def in_a_thread(
+    name: str,
+    start: Callable[[], Coroutine[Any, Any, T]],
+    stop: Callable[[T], Coroutine[Any, Any, None]],
+) -> Iterator[T]:
+    """``start()`` in the event loop of a thread of its own; yields what it returned, and
+    runs ``stop(it)`` in that loop on the way out. A failing start is raised here."""
+    ready = threading.Event()
+    holder: dict[str, Any] = {}
+
+    async def main() -> None:
+        started = await start()
+        done = asyncio.Event()
+        holder.update(started=started, done=done, loop=asyncio.get_running_loop())
+        ready.set()
+        await done.wait()
+        await stop(started)
+
+    def run() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as error:  # surfaced below
+            holder["error"] = error
+            ready.set()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    assert ready.wait(30), f"{name} did not start"
+    if "error" in holder:
+        raise holder["error"]
+    try:
+        yield holder["started"]
+    finally:
+        holder["loop"].call_soon_threadsafe(holder["done"].set)
+        thread.join(15)
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """The admin page of a running engine, on a free port of 127.0.0.1."""
-    import uvicorn
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
     from watukuy.integrations.admin import admin_app
 
     db = tmp_path_factory.mktemp("admin") / "watukuy.db"
-    ready = threading.Event()
-    holder: dict[str, Any] = {}
 
     def authorised(request: Any) -> bool:
         return bool(request.cookies.get(AUTH_COOKIE[0]) == AUTH_COOKIE[1])
 
-    async def main() -> None:
+    async def start() -> tuple[Site, Any, asyncio.Future[None]]:
         engine, api, bad, delivered, fixed = _build(db)
         app = Starlette(
             routes=[Mount("/watukuy", admin_app(engine, auth=authorised, refresh="1s"))]
         )
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        sock.setblocking(False)
-        server = uvicorn.Server(
-            uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
-        )
-        stop = asyncio.Event()
         await engine.start()
-        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
-        while not server.started:
-            await asyncio.sleep(0.01)
-        port = sock.getsockname()[1]
-        holder["site"] = Site(
+        server, serving, port = await serve(app)
+        site = Site(
             url=f"http://127.0.0.1:{port}",
             engine=engine,
             api=api,
@@ -170,37 +213,22 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             fixed=fixed,
             delivered=delivered,
         )
-        holder["stop"] = stop
-        ready.set()
-        await stop.wait()
+        return site, server, serving
+
+    async def stop(started: tuple[Site, Any, asyncio.Future[None]]) -> None:
+        site, server, serving = started
         server.should_exit = True
         await serving
-        await engine.stop(drain=False)
-        await engine.store.close()
+        await site.engine.stop(drain=False)
+        await site.engine.store.close()
 
-    def run() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as error:  # surfaced by the fixture below
-            holder["error"] = error
-            ready.set()
-
-    thread = threading.Thread(target=run, name="admin-site", daemon=True)
-    thread.start()
-    assert ready.wait(30), "the site did not start"
-    if "error" in holder:
-        raise holder["error"]
-    site: Site = holder["site"]
-    try:
+    with in_a_thread("admin-site", start, stop) as (site, _, _):
         yield site
-    finally:
-        site.loop.call_soon_threadsafe(holder["stop"].set)
-        thread.join(15)
 
 
-@pytest.fixture(scope="module")
-def browser(site: Site) -> Iterator[Any]:
-    """Headless Chromium at 1280x800, already holding the auth cookie."""
+def chromium(*arguments: str) -> Any:
+    """A headless Chromium driver with extra command-line ``arguments`` (skips, or fails
+    under ``CI=true``, when Chromium, chromedriver or selenium is missing)."""
     if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
         _unavailable(
             f"no Chromium at {CHROMIUM} with its driver at {CHROMEDRIVER}: run "
@@ -219,12 +247,18 @@ def browser(site: Site) -> Iterator[Any]:
         "--no-sandbox",
         "--disable-dev-shm-usage",
         "--disable-gpu",
-        "--window-size=1280,800",
-        "--hide-scrollbars",
+        *arguments,
     ):
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(20)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser(site: Site) -> Iterator[Any]:
+    """Headless Chromium at 1280x800, already holding the auth cookie."""
+    driver = chromium("--window-size=1280,800", "--hide-scrollbars")
     try:
         # A cookie can be set only on a page of its site: the refused page is one.
         driver.get(site.admin)

@@ -47,6 +47,7 @@ def test_mistakes_exit_2_with_one_line(tmp_path: Path, store: str) -> None:
         (("--store", f"sqlite:///{tmp_path / 'missing.db'}"), "no SQLite database"),
         (("--store", store, "--port", "70000"), "--port"),
         (("--store", store, "--refresh", "soon"), "--refresh"),
+        (("--store", store, "--allow-host", "http://ops.internal/"), "--allow-host"),
         (("--app", "nowhere.to.be:found"), "cannot import"),
     ]
     for args, fragment in cases:

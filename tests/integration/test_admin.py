@@ -64,12 +64,18 @@ def make_engine(
 @asynccontextmanager
 async def client_for(app: Any, prefix: str = "") -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url=f"http://admin.test{prefix}") as c:
+    async with httpx.AsyncClient(transport=transport, base_url=f"http://localhost{prefix}") as c:
         yield c
 
 
 def csrf_of(html: str) -> str:
     match = re.search(r'name="csrf" value="([0-9a-f]{64})"', html)
+    assert match is not None
+    return match.group(1)
+
+
+def confirm_of(html: str) -> str:
+    match = re.search(r'name="confirm" value="([^"]+)"', html)
     assert match is not None
     return match.group(1)
 
@@ -91,6 +97,30 @@ def test_auth_must_be_given_and_callable() -> None:
         admin_app(engine, auth="secret")  # type: ignore[arg-type]
     with pytest.raises(wk.ConfigError, match="page_size"):
         admin_app(engine, auth=None, page_size=5)
+
+
+async def test_hosts_and_origins_are_options_checked_at_once() -> None:
+    engine = make_engine()
+    with pytest.raises(wk.ConfigError, match="allowed_hosts"):
+        admin_app(engine, auth=None, allowed_hosts="localhost")  # type: ignore[arg-type]
+    with pytest.raises(wk.ConfigError, match="allowed_hosts"):
+        admin_app(engine, auth=None, allowed_hosts=["http://localhost/"])
+    with pytest.raises(wk.ConfigError, match="allowed_origins"):
+        admin_app(engine, auth=None, allowed_origins=["ops.example.com"])
+
+
+async def test_without_auth_only_this_machines_names_are_answered() -> None:
+    open_page = admin_app(make_engine(), auth=None)
+    named = admin_app(make_engine(), auth=None, allowed_hosts=["ops.internal"])
+    transport = httpx.ASGITransport(app=open_page)
+    async with httpx.AsyncClient(transport=transport, base_url="http://ops.internal") as client:
+        refused = await client.get("/")
+        assert (await client.get("/", headers={"host": "127.0.0.1:9"})).status_code == 200
+    assert refused.status_code == 400
+    assert refused.text == "bad request: this page does not answer to host 'ops.internal'"
+    async with client_for(named) as client:
+        assert (await client.get("/")).status_code == 400  # localhost is not in the list
+        assert (await client.get("/", headers={"host": "ops.internal"})).status_code == 200
 
 
 async def test_without_auth_the_page_says_so(caplog: pytest.LogCaptureFixture) -> None:
@@ -166,12 +196,15 @@ async def test_destructive_actions_ask_first_and_a_secret_never_shows() -> None:
             client, "key?poller=orders", action="discard", poller="orders", ids=[parked[0].id]
         )
         assert asked.status_code == 200
-        assert 'name="confirmed" value="yes"' in asked.text
         assert len(await engine.parked.list("orders")) == 3
         token = csrf_of(asked.text)
         form = {"csrf": token, "action": "discard", "poller": "orders", "partition": ""}
-        done = await client.post("action", data={**form, "ids": parked[0].id, "confirmed": "yes"})
+        confirm = confirm_of(asked.text)
+        done = await client.post("action", data={**form, "ids": parked[0].id, "confirm": confirm})
         assert done.status_code == 303
+        assert len(await engine.parked.list("orders")) == 2
+        again = await client.post("action", data={**form, "ids": parked[1].id, "confirm": confirm})
+        assert again.status_code == 403  # spent, and for another row anyway
         assert len(await engine.parked.list("orders")) == 2
         retried = await client.post(
             "action", data={"csrf": token, "action": "retry", "poller": "orders", "scope": "all"}
@@ -342,11 +375,20 @@ async def test_held_deletes_are_confirmed_after_a_confirmation_or_discarded() ->
         assert not (await engine.deletes.held("orders") or held).confirmed
         token = csrf_of(asked.text)
         form = {"csrf": token, "poller": "orders", "partition": ""}
-        await client.post("action", data={**form, "action": "deletes_confirm", "confirmed": "yes"})
+        await client.post(
+            "action",
+            data={**form, "action": "deletes_confirm", "confirm": confirm_of(asked.text)},
+        )
         confirmed = await engine.deletes.held("orders")
         assert confirmed is not None
         assert confirmed.confirmed
-        await client.post("action", data={**form, "action": "deletes_discard"})
+        asked = await client.post("action", data={**form, "action": "deletes_discard"})
+        assert "drop the held deletes" in asked.text
+        assert await engine.deletes.held("orders") is not None  # nothing happened yet
+        await client.post(
+            "action",
+            data={**form, "action": "deletes_discard", "confirm": confirm_of(asked.text)},
+        )
         page = await client.get("key", params={"poller": "orders"})
     assert await engine.deletes.held("orders") is None
     assert "Discarded 40 held delete(s)" in page.text
@@ -435,3 +477,22 @@ async def test_a_rows_own_button_acts_on_that_row_alone() -> None:
         )
     assert "Discard <strong>1</strong> parked row" in asked.text
     assert f'name="ids" value="{second.id}"' in asked.text
+
+
+async def test_a_key_no_engine_polls_shows_overdue_not_ok() -> None:
+    engine = make_engine()
+    await engine.tick()  # polled once; due again in 30 s, and then nobody polls it
+    async with client_for(admin_app(engine, auth=None), "/") as client:
+        before = await client.get("")
+    await engine.clock.advance("5m")  # type: ignore[attr-defined]
+    # A page of its own: the first snapshot behind the filtered view is taken now.
+    async with client_for(admin_app(engine, auth=None), "/") as client:
+        overview = await client.get("")
+        key_page = await client.get("key", params={"poller": "orders"})
+        listed = await client.get("", params={"status": "overdue"})
+    assert 'data-status="ok"' in before.text
+    assert 'data-key="orders/" data-status="overdue"' in overview.text
+    assert "overdue 4.5m" in overview.text
+    assert 'class="badge s-overdue">overdue' in key_page.text
+    assert "due 4.5m ago and no engine is polling it (grace 1.0m)" in key_page.text
+    assert 'data-key="orders/"' in listed.text

@@ -7,7 +7,9 @@ the keys the store already holds:
 - a poller is known when the store has at least one key for it, and it is partitioned when
   those keys have partitions (so ``--partition`` is required exactly as with the engine);
 - ``inspect`` lists every stored key; cursors are shown as stored (parsed JSON) and
-  ``lag`` is computed only for watermarks that read as standard timestamps;
+  ``lag`` is computed only for watermarks that read as standard timestamps, and a key is
+  ``overdue`` after the least grace (``watukuy.scheduler.OVERDUE_GRACE_MS``), the
+  engine's settings being unknown;
 - ``trigger``, ``pause``, ``resume``, ``parked`` and ``deletes`` write what the engine
   would write (a confirmed hold is emitted by the next run of an engine);
 - ``reset-cursor --to null`` removes the stored live cursor, so the next cycle starts
@@ -43,6 +45,7 @@ from watukuy.runtime.operations import (
     listing_report,
 )
 from watukuy.runtime.operator import KeyOperator
+from watukuy.scheduler import OVERDUE_GRACE_MS, is_overdue, waiting_ms
 from watukuy.scheduler import trigger as trigger_schedule
 
 from ._errors import CliError
@@ -207,6 +210,7 @@ class StoreOperator:
             "generated_at": now,
             "pollers": pollers,
             "budgets": {},  # the budgets' policies live in the application, not the store
+            "overdue_grace_ms": OVERDUE_GRACE_MS,
         }
 
     async def _inspect_key(self, key: PKey, now: int) -> dict[str, Any]:
@@ -217,6 +221,7 @@ class StoreOperator:
             lane: _stored_cursor(text) for lane, text in state.cursors.items() if text is not None
         }
         schedule = schedule_to_json(state.schedule)
+        waiting = waiting_ms(state, lease, now)
         return {
             "poller": key.poller,
             "partition": key.partition,
@@ -233,6 +238,8 @@ class StoreOperator:
             "lag_ms": _lag_ms(cursors.get("live"), now),
             "listing": listing_report(state),
             "held_deletes": held_deletes_to_json(state.held_deletes),
+            "waiting_ms": waiting,
+            "overdue": is_overdue(waiting, OVERDUE_GRACE_MS),
         }
 
     async def trigger(self, name: str, partition: str | None) -> PKey:

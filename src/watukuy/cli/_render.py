@@ -174,6 +174,8 @@ def _inspect_table(pollers: Sequence[Mapping[str, Any]], now: int) -> FittedTabl
         name = _cell(key_name(entry["poller"], entry["partition"]))
         if entry.get("paused"):
             name.append(" (paused)", style="yellow")
+        elif entry.get("overdue"):
+            name.append(" (overdue)", style="bold red")
         cursors = entry.get("cursors") or {}
         parked = int(entry.get("parked") or 0)
         rows.append(
@@ -209,6 +211,7 @@ def inspect_view(report: Mapping[str, Any]) -> RenderableType:
         parts.append(Text("no keys yet: nothing has been polled", style="dim"))
         return Group(*parts)
     parts.append(_inspect_table(pollers, now))
+    parts.extend(_progress_lines(report, pollers))
     for entry in pollers:
         error = (entry.get("schedule") or {}).get("last_error")
         if error:
@@ -225,6 +228,27 @@ def inspect_view(report: Mapping[str, Any]) -> RenderableType:
             Text(f"budget {name}: {describe_usage(budget)}", no_wrap=True, overflow="ellipsis")
         )
     return Group(*parts)
+
+
+def _progress_lines(report: Mapping[str, Any], pollers: Sequence[Mapping[str, Any]]) -> list[Text]:
+    """What says the engine is not doing its work: its loop, and the overdue keys."""
+    lines: list[Text] = []
+    loop = report.get("loop")
+    if loop and not loop.get("alive", True):
+        lines.append(_cell("daemon loop ended while the engine runs", "bold red"))
+    elif loop and loop.get("stalled"):
+        late = format_ms(loop.get("late_ms"))
+        lines.append(_cell(f"daemon loop stalled: {late} past the wake-up it planned", "bold red"))
+    for entry in pollers:
+        if entry.get("overdue") and not entry.get("paused"):
+            text = (
+                f"{key_name(entry['poller'], entry['partition'])}: overdue: due "
+                f"{format_ms(entry.get('waiting_ms'))} ago with nobody working on it"
+            )
+            if entry.get("queued"):
+                text += " (waiting for its budget)"
+            lines.append(_cell(text, "red"))
+    return lines
 
 
 def _error_cell(error: Mapping[str, Any] | None, *, throttled: bool) -> Text:

@@ -7,6 +7,13 @@ do; the page reads the store and makes the same administrative writes as the oth
 On a loopback address the page is served without authentication, to the users of this
 host; any other ``--host`` needs ``--token``, which the browser is then asked for as the
 password of HTTP Basic authentication.
+
+The page answers only to the ``Host`` it is served under: the address it listens on with
+its port, ``localhost`` too on a loopback address, and the names given with
+``--allow-host`` (a reverse proxy's). Any other ``Host`` answers 400 before anything is
+served, so a web page that re-points its own name at 127.0.0.1 (DNS rebinding) reaches
+nothing. On a wildcard address (``0.0.0.0``, ``::``) every name of the machine is its
+own: without ``--allow-host`` any ``Host`` is answered, and the token protects the page.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import hmac
 import ipaddress
 import signal
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import click
@@ -27,7 +34,7 @@ import click
 from ._errors import CliError
 from ._target import open_target
 
-__all__ = ["ui"]
+__all__ = ["served_hosts", "ui"]
 
 
 def _is_loopback(host: str) -> bool:
@@ -37,6 +44,27 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def served_hosts(host: str, port: int, extra: Sequence[str]) -> list[str]:
+    """The ``Host`` names ``watukuy ui`` answers to, listening on ``host:port``.
+
+    Args:
+        host: The address the socket is bound to (as ``getsockname`` reports it).
+        port: The port it is bound to.
+        extra: The names given with ``--allow-host``.
+
+    Returns:
+        Patterns for ``admin_app(allowed_hosts=...)`` (``["*"]``: any).
+    """
+    address = ipaddress.ip_address(host)
+    if address.is_unspecified:
+        return [*extra] if extra else ["*"]
+    shown = f"[{address.compressed}]" if address.version == 6 else address.compressed
+    names = [f"{shown}:{port}"]
+    if address.is_loopback:
+        names.append(f"localhost:{port}")
+    return [*names, *extra]
 
 
 def _basic_auth(token: str) -> Callable[[Any], bool]:
@@ -130,6 +158,14 @@ def _listen(host: str, port: int) -> socket.socket:
     "env WATUKUY_UI_TOKEN.",
 )
 @click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer to this Host (name, name:port or *.domain; a reverse proxy's); "
+    "repeatable. Other names get 400 (DNS rebinding).",
+)
+@click.option(
     "--refresh", default="5s", show_default=True, metavar="DURATION", help="Live refresh."
 )
 def ui(
@@ -138,6 +174,7 @@ def ui(
     host: str,
     port: int,
     token: str | None,
+    allow_hosts: tuple[str, ...],
     refresh: str,
 ) -> None:
     """Serve the admin page (keys, circuits, parked events, actions) on 127.0.0.1."""
@@ -155,10 +192,15 @@ def ui(
         import uvicorn
 
         from watukuy.integrations.admin import admin_app
+        from watukuy.integrations.admin._origin import HostRule
     except ImportError:
         raise CliError(
             "watukuy ui needs Starlette, Jinja2 and uvicorn: pip install 'watukuy[admin]'"
         ) from None
+    try:
+        HostRule.of(allow_hosts)
+    except ValueError as error:
+        raise CliError(f"--allow-host: {error}") from None
     if not app and not store_url:
         root = click.get_current_context().find_root().obj or {}
         app, store_url = root.get("app"), root.get("store_url")
@@ -169,12 +211,13 @@ def ui(
         target = await open_target(command="ui", app=app, store_url=store_url)
         try:
             source = target.engine if target.engine is not None else target.operator
+            bound_host, bound_port = sock.getsockname()[:2]
             page = admin_app(
                 source,
                 auth=None if token is None else _basic_auth(token),
                 refresh=refresh,
+                allowed_hosts=served_hosts(bound_host, bound_port, allow_hosts),
             )
-            bound_host, bound_port = sock.getsockname()[:2]
             shown = f"[{bound_host}]" if ":" in bound_host else bound_host
             click.echo(f"watukuy ui: http://{shown}:{bound_port}/ ({target.label}); Ctrl-C stops")
             config = uvicorn.Config(page, log_level="warning", lifespan="off", access_log=False)

@@ -1,12 +1,13 @@
 """Integrations with web frameworks.
 
 - :mod:`watukuy.integrations.fastapi`: a lifespan that runs the engine with a FastAPI app,
-  a public health probe and an inspect route for operators
+  public health probes and an inspect route for operators
   (``pip install 'watukuy[fastapi]'``).
-- :class:`HealthCheck`: the health verdict those routes serve, usable from any framework::
+- :class:`HealthCheck`: the health verdicts those routes serve, usable from any framework::
 
       check = HealthCheck(engine, max_lag="10m")
-      result = await check.check()
+      alive = await check.liveness()  # the engine's own progress: for a liveness probe
+      result = await check.check()     # everything, lag included: for monitoring
       status = 200 if result.healthy else 503
       body = result.to_dict()          # status and short reasons; detail=True for operators
 
@@ -15,6 +16,6 @@ Importing this package needs no web framework; each framework module imports its
 
 from __future__ import annotations
 
-from ._health import Finding, HealthCheck, HealthResult, KeyHealth
+from ._health import Finding, FindingKind, HealthCheck, HealthResult, KeyHealth, Probe
 
-__all__ = ["Finding", "HealthCheck", "HealthResult", "KeyHealth"]
+__all__ = ["Finding", "FindingKind", "HealthCheck", "HealthResult", "KeyHealth", "Probe"]

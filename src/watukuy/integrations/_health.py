@@ -4,6 +4,20 @@ A verdict is made of :class:`Finding` records, each with a short public ``summar
 partition key, no error text: safe for an unauthenticated probe) and a ``detail`` for
 operators. The checks are small functions of one key's inspect entry (see
 ``HealthCheck._judge_key``); a new check is one more function returning findings.
+
+Each finding has a ``kind``, and each probe judges some kinds only:
+
+- ``progress``: the engine itself is not doing its work (its daemon loop stalled or ended,
+  a key overdue with nobody working on it, ``inspect()`` failing, the daemon not running
+  when it must). A restart may cure it: this is all that :meth:`HealthCheck.liveness`
+  judges.
+- ``attention``: the engine works, and something needs an operator or the vendor (an open
+  circuit, parked events, held deletes, an outbox over its limit or growing, a key overdue
+  because its budget cannot keep up). A restart cures none of it.
+  :meth:`HealthCheck.readiness` judges these and ``progress``.
+- ``freshness``: how recent the data is (``max_lag``). A quiet vendor has nothing new, so
+  lag says nothing about the engine: only the full report (:meth:`HealthCheck.check`)
+  judges it, never a liveness probe.
 """
 
 from __future__ import annotations
@@ -13,7 +27,7 @@ import logging
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from watukuy.model.durations import Duration, format_duration, parse_duration
 from watukuy.model.errors import ConfigError, StoreError
@@ -23,10 +37,27 @@ from watukuy.runtime.deadline import finish_by
 from watukuy.runtime.engine import EngineCore
 from watukuy.runtime.operations import InspectReport, PollerInspect
 from watukuy.runtime.results import EngineStatus
+from watukuy.scheduler import OVERDUE_GRACE_MS, is_overdue
 
-__all__ = ["Finding", "HealthCheck", "HealthResult", "KeyHealth"]
+__all__ = ["Finding", "FindingKind", "HealthCheck", "HealthResult", "KeyHealth", "Probe"]
 
 _log = logging.getLogger("watukuy")
+
+
+FindingKind = Literal["progress", "attention", "freshness"]
+"""What a finding is about: the engine's own progress, something for an operator, or how
+fresh the data is (see the module docstring)."""
+
+Probe = Literal["liveness", "readiness", "report"]
+"""Which verdict is asked for: ``liveness`` (progress only), ``readiness`` (progress and
+attention) or ``report`` (everything)."""
+
+PROBE_KINDS: dict[str, frozenset[str]] = {
+    "liveness": frozenset({"progress"}),
+    "readiness": frozenset({"progress", "attention"}),
+    "report": frozenset({"progress", "attention", "freshness"}),
+}
+"""The kinds of finding each probe judges."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,16 +65,20 @@ class Finding:
     """One cause of concern.
 
     Attributes:
-        code: Stable identifier: ``circuit_open``, ``lag``, ``parked``, ``outbox_over``,
-            ``outbox_growing``, ``deletes_held``, ``not_running``, ``inspect_failed``.
+        code: Stable identifier: ``overdue``, ``loop_stalled``, ``loop_ended``,
+            ``not_running``, ``inspect_failed`` (progress); ``circuit_open``, ``parked``,
+            ``outbox_over``, ``outbox_growing``, ``deletes_held``, ``budget_behind``
+            (attention); ``lag`` (freshness).
         summary: Short text without partition keys or error messages (the public body).
         detail: The full text for operators; may quote the key's last error (already
             cleaned of secrets when it was stored).
+        kind: ``progress``, ``attention`` or ``freshness``: which probes count it.
     """
 
     code: str
     summary: str
     detail: str
+    kind: FindingKind = "attention"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,12 +143,14 @@ class HealthResult:
     """The verdict on a whole engine.
 
     Attributes:
-        findings: Engine-wide causes of concern (not running, ``inspect()`` failed).
+        findings: Engine-wide causes of concern (not running, the daemon loop stalled,
+            ``inspect()`` failed).
         keys: One verdict per (poller, partition) in the report.
         engine_status: The engine's lifecycle state.
         instance_id: The engine's instance id.
         generated_at: When the underlying report was made (epoch ms); ``None`` when
             ``inspect()`` itself failed.
+        probe: The verdict asked for; its findings are of the kinds that probe judges.
     """
 
     findings: list[Finding] = field(default_factory=list)
@@ -121,6 +158,7 @@ class HealthResult:
     engine_status: str = ""
     instance_id: str = ""
     generated_at: int | None = None
+    probe: Probe = "report"
 
     @property
     def healthy(self) -> bool:
@@ -177,18 +215,30 @@ def _optional_count(value: object, name: str) -> int | None:
 class HealthCheck:
     """Judges an engine from its ``inspect()`` report.
 
-    A key is unhealthy when its circuit is open (unless ``allow_open_circuit``), when its
-    cursor lags more than ``max_lag`` (timestamp pollers that are not paused), when more
-    than ``max_parked`` rows are parked (only poison events with ``ignore_invalid``), when
-    its outbox holds more than ``max_outbox`` events, when the mass-delete guard holds
-    deletes (an operator must confirm or discard them), or when its outbox holds more events
-    than at the previous check (a failing, slow or missing handler). The outbox sizes of the
-    previous check are kept in memory, so the first check never reports growth; keep one
-    ``HealthCheck`` per endpoint.
+    Three verdicts, each judging some kinds of finding (see :class:`Finding`):
+
+    - :meth:`liveness`: the engine's own progress. Unhealthy when the daemon's loop has
+      stalled or ended, when a key is overdue (due for longer than the engine's grace with
+      nobody working on it: see ``watukuy.scheduler.waiting_ms``), when ``inspect()``
+      fails, and, with ``require_running``, when the daemon is not running. A vendor with
+      nothing new, an open circuit or a lagging cursor never makes it unhealthy: a restart
+      cures none of them.
+    - :meth:`readiness`: the same, and what needs an operator: an open circuit (unless
+      ``allow_open_circuit``), more than ``max_parked`` rows parked (only poison events
+      with ``ignore_invalid``), more than ``max_outbox`` events in an outbox, an outbox
+      larger than at the previous check (a failing, slow or missing handler), deletes held
+      by the mass-delete guard, and keys overdue only because their budget cannot keep up
+      with their schedules.
+    - :meth:`check`: everything above, and freshness: a cursor lagging more than
+      ``max_lag`` (timestamp pollers that are not paused).
+
+    The outbox sizes of the previous check are kept in memory, so the first check never
+    reports growth; keep one ``HealthCheck`` per endpoint.
 
     Args:
         engine: The engine to judge.
         max_lag: Longest acceptable lag (``"10m"``); ``None`` disables the lag check.
+            Judged by :meth:`check` only.
         max_parked: Parked rows a key may hold and stay healthy (default ``0``); ``None``
             disables the check.
         ignore_invalid: Count only poison events toward ``max_parked``, not quarantined
@@ -198,6 +248,9 @@ class HealthCheck:
         allow_open_circuit: Do not count an open circuit (the engine probes it itself).
         require_running: Also require the engine's daemon to be running (for apps that
             start it, e.g. with ``watukuy_lifespan(engine, mode="daemon")``).
+        overdue_grace: How long a key may be due with nobody working on it before it is
+            overdue (default: the engine's own grace, ``overdue_grace_ms`` of its report:
+            at least a minute).
         timeout: A check answers within this long: a store that does not answer in time
             makes the verdict unhealthy (``inspect_failed``) instead of hanging the probe.
 
@@ -215,6 +268,7 @@ class HealthCheck:
         max_outbox: int | None = None,
         allow_open_circuit: bool = False,
         require_running: bool = False,
+        overdue_grace: Duration | None = None,
         timeout: Duration = "5s",
     ) -> None:
         self._engine = engine
@@ -222,6 +276,9 @@ class HealthCheck:
         self._max_lag_ms = None if max_lag is None else parse_duration(max_lag, "max_lag")
         self._max_parked = _optional_count(max_parked, "max_parked")
         self._max_outbox = _optional_count(max_outbox, "max_outbox")
+        self._overdue_grace_ms = (
+            None if overdue_grace is None else parse_duration(overdue_grace, "overdue_grace")
+        )
         for name, value in (
             ("ignore_invalid", ignore_invalid),
             ("allow_open_circuit", allow_open_circuit),
@@ -236,9 +293,21 @@ class HealthCheck:
         self._log = RedactingLogger(_log, engine.redaction)
 
     async def check(self) -> HealthResult:
+        """The full report: progress, attention and freshness (``max_lag``)."""
+        return await self._verdict("report")
+
+    async def liveness(self) -> HealthResult:
+        """The engine's own progress only: what a Kubernetes liveness probe should see."""
+        return await self._verdict("liveness")
+
+    async def readiness(self) -> HealthResult:
+        """Progress, and what needs an operator (no freshness)."""
+        return await self._verdict("readiness")
+
+    async def _verdict(self, probe: Probe) -> HealthResult:
         """Inspect the engine and judge it; a failing ``inspect()`` is itself unhealthy."""
         try:
-            report, poison = await self._bounded_inspect()
+            report, poison = await self._bounded_inspect(probe)
         except Exception as error:
             self._log.warning("health check: inspect() failed: %s", error)
             message = self._engine.redaction.text(str(error))
@@ -248,18 +317,22 @@ class HealthCheck:
                         "inspect_failed",
                         "inspect() failed",
                         f"inspect() failed: {type(error).__name__}: {message}",
+                        "progress",
                     )
                 ],
                 engine_status=self._engine.status.value,
                 instance_id=self._engine.instance_id,
+                probe=probe,
             )
-        return self.judge(report, poison=poison)
+        return self.judge(report, poison=poison, probe=probe)
 
     async def _bounded_inspect(
-        self,
+        self, probe: Probe
     ) -> tuple[InspectReport, dict[tuple[str, str], int] | None]:
         async def both() -> tuple[InspectReport, dict[tuple[str, str], int] | None]:
             report = await self._engine.inspect(timeout=None)
+            if "attention" not in PROBE_KINDS[probe]:
+                return report, None  # parked rows are not judged: no need to list them
             return report, await self._poison_counts(report)
 
         clock = self._engine.clock
@@ -287,37 +360,58 @@ class HealthCheck:
         report: InspectReport,
         *,
         poison: Mapping[tuple[str, str], int] | None = None,
+        probe: Probe = "report",
     ) -> HealthResult:
-        """Judge a report, and remember its outbox sizes for the next call.
+        """Judge a report, and remember its outbox sizes for the next call (when the
+        probe judges outboxes).
 
         Args:
             report: What ``engine.inspect()`` returned.
             poison: Poison events per (poller, partition), for ``ignore_invalid``; a key
                 not in it counts all its parked rows.
+            probe: Which verdict: ``liveness``, ``readiness`` or ``report`` (everything).
+
+        Raises:
+            ConfigError: ``probe`` is not one of the three.
         """
-        findings: list[Finding] = []
-        if self._require_running and report["status"] != EngineStatus.RUNNING.value:
-            findings.append(
-                Finding(
-                    "not_running",
-                    f"engine is {report['status']}, not running",
-                    f"engine is {report['status']}, not running",
-                )
+        kinds = PROBE_KINDS.get(probe)
+        if kinds is None:
+            raise ConfigError(
+                f"expected 'liveness', 'readiness' or 'report', got {probe!r}", field="probe"
             )
-        keys = [self._judge_key(entry, poison) for entry in report["pollers"]]
-        self._previous_outbox = {(key.poller, key.partition): key.outbox_pending for key in keys}
+        findings = [*self._running(report), *_loop(report)]
+        grace = self._overdue_grace_ms
+        if grace is None:
+            grace = report.get("overdue_grace_ms", OVERDUE_GRACE_MS)
+        keys = [self._judge_key(entry, poison, grace, kinds) for entry in report["pollers"]]
+        if "attention" in kinds:
+            self._previous_outbox = {
+                (key.poller, key.partition): key.outbox_pending for key in keys
+            }
         return HealthResult(
-            findings=findings,
+            findings=[finding for finding in findings if finding.kind in kinds],
             keys=keys,
             engine_status=report["status"],
             instance_id=report["instance_id"],
             generated_at=report["generated_at"],
+            probe=probe,
         )
 
+    def _running(self, report: InspectReport) -> list[Finding]:
+        if not self._require_running or report["status"] == EngineStatus.RUNNING.value:
+            return []
+        text = f"engine is {report['status']}, not running"
+        return [Finding("not_running", text, text, "progress")]
+
     def _judge_key(
-        self, entry: PollerInspect, poison: Mapping[tuple[str, str], int] | None
+        self,
+        entry: PollerInspect,
+        poison: Mapping[tuple[str, str], int] | None,
+        grace_ms: int,
+        kinds: frozenset[str],
     ) -> KeyHealth:
         findings = [
+            *_overdue(entry, grace_ms),
             *self._circuit(entry),
             *self._lag(entry),
             *self._parked(entry, poison),
@@ -328,7 +422,7 @@ class HealthCheck:
         return KeyHealth(
             poller=entry["poller"],
             partition=entry["partition"],
-            findings=findings,
+            findings=[finding for finding in findings if finding.kind in kinds],
             paused=entry["paused"],
             circuit=str(entry["schedule"].get("circuit", "closed")),
             lag_ms=entry["lag_ms"],
@@ -353,7 +447,7 @@ class HealthCheck:
         if limit is None or lag_ms is None or lag_ms <= limit or entry["paused"]:
             return []
         over = f"lag {_seconds(lag_ms)} is over max_lag {format_duration(limit)}"
-        return [Finding("lag", "lag over max_lag", over)]
+        return [Finding("lag", "lag over max_lag", over, "freshness")]
 
     def _parked(
         self, entry: PollerInspect, poison: Mapping[tuple[str, str], int] | None
@@ -406,6 +500,44 @@ class HealthCheck:
                 )
             )
         return out
+
+
+def _loop(report: InspectReport) -> list[Finding]:
+    """The daemon's loop (only while the engine runs: ``tick()`` mode has none)."""
+    loop = report.get("loop")
+    if loop is None:
+        return []
+    if not loop["alive"]:
+        text = "daemon loop ended while the engine runs"
+        return [Finding("loop_ended", text, text, "progress")]
+    if not loop["stalled"]:
+        return []
+    detail = (
+        f"daemon loop stalled: {_seconds(loop['late_ms'])} past the wake-up it planned "
+        f"(grace {format_duration(loop['grace_ms'])})"
+    )
+    return [Finding("loop_stalled", "daemon loop stalled", detail, "progress")]
+
+
+def _overdue(entry: PollerInspect, grace_ms: int) -> list[Finding]:
+    """A key due for longer than the grace with nobody working on it. A key this engine
+    holds back for its budget (or ``max_concurrent_keys``) is behind, not stuck: the fix is
+    a larger budget or a longer schedule, which a restart is not."""
+    waiting = entry.get("waiting_ms")
+    if not is_overdue(waiting, grace_ms):
+        return []
+    assert waiting is not None
+    if entry.get("queued"):
+        detail = (
+            f"due {_seconds(waiting)} ago and waiting for room on its budget or under "
+            "max_concurrent_keys: the budget does not keep up with the schedule"
+        )
+        return [Finding("budget_behind", "overdue, waiting for its budget", detail)]
+    detail = (
+        f"overdue: due {_seconds(waiting)} ago with nobody working on it "
+        f"(grace {format_duration(grace_ms)})"
+    )
+    return [Finding("overdue", "overdue", detail, "progress")]
 
 
 def _seconds(ms: int) -> str:

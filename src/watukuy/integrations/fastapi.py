@@ -11,11 +11,14 @@
     async def on_order(event: wk.Event[Order], ctx: wk.HandlerContext) -> None: ...
 
     app = FastAPI(lifespan=watukuy_lifespan(engine))
-    app.include_router(health_router(engine, max_lag="10m"))
+    app.include_router(health_router(engine, max_lag="10m", require_running=True))
     app.include_router(inspect_router(engine), dependencies=[Depends(require_operator)])
 
-``GET /watukuy/health`` answers 200 or 503 with the status and short reasons only (no
-partition keys, no error text), fit for a public probe. ``GET /watukuy/inspect`` returns
+``GET /watukuy/live`` (the engine's own progress: a liveness probe), ``GET /watukuy/ready``
+(progress, and what needs an operator) and ``GET /watukuy/health`` (everything, lag
+included: for monitoring, never a liveness probe) answer 200 or 503 with the status and
+short reasons only (no partition keys, no error text), fit for a public probe.
+``GET /watukuy/inspect`` returns
 ``engine.inspect()`` (partitions, lease owners, errors and their stacks): it exists only
 when you include :func:`inspect_router`, and belongs behind an authentication dependency.
 
@@ -43,7 +46,7 @@ from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError
 from watukuy.runtime.engine import EngineCore
 
-from ._health import HealthCheck
+from ._health import HealthCheck, HealthResult
 
 __all__ = ["LifespanMode", "health_router", "inspect_router", "watukuy_lifespan"]
 
@@ -148,18 +151,27 @@ def health_router(
     max_outbox: int | None = None,
     allow_open_circuit: bool = False,
     require_running: bool = False,
+    overdue_grace: Duration | None = None,
     detail: bool = False,
     prefix: str = "/watukuy",
 ) -> APIRouter:
-    """The health probe: ``GET {prefix}/health``, 200 when every key is healthy, else 503.
+    """The health probes: ``GET {prefix}/live``, ``{prefix}/ready`` and ``{prefix}/health``,
+    each 200 when healthy, else 503.
+
+    - ``/live`` judges the engine's own progress (see
+      :meth:`~watukuy.integrations.HealthCheck.liveness`): its daemon loop stalled or
+      ended, a key overdue with nobody working on it, a failing ``inspect()``, and with
+      ``require_running`` a daemon that is not running. Point a Kubernetes
+      ``livenessProbe`` here: a quiet vendor, an open circuit or lag never fail it.
+    - ``/ready`` adds what needs an operator: an open circuit, more than ``max_parked``
+      parked rows, more than ``max_outbox`` pending events, an outbox larger than at the
+      previous call, held deletes, keys behind because their budget cannot keep up.
+    - ``/health`` adds freshness: a lag over ``max_lag``. For monitoring and alerts.
 
     The body is ``{"status": "ok" | "unhealthy", "reasons": [...]}`` with short reasons per
     poller (``"orders: circuit open (3 keys)"``): no partition keys, no error text, no
-    instance or lease owner names, so the route can face a load balancer or a Kubernetes
-    probe. What counts (see :class:`~watukuy.integrations.HealthCheck`): an open circuit, a
-    lag over ``max_lag``, more than ``max_parked`` parked rows, more than ``max_outbox``
-    pending events, an outbox larger than at the previous call, or a failing
-    ``inspect()``.
+    instance or lease owner names, so the routes can face a load balancer or a Kubernetes
+    probe.
 
     Args:
         engine: The engine to report on.
@@ -172,6 +184,8 @@ def health_router(
         allow_open_circuit: Stay healthy while a circuit is open.
         require_running: Also require the daemon to be running (set it when the app runs
             the engine with ``watukuy_lifespan(engine, mode="daemon")``).
+        overdue_grace: How long a key may be due with nobody working on it before it is
+            overdue (default: the engine's grace, at least a minute).
         detail: Answer the detailed verdict instead (partition keys, lease owners, the
             last error of each key): mount such a router behind authentication only.
         prefix: Where the route lives; ``""`` or a path starting with ``/`` and not ending
@@ -186,23 +200,39 @@ def health_router(
     _check_prefix(prefix)
     if not isinstance(detail, bool):
         raise ConfigError(f"expected a bool, got {detail!r}", field="detail")
-    check = HealthCheck(
-        engine,
-        max_lag=max_lag,
-        max_parked=max_parked,
-        ignore_invalid=ignore_invalid,
-        max_outbox=max_outbox,
-        allow_open_circuit=allow_open_circuit,
-        require_running=require_running,
-    )
+
+    def checker() -> HealthCheck:
+        # One per route: each keeps the outbox sizes of its own previous call.
+        return HealthCheck(
+            engine,
+            max_lag=max_lag,
+            max_parked=max_parked,
+            ignore_invalid=ignore_invalid,
+            max_outbox=max_outbox,
+            allow_open_circuit=allow_open_circuit,
+            require_running=require_running,
+            overdue_grace=overdue_grace,
+        )
+
+    report, live, ready = checker(), checker(), checker()
     router = APIRouter(prefix=prefix, tags=["watukuy"])
 
-    @router.get("/health", response_model=None, summary="Health of the watukuy engine")
-    async def watukuy_health() -> JSONResponse:
-        result = await check.check()
+    def answer(result: HealthResult) -> JSONResponse:
         return JSONResponse(
             result.to_dict(detail=detail), status_code=200 if result.healthy else 503
         )
+
+    @router.get("/health", response_model=None, summary="Health of the watukuy engine")
+    async def watukuy_health() -> JSONResponse:
+        return answer(await report.check())
+
+    @router.get("/live", response_model=None, summary="Whether the watukuy engine progresses")
+    async def watukuy_live() -> JSONResponse:
+        return answer(await live.liveness())
+
+    @router.get("/ready", response_model=None, summary="Whether the watukuy engine is ready")
+    async def watukuy_ready() -> JSONResponse:
+        return answer(await ready.readiness())
 
     return router
 

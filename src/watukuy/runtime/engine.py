@@ -209,6 +209,9 @@ class EngineCore(Operations):
         self._status = EngineStatus.IDLE
         # daemon state
         self._loop_task: asyncio.Task[None] | None = None
+        # (when the loop last went to sleep, when it planned to come round): inspect()
+        # judges from it whether the loop is alive (see scheduler.loop_grace).
+        self._loop_beat: tuple[int, int] | None = None
         self._running: dict[PKey, asyncio.Task[KeyRunResult]] = {}
         self._wake = asyncio.Event()
         self._heap: list[tuple[int, int, PKey]] = []
@@ -744,6 +747,7 @@ class EngineCore(Operations):
         await self._ensure_migrated()
         self._status = EngineStatus.RUNNING
         await self._resync(initial=True)
+        self._loop_beat = (self.clock.now(), self.clock.now())  # due round at once
         self._loop_task = asyncio.create_task(self._loop(), name="watukuy-engine")
 
     async def stop(self, drain: bool = True, timeout: Duration = "30s") -> None:
@@ -1064,6 +1068,7 @@ class EngineCore(Operations):
         return min(candidates)
 
     async def _sleep_until(self, at: int) -> None:
+        self._loop_beat = (self.clock.now(), at)
         delay = at - self.clock.now()
         if delay <= 0 or self._wake.is_set():
             await self.clock.sleep(0)

@@ -34,17 +34,18 @@ from watukuy.model.rows import (
     listing_to_json,
     schedule_to_json,
 )
+from watukuy.scheduler import is_overdue, loop_grace, overdue_grace, waiting_ms
 from watukuy.scheduler import trigger as trigger_schedule
 
 from .deadline import finish_by
 from .poller import PollerDefinition
-from .results import ReplayResult
+from .results import EngineStatus, ReplayResult
 
 if TYPE_CHECKING:
     from watukuy.budget.manager import BudgetManager
     from watukuy.model.ports import Clock, StateStore
 
-    from .results import EngineStatus, LeaseOptions
+    from .results import LeaseOptions
     from .runner import EngineDeps
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "discard_held_deletes",
     "listing_report",
     "InspectReport",
+    "LoopInspect",
     "Operations",
     "ParkedOperations",
     "PartitionOperations",
@@ -85,6 +87,16 @@ class PollerInspect(TypedDict):
     lag_ms: int | None
     listing: dict[str, Any]
     held_deletes: dict[str, Any] | None
+    waiting_ms: NotRequired[int | None]
+    """How long the key has been due with nobody working on it (``0``: not due yet, or its
+    lease is held; ``None``: paused or nothing planned); see ``watukuy.scheduler.waiting_ms``."""
+    overdue: NotRequired[bool]
+    """``waiting_ms`` is over the engine's grace (``overdue_grace_ms`` of the report): the
+    key should have been polled by now and nobody is on it."""
+    queued: NotRequired[bool]
+    """This engine holds the key due and waiting to start, for room on its budget or under
+    ``max_concurrent_keys`` (a fact of this process; absent from reports read from the store
+    alone)."""
     filtered: NotRequired[int]
     """Events this engine's consumer of the key acknowledged without delivering them,
     because its ``when=`` filter turned them down, since the engine was created (a count of
@@ -104,6 +116,27 @@ class BudgetInspect(TypedDict):
     waiting: int
 
 
+class LoopInspect(TypedDict):
+    """The daemon's loop in :class:`InspectReport` (this process only).
+
+    The loop plans when it comes round next (the next key due, the next resync, at most
+    ``resync_every`` away) and sleeps until then. A loop that is late by more than
+    ``grace_ms`` is stuck, or gone.
+    """
+
+    alive: bool
+    """The loop's task is running (``False``: it ended while the engine runs)."""
+    next_wake_at: int | None
+    """When the loop planned to come round next (epoch ms)."""
+    late_ms: int
+    """How far past ``next_wake_at`` the loop is (``0`` while on time); a wake-up planned in
+    the past (go round again at once) counts from when the loop went to sleep."""
+    grace_ms: int
+    """How late it may be before it counts as stalled (``watukuy.scheduler.loop_grace``)."""
+    stalled: bool
+    """Not alive, or late by more than ``grace_ms``."""
+
+
 class InspectReport(TypedDict):
     """What ``engine.inspect()`` returns: a JSON-ready snapshot of persisted state."""
 
@@ -112,6 +145,11 @@ class InspectReport(TypedDict):
     generated_at: int
     pollers: list[PollerInspect]
     budgets: dict[str, BudgetInspect]
+    overdue_grace_ms: NotRequired[int]
+    """How long a key may be due with nobody on it before it is ``overdue``."""
+    loop: NotRequired[LoopInspect | None]
+    """The daemon's loop while the engine runs (``None`` otherwise: ``tick()`` mode, or
+    stopped; absent from reports read from the store alone)."""
 
 
 def _epoch_ms(value: TimeArg, field: str) -> int:
@@ -145,6 +183,12 @@ class Operations:
     _status: EngineStatus
     _budget_manager: BudgetManager | None
     _consumers: dict[str, dict[str, Any]]
+    _resync_ms: int
+    _max_concurrent: int | None
+    _loop_task: asyncio.Task[None] | None
+    _loop_beat: tuple[int, int] | None
+    _wake_at: dict[PKey, int]
+    _running: dict[PKey, Any]
 
     # Provided by EngineCore.
     def _poller_name(self, poller: PollerDefinition[Any] | str) -> str:
@@ -437,7 +481,44 @@ class Operations:
             "generated_at": now,
             "pollers": report,
             "budgets": await self.budget_usage(),
+            "overdue_grace_ms": self._overdue_grace(),
+            "loop": self._loop_report(now),
         }
+
+    def _overdue_grace(self) -> int:
+        return overdue_grace(resync_ms=self._resync_ms, lease_ttl_ms=self._lease.ttl_ms)
+
+    @property
+    def overdue_grace_ms(self) -> int:
+        """How long a key may be due with nobody working on it before ``inspect()`` calls
+        it overdue: at least a minute, and at least ``resync_every`` plus the lease TTL."""
+        return self._overdue_grace()
+
+    def _loop_report(self, now: int) -> LoopInspect | None:
+        """The daemon's loop, judged from what it planned when it last went to sleep."""
+        if self._status is not EngineStatus.RUNNING or self._loop_task is None:
+            return None
+        alive = not self._loop_task.done()
+        planned = None if self._loop_beat is None else self._loop_beat[1]
+        # A wake-up planned in the past means "round again at once": from when it slept.
+        expected = None if self._loop_beat is None else max(self._loop_beat)
+        late = 0 if expected is None else max(0, now - expected)
+        grace = loop_grace(self._resync_ms)
+        return {
+            "alive": alive,
+            "next_wake_at": planned,
+            "late_ms": late,
+            "grace_ms": grace,
+            "stalled": not alive or late > grace,
+        }
+
+    def _queued(self, poller: PollerDefinition[Any], key: PKey, now: int) -> bool:
+        """Due in this engine and held back for room (its budget, ``max_concurrent_keys``)."""
+        if self._status is not EngineStatus.RUNNING or key in self._running:
+            return False
+        at = self._wake_at.get(key)
+        limited = poller.budget is not None or self._max_concurrent is not None
+        return limited and at is not None and at <= now
 
     async def budget_usage(self) -> dict[str, BudgetInspect]:
         """Each named budget's policy and how much of it is in use now, by name.
@@ -487,6 +568,7 @@ class Operations:
         schedule = schedule_to_json(
             state.schedule if state is not None else empty_poller_state(now).schedule
         )
+        waiting = waiting_ms(state, lease, now)
         return {
             "poller": key.poller,
             "partition": key.partition,
@@ -503,6 +585,9 @@ class Operations:
             "lag_ms": lag_ms,
             "listing": listing_report(state),
             "held_deletes": held_deletes_to_json(state.held_deletes) if state else None,
+            "waiting_ms": waiting,
+            "overdue": is_overdue(waiting, self._overdue_grace()),
+            "queued": self._queued(poller, key, now),
             "filtered": self._deps.filtered.get(key, 0),
             "consumers": sorted(self._consumers.get(key.poller, {})),
         }

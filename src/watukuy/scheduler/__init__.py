@@ -14,7 +14,10 @@ time ``now`` in epoch milliseconds and, where a wait is randomised, the injected
   returned :class:`Transition` (``reason``, ``circuit_opened``, ``circuit_closed``) to hooks;
 - :func:`trigger` for ``engine.trigger()``.
 
-:func:`phase_of` names the state-machine phase of a key for ``inspect()`` and the CLI.
+:func:`phase_of` names the state-machine phase of a key for ``inspect()`` and the CLI, and
+:func:`waiting_ms` / :func:`is_overdue` say whether a key is overdue (due, and left without
+the engine's attention for longer than a grace) for ``inspect()``, the CLI, the admin page
+and the health check.
 """
 
 from __future__ import annotations
@@ -33,10 +36,20 @@ from ._machine import (
     planned_top,
     trigger,
 )
+from ._overdue import (
+    LOOP_GRACE_MS,
+    OVERDUE_GRACE_MS,
+    is_overdue,
+    loop_grace,
+    overdue_grace,
+    waiting_ms,
+)
 from ._phase import PollerPhase, phase_of
 from ._timing import apply_jitter, backoff_ceiling, backoff_delay, pacing_delay, throttle_wait
 
 __all__ = [
+    "LOOP_GRACE_MS",
+    "OVERDUE_GRACE_MS",
     "PLANNING_ALLOWANCE_MS",
     "PollerPhase",
     "Reason",
@@ -48,12 +61,16 @@ __all__ = [
     "begin_cycle",
     "initial_schedule",
     "is_due",
+    "is_overdue",
+    "loop_grace",
     "on_failure",
     "on_poison_halt",
     "on_success",
+    "overdue_grace",
     "pacing_delay",
     "phase_of",
     "planned_top",
     "throttle_wait",
     "trigger",
+    "waiting_ms",
 ]

@@ -30,9 +30,19 @@ async def test_inspect_matches_the_engine_report_key_by_key(polled: Polled) -> N
     engine_keys = {(p["poller"], p["partition"]): p for p in by_engine["pollers"]}
     for entry in by_store["pollers"]:
         twin = engine_keys[(entry["poller"], entry["partition"])]
-        # `filtered` and `consumers` belong to this engine's consumers: no store holds them.
-        assert set(entry) == set(twin) - {"filtered", "consumers"}
-        for name in ("paused", "lease", "schedule", "outbox_pending", "parked", "items"):
+        # `filtered` and `consumers` belong to this engine's consumers, `queued` to its
+        # daemon: no store holds them.
+        assert set(entry) == set(twin) - {"filtered", "consumers", "queued"}
+        for name in (
+            "paused",
+            "lease",
+            "schedule",
+            "outbox_pending",
+            "parked",
+            "items",
+            "waiting_ms",
+            "overdue",
+        ):
             assert entry[name] == twin[name], name
     orders = by_store["pollers"][0]
     assert orders["cursors"] == {"live": LAST}

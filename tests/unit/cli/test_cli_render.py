@@ -339,3 +339,29 @@ def test_inspect_rows_are_never_cut_when_the_output_is_not_a_terminal() -> None:
         assert name in text
     lease = next(e["lease"] for e in REPORT["pollers"] if e["lease"])
     assert lease["owner"] in text
+
+
+def test_inspect_marks_overdue_keys_and_a_stalled_loop() -> None:
+    report = {
+        **REPORT,
+        "loop": {
+            "alive": True,
+            "next_wake_at": NOW - 95_000,
+            "late_ms": 95_000,
+            "grace_ms": 30_000,
+            "stalled": True,
+        },
+        "pollers": [
+            entry("orders", waiting_ms=290_000, overdue=True),
+            entry("invoices", waiting_ms=4_000, overdue=False),
+            entry("catalog", paused=True, waiting_ms=None, overdue=False),
+        ],
+    }
+    lines = render(inspect_view(report), 120).splitlines()
+    assert lines[3].startswith("orders (overdue) ")
+    assert lines[4].startswith("invoices ")
+    assert lines[5].startswith("catalog (paused) ")
+    assert lines[6:] == [
+        "daemon loop stalled: 1.6m past the wake-up it planned",
+        "orders: overdue: due 4.8m ago with nobody working on it",
+    ]

@@ -3,12 +3,14 @@
 ::
 
     from fastapi import FastAPI
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
     from watukuy.integrations.admin import admin_app
 
     def operator(request) -> bool:            # your own check: a session, a header, SSO
         return request.headers.get("x-operator-token") == OPERATOR_TOKEN
 
     app = FastAPI(lifespan=watukuy_lifespan(engine))
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=["ops.example.com"])
     app.mount("/watukuy", admin_app(engine, auth=operator))
 
 Pages: the overview of every (poller, partition) key (lag, last poll, next due, circuit,
@@ -19,16 +21,21 @@ confirm or discard held deletes), and the parked rows of every key. The pages re
 their live parts every few seconds without a full reload (a small script of the page's
 own; without JavaScript they reload).
 
-Safety: every request goes through ``auth`` first; every change is a ``POST`` carrying a
-CSRF token bound to the browser's session cookie (see :mod:`._security`); values are
-escaped, errors pass through the engine's redaction policy, and neither item payloads of
-logged events nor partition ``data`` are shown. ``watukuy ui`` serves the same page on
-127.0.0.1. Needs ``pip install 'watukuy[admin]'``.
+Safety (see :mod:`._security`): a request for a ``Host`` the page does not answer to is
+refused (DNS rebinding: ``allowed_hosts``; an app that serves the page under its own names
+checks them with a trusted-host middleware, as above); a change from another origin is
+refused (``Origin``, ``Sec-Fetch-Site``); every request goes through ``auth``; every change
+is a ``POST`` carrying a CSRF token bound to the browser's session cookie; a destructive
+change is done only by a second request, from its confirmation page; values are escaped,
+errors pass through the engine's redaction policy, and neither item payloads of logged
+events nor partition ``data`` are shown. ``watukuy ui`` serves the same page on 127.0.0.1.
+Needs ``pip install 'watukuy[admin]'``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 try:
     import jinja2  # noqa: F401  (the templates)
@@ -48,6 +55,7 @@ from watukuy.model.ports import Clock
 from watukuy.runtime.engine import EngineCore
 
 from ._backend import AdminOperator, Backend, KeySummary
+from ._origin import LOOPBACK_NAMES, HostRule, normal_origins
 from ._security import AuthCheck, Csrf, Guard
 from ._views import Pages, PagesConfig
 
@@ -66,6 +74,8 @@ def admin_app(
     refresh: Duration = "5s",
     index_ttl: Duration = "10s",
     clock: Clock | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] = (),
 ) -> Starlette:
     """The admin page as an ASGI app: ``app.mount("/watukuy", admin_app(engine, auth=...))``.
 
@@ -86,6 +96,16 @@ def admin_app(
         index_ttl: Longest age of the snapshot of every key behind sorted and filtered
             views (those read every key's state; the default view reads only its page).
         clock: Time for a store alone (default: the system clock); an engine brings its own.
+        allowed_hosts: The ``Host`` names the page answers to (``"localhost"``,
+            ``"127.0.0.1:8765"``, ``"*.example.com"``, ``"*"`` for any); any other answers
+            400 before anything is served, which is what stops DNS rebinding. Default: with
+            ``auth=None`` only this machine's names (``localhost``, ``127.0.0.1``,
+            ``[::1]``), since the page is then for this machine only; with an ``auth``
+            check any, and the app serving the page checks its own names (Starlette's
+            ``TrustedHostMiddleware``).
+        allowed_origins: Origins besides the page's own from which changes may be posted
+            (``"https://ops.example.com"``). A ``POST`` whose ``Origin`` is neither, or
+            whose ``Sec-Fetch-Site`` is not ``same-origin``, answers 403.
 
     Returns:
         A Starlette application.
@@ -105,6 +125,8 @@ def admin_app(
         raise ConfigError("expected at least 16 characters or bytes", field="secret")
     refresh_ms = parse_duration(refresh, "refresh")
     index_ttl_ms = parse_duration(index_ttl, "index_ttl")
+    hosts = _host_rule(allowed_hosts, open_access=auth is None)
+    origins = _origins(allowed_origins)
     backend = Backend(engine, clock)
     if auth is None:
         _log.warning(
@@ -132,5 +154,25 @@ def admin_app(
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
         ],
     )
-    app.add_middleware(Guard, auth=auth)
+    app.add_middleware(Guard, auth=auth, hosts=hosts, origins=origins)
     return app
+
+
+def _host_rule(allowed: Sequence[str] | None, *, open_access: bool) -> HostRule | None:
+    if allowed is None:
+        return HostRule.of(LOOPBACK_NAMES) if open_access else None
+    if isinstance(allowed, str):
+        raise ConfigError(f"expected a list of host names, got {allowed!r}", field="allowed_hosts")
+    try:
+        return HostRule.of(allowed)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(str(error), field="allowed_hosts") from None
+
+
+def _origins(allowed: Sequence[str]) -> frozenset[str]:
+    if isinstance(allowed, str):
+        raise ConfigError(f"expected a list of origins, got {allowed!r}", field="allowed_origins")
+    try:
+        return normal_origins(allowed)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(str(error), field="allowed_origins") from None

@@ -36,6 +36,7 @@ from watukuy.model.rows import (
 )
 from watukuy.runtime.engine import EngineCore
 from watukuy.runtime.operator import KeyOperator
+from watukuy.scheduler import OVERDUE_GRACE_MS, is_overdue, waiting_ms
 
 __all__ = ["AdminOperator", "Backend", "KeySummary", "LogLine"]
 
@@ -72,6 +73,9 @@ class KeySummary:
         live_cursor: The live cursor, described for people.
         budget_usage: The budget's policy and use now (``requests``, ``per_ms``,
             ``burst``, ``used``, ``waiting``, as in ``inspect()``), engine only.
+        waiting_ms: How long the key has been due with nobody working on it (see
+            ``watukuy.scheduler.waiting_ms``; ``None`` when paused or nothing is planned).
+        overdue: ``waiting_ms`` is over the grace: no engine is polling this key.
     """
 
     key: PKey
@@ -93,11 +97,15 @@ class KeySummary:
     budget: str | None
     live_cursor: Any
     budget_usage: dict[str, Any] | None = None
+    waiting_ms: int | None = None
+    overdue: bool = False
 
     @property
     def status(self) -> str:
-        """The one word that matters most: ``open``, ``held``, ``parked``, ``failing``,
-        ``paused``, ``throttled``, ``half-open`` or ``ok``."""
+        """The one word that matters most: ``overdue``, ``open``, ``held``, ``parked``,
+        ``failing``, ``paused``, ``half-open`` or ``ok``."""
+        if self.overdue:
+            return "overdue"
         if self.circuit == "open":
             return "open"
         if self.held_deletes:
@@ -211,6 +219,12 @@ class Backend:
         return "engine" if self.engine is not None else "store-only"
 
     @property
+    def overdue_grace_ms(self) -> int:
+        """How long a key may wait before it is overdue (the engine's grace; the least
+        grace for a store alone, whose engines' settings are unknown)."""
+        return OVERDUE_GRACE_MS if self.engine is None else self.engine.overdue_grace_ms
+
+    @property
     def instance_id(self) -> str | None:
         """The engine's instance id (``None`` for a store alone)."""
         return None if self.engine is None else self.engine.instance_id
@@ -280,6 +294,7 @@ class Backend:
             budget = definition.budget if definition is not None else None
         if budget is not None and budgets is None:
             budgets = await self.budget_usage()
+        waiting = waiting_ms(state, lease, now)
         return KeySummary(
             key=key,
             paused=bool(state and state.paused),
@@ -304,6 +319,8 @@ class Backend:
             budget=budget,
             live_cursor=live,
             budget_usage=None if budget is None or budgets is None else budgets.get(budget),
+            waiting_ms=waiting,
+            overdue=is_overdue(waiting, self.overdue_grace_ms),
         )
 
     async def summaries(self, keys: Sequence[PKey], now: int) -> list[KeySummary]:

@@ -36,6 +36,7 @@ _log = logging.getLogger("watukuy")
 STATUSES: dict[str, str] = {
     "all": "all keys",
     "problems": "needs attention",
+    "overdue": "overdue",
     "open": "circuit open",
     "parked": "parked rows",
     "failing": "failing",
@@ -48,6 +49,7 @@ STATUSES: dict[str, str] = {
 _FILTERS: dict[str, Callable[[KeySummary], bool]] = {
     "all": lambda row: True,
     "problems": lambda row: row.problem,
+    "overdue": lambda row: row.overdue,
     "open": lambda row: row.circuit == "open",
     "parked": lambda row: row.parked > 0,
     "failing": lambda row: row.failures > 0,
@@ -61,7 +63,10 @@ _MISSING = -(2**62)
 
 SORTS: dict[str, tuple[str, Callable[[KeySummary], Any]]] = {
     "key": ("key", lambda row: (row.key.poller, row.key.partition)),
-    "status": ("status", lambda row: (_CIRCUIT_RANK.get(row.circuit, 0), row.parked, row.failures)),
+    "status": (
+        "status",
+        lambda row: (row.overdue, _CIRCUIT_RANK.get(row.circuit, 0), row.parked, row.failures),
+    ),
     "lag": ("lag", lambda row: _MISSING if row.lag_ms is None else row.lag_ms),
     "last_poll": ("last poll", lambda row: row.last_poll_at or _MISSING),
     "next_due": ("next due", lambda row: row.next_due_at or _MISSING),

@@ -29,7 +29,7 @@ from watukuy.model.rows import ParkedKind, PKey
 from . import _format
 from ._backend import Backend
 from ._index import SORTS, STATUSES, KeyIndex, LagHistory, OverviewQuery
-from ._security import SESSION_COOKIE, Csrf
+from ._security import SESSION_COOKIE, Confirmations, Csrf
 
 __all__ = ["Pages", "PagesConfig"]
 
@@ -37,7 +37,11 @@ _log = logging.getLogger("watukuy")
 
 _FLASH_COOKIE = "watukuy_admin_flash"
 _LIVE_HEADER = "x-watukuy-live"
-_CONFIRM = {"reset", "discard", "deletes_confirm"}
+DESTRUCTIVE = frozenset({"reset", "discard", "deletes_confirm", "deletes_discard"})
+"""Actions done only by a second request carrying the token of their confirmation page:
+resetting a cursor (with or without clearing the snapshot), discarding parked rows,
+confirming held deletes (they go out) and discarding them (the pass's finding is lost)."""
+_NOT_CONFIRMED = {"csrf", "confirm", "confirmed", "back", "ids", "action", "poller", "partition"}
 _BACK = {"key", "parked", "overview"}
 _PARKED_ON_KEY_PAGE = 100
 _PARKED_PER_KEY = 20
@@ -90,6 +94,7 @@ class Pages:
     ) -> None:
         self.backend = backend
         self.csrf = csrf
+        self.confirmations = Confirmations(csrf)
         self.config = config
         self.history = LagHistory()
         self.index = KeyIndex(backend, index_ttl_ms, self.history)
@@ -181,6 +186,7 @@ class Pages:
             or (definition is None and bool(events)),
             chart=_format.lag_chart(self.history.readings(key), has_lag=summary.lag_ms is not None),
             can_backfill=backend.can_backfill(key.poller),
+            grace_ms=backend.overdue_grace_ms,
         )
 
     async def parked(self, request: Request) -> Response:
@@ -256,11 +262,17 @@ class Pages:
     # --- the action endpoint ----------------------------------------------------------------
 
     async def action(self, request: Request) -> Response:
-        """Every change: checked for its CSRF token, confirmed when destructive, then done."""
+        """Every change: checked for its CSRF token, confirmed when destructive, then done.
+
+        A destructive action (:data:`DESTRUCTIVE`) without a confirmation token only renders
+        its confirmation page, with a token for exactly that form; with a token that is not
+        valid (spent, expired, of another session or another form) it is refused.
+        """
         form = await _read_form(request)
         if form is None:
             return PlainTextResponse("expected a form of at most 1 MB", status_code=400)
-        if not self.csrf.valid(request.cookies.get(SESSION_COOKIE), form.get("csrf")):
+        session = request.cookies.get(SESSION_COOKIE)
+        if not self.csrf.valid(session, form.get("csrf")):
             return PlainTextResponse(
                 "forbidden: the form's CSRF token is missing or does not match this browser's "
                 "session; reload the page and try again",
@@ -274,8 +286,22 @@ class Pages:
         back = str(form.get("back", "key"))
         if back not in _BACK:
             back = "key"
-        if name in _CONFIRM and form.get("confirmed") != "yes":
-            return await self._confirm(request, name, key, form, back)
+        if name in DESTRUCTIVE:
+            token = form.get("confirm")
+            if not token:
+                return await self._confirm(request, name, key, form, back)
+            assert session is not None  # the CSRF check needs one
+            if not self.confirmations.redeem(
+                session, token, _confirmed_form(name, key, form), self.backend.clock.now()
+            ):
+                return self._render(
+                    request,
+                    "message.html",
+                    status_code=403,
+                    heading="Confirmation refused",
+                    message="this confirmation was used already, has expired or belongs to "
+                    "another form: start the action again from the key's page",
+                )
         try:
             kind, text = "ok", await self._perform(name, key, form)
         except _Refused as refused:
@@ -311,7 +337,7 @@ class Pages:
         fields = {
             field: str(value)
             for field, value in form.multi_items()
-            if field not in ("csrf", "confirmed") and isinstance(value, str)
+            if field not in ("csrf", "confirm", "confirmed") and isinstance(value, str)
         }
         ids = [str(value) for value in form.getlist("ids")]
         fields.pop("ids", None)
@@ -323,6 +349,11 @@ class Pages:
                 heading="Nothing selected",
                 message="tick the parked rows to discard first",
             )
+        session = request.cookies.get(SESSION_COOKIE)
+        assert session is not None  # the CSRF check needs one
+        token = self.confirmations.issue(
+            session, _confirmed_form(name, key, form), self.backend.clock.now()
+        )
         return self._render(
             request,
             "confirm.html",
@@ -331,6 +362,7 @@ class Pages:
             fields=fields,
             ids=ids,
             back=back,
+            confirm=token,
         )
 
     async def _perform(self, name: str, key: PKey, form: FormData) -> str:
@@ -420,6 +452,23 @@ def _one_row(form: FormData) -> FormData:
         (name, value) for name, value in form.multi_items() if name not in ("one", "ids", "action")
     ]
     return FormData([*kept, ("action", action), ("ids", row_id)])
+
+
+def _confirmed_form(name: str, key: PKey, form: FormData) -> str:
+    """The canonical text of what a confirmation confirms: the action, the key and every
+    field that shapes it (the ticked rows in any order), as the confirmation page posts
+    them back."""
+    fields = sorted(
+        {
+            field: value
+            for field, value in form.multi_items()
+            if isinstance(value, str) and field not in _NOT_CONFIRMED
+        }.items()
+    )
+    ids = sorted(str(value) for value in form.getlist("ids"))
+    return wkjson.dumps(
+        {"action": name, "key": [key.poller, key.partition], "fields": fields, "ids": ids}
+    )
 
 
 def _optional_text(value: object) -> str | None:
