@@ -217,9 +217,11 @@ class TokenCursor:
     """Follow an opaque ``next`` / ``cursor`` / ``sync_token`` handed out by the API.
 
     Return the API's next token as ``Page.cursor``. A non-empty token continues the cycle;
-    ``None`` or ``""`` means the listing is exhausted (the cycle ends and the next one starts
-    again from ``initial``). A token together with ``has_more=False`` is kept for the next
-    cycle: the "sync token" pattern of change feeds.
+    a token together with ``has_more=False`` is kept for the next cycle (the "sync token"
+    pattern of change feeds). No token (``None`` or ``""``) ends the cycle: with
+    ``has_more=False`` the last page's own token is kept, so the next cycle asks what came
+    after it; without, the next cycle starts again from ``initial``. ``Page(gone=True)``
+    (an expired token) starts over from ``initial`` too.
 
     Args:
         initial: The token of the very first request, usually ``None``.
