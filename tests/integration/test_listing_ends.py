@@ -143,7 +143,7 @@ async def read_two_pages_of_three(
 
 
 @pytest.mark.parametrize("lane", ["live", "reconcile"])
-async def test_a_pass_whose_next_page_is_gone_is_cut_without_deletes(
+async def test_a_pass_whose_next_page_is_gone_is_abandoned_without_deletes(
     world: World, lane: Lane, caplog: pytest.LogCaptureFixture
 ) -> None:
     vendor, engine, recorder = await read_two_pages_of_three(world, lane, fetch_ending_with_gone)
@@ -154,12 +154,12 @@ async def test_a_pass_whose_next_page_is_gone_is_cut_without_deletes(
     assert [polled.error for polled in lane_results(result, lane)] == [None]
     report = await listing_of(engine, lane)
     assert report["pass"] is None
-    assert (report["completed"], report["cut"]) == (0, 1)
-    assert report["last_cut"] == (
+    assert (report["completed"], report["abandoned"]) == (0, 1)
+    assert report["last_abandoned"] == (
         "page 3 is gone (Page(gone=True)): the listing shrank while it was read"
     )
-    assert report["last_cut_at"] == world.clock.now()
-    assert any("pass 1 cut, no deletes" in r.getMessage() for r in caplog.records)
+    assert report["last_abandoned_at"] == world.clock.now()
+    assert any("pass 1 abandoned, no deletes" in r.getMessage() for r in caplog.records)
     assert [e for e in recorder.events if e.type == "deleted"] == []
 
     # An update made afterwards is delivered by the next pass, which starts at page 1 and
@@ -170,10 +170,10 @@ async def test_a_pass_whose_next_page_is_gone_is_cut_without_deletes(
     assert vendor.calls == [1, 2, 3, 1, 2]
     assert recorder.by_subject("item-200") == ["created", "updated"]
     report = await listing_of(engine, lane)
-    assert (report["completed"], report["cut"]) == (1, 1)
+    assert (report["completed"], report["abandoned"]) == (1, 1)
     assert report["last_outcome"] == "no deletes yet: 1 of 2 complete passes"
 
-    # The cut pass confirmed nothing: the deletes wait for a second complete pass.
+    # The abandoned pass confirmed nothing: the deletes wait for a second complete pass.
     await world.clock.advance("6h")
     await engine.tick()
     deleted = [e.subject for e in recorder.events if e.type == "deleted"]
@@ -192,20 +192,20 @@ async def test_a_pass_failing_again_at_the_same_page_starts_over(
     assert "responded 404" in failed.error["message"]
     report = await listing_of(engine, lane)
     assert report["pass"]["pages"] == 2  # still the same pass, to resume after the backoff
-    assert report["cut"] == 0
+    assert report["abandoned"] == 0
 
     with caplog.at_level(logging.WARNING, logger="watukuy"):
         await world.clock.advance("10m")  # past the backoff
-        second = await engine.tick()  # page 3 fails again: the pass is cut
+        second = await engine.tick()  # page 3 fails again: the pass is abandoned
     [failed] = lane_results(second, lane)
     assert failed.error is not None  # it still counts as a failure (backoff, circuit)
     assert vendor.calls == [1, 2, 3, 3]
     report = await listing_of(engine, lane)
     assert report["pass"] is None
-    assert report["cut"] == 1
-    assert report["last_cut"].startswith("page 3 failed 2 times in a row: GET ")
-    assert "responded 404" in report["last_cut"]
-    [warning] = [r for r in caplog.records if "cut, no deletes" in r.getMessage()]
+    assert report["abandoned"] == 1
+    assert report["last_abandoned"].startswith("page 3 failed 2 times in a row: GET ")
+    assert "responded 404" in report["last_abandoned"]
+    [warning] = [r for r in caplog.records if "abandoned, no deletes" in r.getMessage()]
     assert warning.levelno == logging.WARNING
     assert f"({lane} lane)" in warning.getMessage()
     assert "page 3 failed 2 times in a row" in warning.getMessage()
@@ -242,10 +242,10 @@ async def test_a_failure_at_another_page_starts_the_count_again(world: World) ->
         await engine.tick()
         await world.clock.advance("10m")
     # Pages 1-2; 3 fails; 3, then 4 fails; 4 and 5: one failure at each page, never two
-    # in a row at one page, so the pass is never cut.
+    # in a row at one page, so the pass is never abandoned.
     assert asked == [1, 2, 3, 3, 4, 4, 5]
     report = await listing_of(engine, "live")
-    assert (report["completed"], report["cut"]) == (1, 0)
+    assert (report["completed"], report["abandoned"]) == (1, 0)
     assert len(recorder.events) == 9
 
 
@@ -261,7 +261,7 @@ async def test_a_gone_first_page_is_a_fetch_failure(world: World) -> None:
     assert failed.error["message"].startswith(
         "page 1 of a full listing answered Page(gone=True): a listing always has a first page"
     )
-    assert (await engine.inspect())["pollers"][0]["listing"] == {}  # no pass began, none cut
+    assert (await engine.inspect())["pollers"][0]["listing"] == {}  # no pass began, none abandoned
 
 
 # --- token cursors -------------------------------------------------------------------------

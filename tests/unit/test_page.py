@@ -35,7 +35,7 @@ def test_a_gone_page_carries_nothing_else(value: object) -> None:
 
 @pytest.mark.parametrize("value", [wk.Page(gone="yes"), {"gone": 1}])  # type: ignore[arg-type]
 def test_gone_must_be_a_bool(value: object) -> None:
-    with pytest.raises(InvalidPageError, match="Page.gone must be a bool"):
+    with pytest.raises(InvalidPageError, match=r"Page\.gone must be a bool"):
         coerce_page(value)
 
 

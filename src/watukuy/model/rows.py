@@ -236,14 +236,14 @@ class ListingPass:
             listing moved under it); ``None`` when unknown.
         disagreed: Complete passes in a row whose pair of confirming passes disagreed.
         failed_page: The page of the pass in progress whose fetch failed last (``0``:
-            none); with :attr:`page_failures`, what cuts a pass that keeps failing at the
+            none); with :attr:`page_failures`, what abandons a pass that keeps failing at the
             same page (see ``runtime/lane.py``).
         page_failures: Fetch failures in a row at :attr:`failed_page`.
-        cut: Passes cut so far: ended before their last page, by a gone page
-            (``Page(gone=True)``) or by failing at the same page again and again. A cut
+        abandoned: Passes abandoned so far: closed before their last page, by a gone page
+            (``Page(gone=True)``) or by failing at the same page again and again. An abandoned
             pass finds no deletes and confirms nothing.
-        last_cut_at: When the last cut pass was cut (epoch ms).
-        last_cut: Why, in words.
+        last_abandoned_at: When the last pass was abandoned (epoch ms).
+        last_abandoned: Why, in words.
     """
 
     pass_id: int | None = None
@@ -264,9 +264,9 @@ class ListingPass:
     disagreed: int = 0
     failed_page: int = 0
     page_failures: int = 0
-    cut: int = 0
-    last_cut_at: int | None = None
-    last_cut: str | None = None
+    abandoned: int = 0
+    last_abandoned_at: int | None = None
+    last_abandoned: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -724,9 +724,9 @@ def _pass_to_json(progress: ListingPass) -> dict[str, Any]:
         "disagreed": progress.disagreed,
         "failed_page": progress.failed_page,
         "page_failures": progress.page_failures,
-        "cut": progress.cut,
-        "last_cut_at": progress.last_cut_at,
-        "last_cut": progress.last_cut,
+        "abandoned": progress.abandoned,
+        "last_abandoned_at": progress.last_abandoned_at,
+        "last_abandoned": progress.last_abandoned,
     }
 
 
@@ -750,9 +750,9 @@ def _pass_from_json(data: Mapping[str, Any]) -> ListingPass:
         disagreed=int(data.get("disagreed") or 0),
         failed_page=int(data.get("failed_page") or 0),
         page_failures=int(data.get("page_failures") or 0),
-        cut=int(data.get("cut") or 0),
-        last_cut_at=_optional_int(data.get("last_cut_at")),
-        last_cut=data.get("last_cut"),
+        abandoned=int(data.get("abandoned") or 0),
+        last_abandoned_at=_optional_int(data.get("last_abandoned_at")),
+        last_abandoned=data.get("last_abandoned"),
     )
 
 

@@ -13,8 +13,8 @@ listed, the rows left below the id of the oldest of the last ``deletes.confirm_p
 complete passes are the deletes (each of those passes missed them), unless the pass is not
 a complete listing (an invalid item, a ``304`` page) or the mass-delete guard holds them.
 
-A pass is *cut* (closed with no deletes, confirming nothing; the next cycle starts a new
-one at page 1) when a page past its first answers ``Page(gone=True)`` (the listing shrank
+A pass is *abandoned* (closed with no deletes, confirming nothing; the next cycle starts a
+new one at page 1) when a page past its first answers ``Page(gone=True)`` (the listing shrank
 while it was read), or when it fails at the same page :data:`_PAGE_FAILURES` times in a
 row: resuming at a page that is no longer there would fail every cycle and wedge the key.
 """
@@ -99,11 +99,11 @@ _IDENTITY_BATCH = 1000
 # Items hashed (or events written) between two turns of the event loop (see _turn).
 _HASH_STEP = 250
 _DISAGREEMENT_WARNING = 3
-# Fetch failures in a row at the same page of a pass (past its first page) that cut it.
+# Fetch failures in a row at the same page of a pass (past its first page) that abandon it.
 # Two: one failure may be a blip worth resuming after (the pages before it are not read
 # again); a second at the same page, after a backoff, most likely means the page is gone
 # (the listing shrank). It is well below the circuit's default of 5 failures, and as the
-# cut is stored with the failure, even a circuit that opens sooner probes a new pass.
+# abandonment is stored with the failure, even a circuit that opens sooner probes a new pass.
 _PAGE_FAILURES = 2
 
 
@@ -367,7 +367,7 @@ class LaneCycle:
         pages = 0
         counts = {"created": 0, "updated": 0, "deleted": 0}
         truncated = saw_not_modified = done = False
-        cut: str | None = None  # why the pass in progress was cut (a gone page)
+        abandon: str | None = None  # why the pass in progress is abandoned (a gone page)
         phase: ErrorPhase = "fetch"
         source = _PageSource(self._fetch)
         error: SerializedError | None = None
@@ -406,7 +406,7 @@ class LaneCycle:
                         done = True
                         break
                     if page.gone and self._full_scan:
-                        cut = self._gone_page(fetch.ctx.page)
+                        abandon = self._gone_page(fetch.ctx.page)
                         done = True
                         break
                     pages += 1
@@ -490,9 +490,9 @@ class LaneCycle:
                 selection.discard()  # a page left unbuilt (a halt, a deadline) reads nothing
             await self._settled()
             state = landed
-            if cut is not None:
+            if abandon is not None:
                 phase = "commit"
-                state = await self._cut_pass(state, cut)
+                state = await self._abandon_pass(state, abandon)
                 done = False  # not a complete listing: a reconcile is still to be done
             elif self._pass is not None and (self._pass.listed or (done and not truncated)):
                 phase = "commit"
@@ -649,7 +649,7 @@ class LaneCycle:
         return self._listing
 
     def _gone_page(self, number: int) -> str:
-        """Why the pass is cut at page ``number``, which answered ``Page(gone=True)``.
+        """Why the pass is abandoned at page ``number``, which answered ``Page(gone=True)``.
 
         Raises:
             InvalidPageError: ``number`` is the pass's first page: a listing always has one
@@ -658,14 +658,14 @@ class LaneCycle:
         if number <= 1:
             raise InvalidPageError(
                 "page 1 of a full listing answered Page(gone=True): a listing always has a "
-                "first page (an empty listing is an empty page), so the pass is not cut"
+                "first page (an empty listing is an empty page), so the pass is not abandoned"
             )
         return f"page {number} is gone (Page(gone=True)): the listing shrank while it was read"
 
     async def _page_failed(self, state: PollerState, error: SerializedError) -> PollerState:
-        """A page of the pass in progress failed to fetch: count it, and cut the pass once
+        """A page of the pass in progress failed to fetch: count it, and abandon the pass once
         it failed at the same page :data:`_PAGE_FAILURES` times in a row. Returns the state
-        with the count (or the cut) stored; a store failure here is only logged."""
+        with the count (or the abandoned pass) stored; a store failure here is only logged."""
         progress = state.listing.lanes.get(self._lane)
         if progress is None or progress.pass_id is None or progress.listed or not progress.pages:
             return state  # the first page: starting over would ask for the same page
@@ -675,14 +675,14 @@ class LaneCycle:
             if failures >= _PAGE_FAILURES:
                 message = error.get("message", "")
                 why = f"page {page} failed {failures} times in a row: {message}"
-                return await self._cut_pass(state, why, progress, warn=True)
+                return await self._abandon_pass(state, why, progress, warn=True)
             counted = dataclasses.replace(progress, failed_page=page, page_failures=failures)
             return await self._save_pass(state, counted)
         except StoreError as store_error:
             self._logger.warning("could not count the failed page %d: %s", page, store_error)
             return state
 
-    async def _cut_pass(
+    async def _abandon_pass(
         self,
         state: PollerState,
         why: str,
@@ -692,23 +692,26 @@ class LaneCycle:
     ) -> PollerState:
         """Close the pass in progress without deletes: it did not list the whole listing,
         and confirms nothing. The next cycle starts a new pass at page 1. Logged as a
-        WARNING when ``warn`` says so, or when the pass before it was cut too."""
+        WARNING when ``warn`` says so, or when the pass before it was abandoned too."""
         progress = progress or self._pass
         assert progress is not None
         assert progress.pass_id is not None
         now = self._deps.clock.now()
-        again = progress.last_cut_at is not None and (
-            progress.last_completed_at is None or progress.last_cut_at > progress.last_completed_at
+        again = progress.last_abandoned_at is not None and (
+            progress.last_completed_at is None
+            or progress.last_abandoned_at > progress.last_completed_at
         )
-        closed = _between_passes(progress, cut=progress.cut + 1, last_cut_at=now, last_cut=why)
+        closed = _between_passes(
+            progress, abandoned=progress.abandoned + 1, last_abandoned_at=now, last_abandoned=why
+        )
         (self._logger.warning if warn or again else self._logger.info)(
-            "full listing (%s lane): pass %d cut, no deletes%s: %s; the next cycle starts a "
+            "full listing (%s lane): pass %d abandoned, no deletes%s: %s; the next cycle starts a "
             "new pass at page 1",
             self._lane,
             progress.pass_id,
-            " (the pass before it was cut too)" if again else "",
+            " (the pass before it was abandoned too)" if again else "",
             why,
-            extra={"lane": self._lane, "pass_id": progress.pass_id, "cut": why},
+            extra={"lane": self._lane, "pass_id": progress.pass_id, "abandoned": why},
         )
         return await self._save_pass(state, closed)
 

@@ -535,9 +535,9 @@ def listing_report(state: PollerState | None) -> dict[str, Any]:
             "last_completed_at": progress["last_completed_at"],
             "last_outcome": progress["last_outcome"],
             "disagreed": progress["disagreed"],
-            "cut": progress["cut"],
-            "last_cut_at": progress["last_cut_at"],
-            "last_cut": progress["last_cut"],
+            "abandoned": progress["abandoned"],
+            "last_abandoned_at": progress["last_abandoned_at"],
+            "last_abandoned": progress["last_abandoned"],
         }
     return report
 
