@@ -194,7 +194,8 @@ def start_over(strategy: CursorStrategy[C], cursor: C) -> C:
 def describe_cursor(cursor: Any) -> str:
     """One line for a cursor as ``inspect()`` describes it.
 
-    Timestamp cursors read ``<value> #<tie-break>``, token cursors show the token, page
+    Timestamp cursors read ``<value> #<tie-break>`` (``(start)`` before the first item),
+    token cursors show the token (``(no token)`` when the next request carries none), page
     cursors ``page <n>``; anything else is shown as compact JSON.
     """
     if cursor is None:
@@ -207,7 +208,9 @@ def describe_cursor(cursor: Any) -> str:
                 return "(start)"
             return f"{value} #{tie}" if tie is not None else str(value)
         if keys == {"value"}:
-            return "(start)" if cursor["value"] is None else str(cursor["value"])
+            # A token cursor without a token: at the start, or caught up on a listing that
+            # fits its first page (whose request carries no token either).
+            return "(no token)" if cursor["value"] is None else str(cursor["value"])
         if keys == {"page"}:
             return f"page {cursor['page']}"
     if isinstance(cursor, str):
