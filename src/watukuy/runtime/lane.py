@@ -107,22 +107,25 @@ _DISAGREEMENT_WARNING = 3
 _PAGE_FAILURES = 2
 
 
+# What a pass in progress has of its own; none of it outlives the pass.
+_NO_PASS: dict[str, Any] = {
+    "pass_id": None,
+    "started_at": None,
+    "cursor": None,
+    "pages": 0,
+    "items": 0,
+    "invalid": 0,
+    "not_modified": False,
+    "listed": False,
+    "failed_page": 0,
+    "page_failures": 0,
+}
+
+
 def _between_passes(progress: ListingPass, **changes: Any) -> ListingPass:
-    """``progress`` with no pass in progress (and ``changes``)."""
-    return dataclasses.replace(
-        progress,
-        pass_id=None,
-        started_at=None,
-        cursor=None,
-        pages=0,
-        items=0,
-        invalid=0,
-        not_modified=False,
-        listed=False,
-        failed_page=0,
-        page_failures=0,
-        **changes,
-    )
+    """``progress`` without its pass in progress, and with ``changes`` (a new pass's
+    ``pass_id`` and ``started_at``, or what a closed pass found)."""
+    return dataclasses.replace(progress, **{**_NO_PASS, **changes})
 
 
 def _is_throttle(error: BaseException) -> bool:
@@ -624,19 +627,7 @@ class LaneCycle:
         progress = listing.lanes.get(self._lane, ListingPass())
         if progress.pass_id is None:
             counter = listing.counter + 1
-            progress = dataclasses.replace(
-                progress,
-                pass_id=counter,
-                started_at=self._deps.clock.now(),
-                cursor=None,
-                pages=0,
-                items=0,
-                invalid=0,
-                not_modified=False,
-                listed=False,
-                failed_page=0,
-                page_failures=0,
-            )
+            progress = _between_passes(progress, pass_id=counter, started_at=self._deps.clock.now())
             listing = ListingState(counter=counter, lanes={**listing.lanes, self._lane: progress})
         self._listing, self._pass = listing, progress
         return progress
@@ -1327,16 +1318,8 @@ class LaneCycle:
                         if emitted and missed is not None:
                             missed = await self._count_unseen(clean[-1])
             last_missed, last_repeats = missed, repeats
-        closed = dataclasses.replace(
+        closed = _between_passes(
             progress,
-            pass_id=None,
-            started_at=None,
-            cursor=None,
-            pages=0,
-            items=0,
-            invalid=0,
-            not_modified=False,
-            listed=False,
             clean=clean,
             last_clean=last_clean,
             completed=progress.completed + 1,
