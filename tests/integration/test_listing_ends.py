@@ -363,3 +363,21 @@ async def test_an_expired_token_starts_over(world: World) -> None:
     await engine.tick()
     assert vendor.tokens == [None, _token(10), _token(20), _token(20), None, _token(10), _token(20)]
     assert len(recorder.events) == 25  # read again, nothing new
+
+
+async def test_a_generator_that_yields_a_gone_page_ends_the_cycle(world: World) -> None:
+    async def fetch(ctx: wk.FetchContext[wk.TokenPosition]) -> Any:
+        yield wk.Page(items=[item(1, T)], cursor="t1")
+        yield wk.Page(gone=True)  # t1 expired before the next request
+        yield wk.Page(items=[item(2, T)], cursor="t2", has_more=False)
+
+    poller = wk.define_poller(
+        name="orders", identity=lambda order: order["id"], cursor=wk.TokenCursor(), fetch=fetch
+    )
+    engine = world.engine(poller)
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    result = await engine.tick()
+    assert [polled.error for polled in result.polled] == [None]
+    assert [e.subject for e in recorder.events] == ["item-001"]
+    assert (await engine.inspect())["pollers"][0]["cursors"]["live"] == {"value": None}

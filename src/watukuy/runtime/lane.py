@@ -453,7 +453,7 @@ class LaneCycle:
                     page_done = selection.done
                     if target is not None and strategy.reached(cursor, target):
                         page_done = True
-                    if source.is_generator:
+                    if source.is_generator and not page.gone:
                         page_done = False  # a generator's cycle ends when it is exhausted
                     if page_done:
                         done = True
