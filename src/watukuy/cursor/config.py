@@ -310,7 +310,9 @@ class CustomCursor(Generic[C]):
 
     Args:
         initial: The cursor of the very first request.
-        advance: ``(AdvanceContext) -> (next_cursor, done)``; called after every page.
+        advance: ``(AdvanceContext) -> (next_cursor, done)``; called after every page but
+            a gone one (``Page(gone=True)``), after which the cursor goes back to
+            ``initial``.
         serialize: ``(cursor) -> str`` for cursors that are not plain JSON data. Must be
             given together with ``deserialize``. Default: JSON.
         deserialize: The inverse of ``serialize``; also reads the raw strings given to
