@@ -7,7 +7,7 @@ A listing ends in one of two ways, and ``fetch`` says which:
 * **The page asked for is not there any more** (``Page(gone=True)``): the API answered a
   ``404`` or ``416`` past the end (a listing that shrank while it was being read), or
   ``410 Gone`` for an expired token. Nothing can be read from that position: the lane
-  starts over, and a full listing's pass is cut without deletes.
+  starts over, and a full listing's pass is abandoned without deletes.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ class Page(Generic[T]):
             for a page past the end of a listing that shrank while it was read, a ``410``
             for an expired token. A gone page has no items, cursor or ``has_more``. The
             lane starts over from its first position (a token, page or custom cursor goes
-            back to ``initial``); a full listing's pass in progress is cut, finds no
-            deletes, and the next cycle starts a new pass. A gone *first* position (page 1
-            of a pass, the ``initial`` cursor) and a gone page of a timestamp cursor are
-            fetch failures: there is nothing earlier to start over from.
+            back to ``initial``); a full listing's pass in progress is abandoned, finds
+            no deletes, and the next cycle starts a new pass. A gone *first* position
+            (page 1 of a pass, the ``initial`` cursor) and a gone page of a timestamp
+            cursor are fetch failures: there is nothing earlier to start over from.
 
     Example:
         A Django REST Framework listing answers ``404 {"detail": "Invalid page."}`` past
