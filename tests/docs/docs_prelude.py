@@ -6,7 +6,8 @@ A block imports from here exactly the names it uses and does not define (see
 file in the working directory; ``engine`` has the pollers the docs talk about (``orders``,
 ``invoices`` partitioned by tenant, ``catalog`` as a snapshot) and no handler yet, so a
 block may attach its own. ``vendor_http`` answers for ``https://vendor.example``, the other
-APIs of docs/recipes.md (GraphQL, lines without ids, epoch timestamps, per-tenant tokens).
+APIs of docs/recipes.md (GraphQL, lines without ids, epoch timestamps, per-tenant tokens)
+and of docs/cursors.md (Django REST Framework's page-number and cursor paginations).
 The other names stand in for the reader's own code (a queue client, a Kafka producer, a
 warehouse, a pager) with the smallest thing that behaves like it.
 """
@@ -315,10 +316,35 @@ def _graphql(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json={"data": {"orders": {"nodes": nodes, "pageInfo": info}}})
 
 
+def _drf_page_number(request: httpx.Request) -> httpx.Response:
+    """Django REST Framework's ``PageNumberPagination``, three a page: ``404`` past the end."""
+    number = int(request.url.params.get("page", "1"))
+    pages = max(1, -(-len(_ORDERS) // 3))
+    if number > pages:
+        return httpx.Response(404, json={"detail": "Invalid page."})
+    more = f"https://vendor.example/api/orders/?page={number + 1}" if number < pages else None
+    chunk = _ORDERS[(number - 1) * 3 : number * 3]
+    return httpx.Response(200, json={"count": len(_ORDERS), "next": more, "results": chunk})
+
+
+def _drf_cursor(request: httpx.Request) -> httpx.Response:
+    """Django REST Framework's ``CursorPagination``, three a page: ``next`` is a link with an
+    opaque position, ``null`` on the last page."""
+    raw = request.url.params.get("cursor")
+    start = 0 if raw is None else int(raw.removeprefix("p"))
+    end = min(start + 3, len(_ORDERS))
+    more = f"https://vendor.example/api/changes/?cursor=p{end}" if end < len(_ORDERS) else None
+    return httpx.Response(200, json={"next": more, "results": _ORDERS[start:end]})
+
+
 def _vendor(request: httpx.Request) -> httpx.Response:
     path = request.url.path
     if request.method == "POST" and path == "/graphql":
         return _graphql(request)
+    if path == "/api/orders/":
+        return _drf_page_number(request)
+    if path == "/api/changes/":
+        return _drf_cursor(request)
     if path == "/lines":
         return httpx.Response(200, json={"lines": _LINES})
     if path == "/changes":

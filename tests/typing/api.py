@@ -83,10 +83,13 @@ async def fetch_plain(ctx: wk.FetchContext[wk.TokenPosition]) -> wk.Page[Any]:
     response: HttpResponse = await ctx.http.get(
         "https://erp.example.com/customers", raise_for_status=False
     )
+    if response.status == 410:  # an expired token: start over
+        return wk.Page(gone=True)
     response.raise_for_status()
     assert_type(response.status_code, int)
     assert_type(response.text, str)
-    return wk.Page(items=response.json()["data"], cursor=None)
+    assert_type(wk.Page(gone=True).gone, bool)
+    return wk.Page(items=response.json()["data"], cursor=None, has_more=False)
 
 
 # Without a schema, items are JSON objects.

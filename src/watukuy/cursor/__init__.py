@@ -37,7 +37,7 @@ from .config import (
 from .custom import CustomStrategy
 from .path import MISSING, resolve_path
 from .simple import PageStrategy, SnapshotDiffStrategy, TokenStrategy
-from .strategy import CursorStrategy, StrategyKind, make_strategy
+from .strategy import CursorStrategy, StrategyKind, make_strategy, start_over
 from .timeformat import TimestampValue, format_timestamp, parse_timestamp
 from .timestamp import TimestampStrategy
 
@@ -68,4 +68,5 @@ __all__ = [
     "make_strategy",
     "parse_timestamp",
     "resolve_path",
+    "start_over",
 ]

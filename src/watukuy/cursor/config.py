@@ -217,9 +217,11 @@ class TokenCursor:
     """Follow an opaque ``next`` / ``cursor`` / ``sync_token`` handed out by the API.
 
     Return the API's next token as ``Page.cursor``. A non-empty token continues the cycle;
-    ``None`` or ``""`` means the listing is exhausted (the cycle ends and the next one starts
-    again from ``initial``). A token together with ``has_more=False`` is kept for the next
-    cycle: the "sync token" pattern of change feeds.
+    a token together with ``has_more=False`` is kept for the next cycle (the "sync token"
+    pattern of change feeds). No token (``None`` or ``""``) ends the cycle: with
+    ``has_more=False`` the last page's own token is kept, so the next cycle asks what came
+    after it; without, the next cycle starts again from ``initial``. ``Page(gone=True)``
+    (an expired token) starts over from ``initial`` too.
 
     Args:
         initial: The token of the very first request, usually ``None``.
@@ -308,7 +310,9 @@ class CustomCursor(Generic[C]):
 
     Args:
         initial: The cursor of the very first request.
-        advance: ``(AdvanceContext) -> (next_cursor, done)``; called after every page.
+        advance: ``(AdvanceContext) -> (next_cursor, done)``; called after every page but
+            a gone one (``Page(gone=True)``), after which the cursor goes back to
+            ``initial``.
         serialize: ``(cursor) -> str`` for cursors that are not plain JSON data. Must be
             given together with ``deserialize``. Default: JSON.
         deserialize: The inverse of ``serialize``; also reads the raw strings given to

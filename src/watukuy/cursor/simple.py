@@ -24,8 +24,12 @@ class TokenStrategy:
     * A non-empty text ``Page.cursor`` is the next token and the cycle goes on, unless the
       page also says ``has_more=False``: then the token is kept for the next cycle and this
       one is done (the "sync token" pattern).
-    * ``None`` or ``""`` means the listing is exhausted: done, and the next cycle starts over
-      from ``initial``.
+    * ``None`` or ``""`` with ``has_more=False`` means caught up: done, and the token this
+      page was asked for with is kept, so the next cycle asks again what comes after it
+      (the last page of a ``next``-link listing in change order).
+    * ``None`` or ``""`` otherwise means the listing is exhausted: done, and the next cycle
+      starts over from ``initial`` (a listing in id order, whose tokens never see an item
+      change after it was read).
     * Anything else as ``Page.cursor`` is a malformed page: an error, never a moved cursor.
     """
 
@@ -65,10 +69,11 @@ class TokenStrategy:
         items: Sequence[Any],
         now: int,
     ) -> tuple[TokenPosition, bool]:
-        """Follow the page's token, or start over when there is none."""
+        """Follow the page's token; without one, keep this page's own token when the page
+        says ``has_more=False``, or start over."""
         token = page.cursor
         if token is None or token == "":
-            return self.initial(), True
+            return (cursor if page.has_more is False else self.initial()), True
         if not isinstance(token, str):
             raise InvalidPageError(
                 f"a token poller's Page.cursor must be text or None, got {token!r}"

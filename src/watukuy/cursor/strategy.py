@@ -7,7 +7,7 @@ from typing import Any, Literal, Protocol, TypeAlias, TypeVar, overload
 
 from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError
-from watukuy.model.page import Page
+from watukuy.model.page import InvalidPageError, Page
 
 from .config import (
     CursorConfig,
@@ -21,7 +21,7 @@ from .custom import CustomStrategy
 from .simple import PageStrategy, SnapshotDiffStrategy, TokenStrategy
 from .timestamp import TimestampStrategy
 
-__all__ = ["CursorStrategy", "StrategyKind", "describe_cursor", "make_strategy"]
+__all__ = ["CursorStrategy", "StrategyKind", "describe_cursor", "make_strategy", "start_over"]
 
 C = TypeVar("C")
 
@@ -165,10 +165,37 @@ def make_strategy(config: CursorConfig) -> CursorStrategy[Any]:
     )
 
 
+def start_over(strategy: CursorStrategy[C], cursor: C) -> C:
+    """Where an incremental lane goes after a gone page (``Page(gone=True)``) it asked for
+    at ``cursor``: back to the strategy's ``initial`` position, the cycle done.
+
+    A full listing does not come here: its pass is cut instead (see ``runtime/lane.py``).
+
+    Raises:
+        InvalidPageError: A timestamp cursor's page is never gone (a filter by time past the
+            newest item answers an empty page), and a gone ``initial`` position leaves
+            nothing to start over from: both are fetch failures, and the cursor stays.
+    """
+    if strategy.kind == "timestamp":
+        raise InvalidPageError(
+            "a timestamp cursor's page cannot be gone (Page(gone=True)): a request for "
+            "what changed after the watermark answers an empty page when nothing did"
+        )
+    initial = strategy.initial()
+    if strategy.serialize(cursor) == strategy.serialize(initial):
+        raise InvalidPageError(
+            f"the first position of the listing ({strategy.serialize(cursor)}) answered "
+            "Page(gone=True): there is nothing earlier to start over from (an empty listing "
+            "is an empty page)"
+        )
+    return initial
+
+
 def describe_cursor(cursor: Any) -> str:
     """One line for a cursor as ``inspect()`` describes it.
 
-    Timestamp cursors read ``<value> #<tie-break>``, token cursors show the token, page
+    Timestamp cursors read ``<value> #<tie-break>`` (``(start)`` before the first item),
+    token cursors show the token (``(no token)`` when the next request carries none), page
     cursors ``page <n>``; anything else is shown as compact JSON.
     """
     if cursor is None:
@@ -181,7 +208,9 @@ def describe_cursor(cursor: Any) -> str:
                 return "(start)"
             return f"{value} #{tie}" if tie is not None else str(value)
         if keys == {"value"}:
-            return "(start)" if cursor["value"] is None else str(cursor["value"])
+            # A token cursor without a token: at the start, or caught up on a listing that
+            # fits its first page (whose request carries no token either).
+            return "(no token)" if cursor["value"] is None else str(cursor["value"])
         if keys == {"page"}:
             return f"page {cursor['page']}"
     if isinstance(cursor, str):

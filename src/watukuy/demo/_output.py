@@ -175,7 +175,7 @@ def _cursor(cursor: Any) -> str:
             value, tie = cursor["value"], cursor["tie_break"]
             return "(start)" if value is None else f"{value} #{tie}"
         if set(cursor) == {"value"}:
-            return "(start)" if cursor["value"] is None else str(cursor["value"])
+            return "(no token)" if cursor["value"] is None else str(cursor["value"])
     return "full scan" if cursor is None else wkjson.dumps(cursor)
 
 

@@ -150,7 +150,7 @@ def _describe_cursor(text: str | None) -> str:
     if isinstance(value, dict) and set(value) == {"value", "tie_break"}:
         return f"{value['value']} #{value['tie_break']}" if value["value"] else "(start)"
     if isinstance(value, dict) and set(value) == {"value"}:
-        return str(value["value"]) if value["value"] else "(start)"
+        return str(value["value"]) if value["value"] else "(no token)"
     return "full scan" if value is None else text
 
 

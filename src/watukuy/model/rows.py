@@ -235,6 +235,15 @@ class ListingPass:
         last_repeats: Items the newest pass of :attr:`clean` listed more than once (the
             listing moved under it); ``None`` when unknown.
         disagreed: Complete passes in a row whose pair of confirming passes disagreed.
+        failed_page: The page of the pass in progress whose fetch failed last (``0``:
+            none); with :attr:`page_failures`, what abandons a pass that keeps failing at the
+            same page (see ``runtime/lane.py``).
+        page_failures: Fetch failures in a row at :attr:`failed_page`.
+        abandoned: Passes abandoned so far: closed before their last page, by a gone page
+            (``Page(gone=True)``) or by failing at the same page again and again. An abandoned
+            pass finds no deletes and confirms nothing.
+        last_abandoned_at: When the last pass was abandoned (epoch ms).
+        last_abandoned: Why, in words.
     """
 
     pass_id: int | None = None
@@ -253,6 +262,11 @@ class ListingPass:
     last_missed: int | None = None
     last_repeats: int | None = None
     disagreed: int = 0
+    failed_page: int = 0
+    page_failures: int = 0
+    abandoned: int = 0
+    last_abandoned_at: int | None = None
+    last_abandoned: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -708,6 +722,11 @@ def _pass_to_json(progress: ListingPass) -> dict[str, Any]:
         "last_missed": progress.last_missed,
         "last_repeats": progress.last_repeats,
         "disagreed": progress.disagreed,
+        "failed_page": progress.failed_page,
+        "page_failures": progress.page_failures,
+        "abandoned": progress.abandoned,
+        "last_abandoned_at": progress.last_abandoned_at,
+        "last_abandoned": progress.last_abandoned,
     }
 
 
@@ -729,6 +748,11 @@ def _pass_from_json(data: Mapping[str, Any]) -> ListingPass:
         last_missed=_optional_int(data.get("last_missed")),
         last_repeats=_optional_int(data.get("last_repeats")),
         disagreed=int(data.get("disagreed") or 0),
+        failed_page=int(data.get("failed_page") or 0),
+        page_failures=int(data.get("page_failures") or 0),
+        abandoned=int(data.get("abandoned") or 0),
+        last_abandoned_at=_optional_int(data.get("last_abandoned_at")),
+        last_abandoned=data.get("last_abandoned"),
     )
 
 

@@ -12,6 +12,11 @@ after a crash or on another replica too, and memory holds one page. When the las
 listed, the rows left below the id of the oldest of the last ``deletes.confirm_passes``
 complete passes are the deletes (each of those passes missed them), unless the pass is not
 a complete listing (an invalid item, a ``304`` page) or the mass-delete guard holds them.
+
+A pass is *abandoned* (closed with no deletes, confirming nothing; the next cycle starts a
+new one at page 1) when a page past its first answers ``Page(gone=True)`` (the listing shrank
+while it was read), or when it fails at the same page :data:`_PAGE_FAILURES` times in a
+row: resuming at a page that is no longer there would fail every cycle and wedge the key.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from watukuy.cursor import CursorStrategy
+from watukuy.cursor import CursorStrategy, start_over
 from watukuy.diff import (
     Candidate,
     content_hash,
@@ -36,7 +41,9 @@ from watukuy.diff import (
 )
 from watukuy.model import json as wkjson
 from watukuy.model.errors import (
+    BudgetTimeoutError,
     ConfigError,
+    HttpError,
     LeaseLostError,
     SerializedError,
     StoreError,
@@ -53,7 +60,7 @@ from watukuy.model.events import (
     iso_time,
 )
 from watukuy.model.http_port import HttpObservations, HttpScope
-from watukuy.model.page import Page, coerce_page
+from watukuy.model.page import InvalidPageError, Page, coerce_page
 from watukuy.model.partition import Partition
 from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
@@ -92,6 +99,41 @@ _IDENTITY_BATCH = 1000
 # Items hashed (or events written) between two turns of the event loop (see _turn).
 _HASH_STEP = 250
 _DISAGREEMENT_WARNING = 3
+# Fetch failures in a row at the same page of a pass (past its first page) that abandon it.
+# Two: one failure may be a blip worth resuming after (the pages before it are not read
+# again); a second at the same page, after a backoff, most likely means the page is gone
+# (the listing shrank). It is well below the circuit's default of 5 failures, and as the
+# abandonment is stored with the failure, even a circuit that opens sooner probes a new pass.
+_PAGE_FAILURES = 2
+
+
+# What a pass in progress has of its own; none of it outlives the pass.
+_NO_PASS: dict[str, Any] = {
+    "pass_id": None,
+    "started_at": None,
+    "cursor": None,
+    "pages": 0,
+    "items": 0,
+    "invalid": 0,
+    "not_modified": False,
+    "listed": False,
+    "failed_page": 0,
+    "page_failures": 0,
+}
+
+
+def _between_passes(progress: ListingPass, **changes: Any) -> ListingPass:
+    """``progress`` without its pass in progress, and with ``changes`` (a new pass's
+    ``pass_id`` and ``started_at``, or what a closed pass found)."""
+    return dataclasses.replace(progress, **{**_NO_PASS, **changes})
+
+
+def _is_throttle(error: BaseException) -> bool:
+    """The API asked us to wait (``429``, ``503`` with ``Retry-After``), or the budget is
+    spent: not the page failing (the runner does not count it as a failure either)."""
+    if isinstance(error, HttpError):
+        return error.is_throttle
+    return isinstance(error, BudgetTimeoutError)
 
 
 def _stuck_cursor(page: int, cursor: str) -> WatukuyError:
@@ -328,6 +370,7 @@ class LaneCycle:
         pages = 0
         counts = {"created": 0, "updated": 0, "deleted": 0}
         truncated = saw_not_modified = done = False
+        abandon: str | None = None  # why the pass in progress is abandoned (a gone page)
         phase: ErrorPhase = "fetch"
         source = _PageSource(self._fetch)
         error: SerializedError | None = None
@@ -363,6 +406,10 @@ class LaneCycle:
                     phase = "fetch"
                     page = await fetch.task
                     if page is None:
+                        done = True
+                        break
+                    if page.gone and self._full_scan:
+                        abandon = self._gone_page(fetch.ctx.page)
                         done = True
                         break
                     pages += 1
@@ -406,7 +453,7 @@ class LaneCycle:
                     page_done = selection.done
                     if target is not None and strategy.reached(cursor, target):
                         page_done = True
-                    if source.is_generator:
+                    if source.is_generator and not page.gone:
                         page_done = False  # a generator's cycle ends when it is exhausted
                     if page_done:
                         done = True
@@ -446,7 +493,11 @@ class LaneCycle:
                 selection.discard()  # a page left unbuilt (a halt, a deadline) reads nothing
             await self._settled()
             state = landed
-            if self._pass is not None and (self._pass.listed or (done and not truncated)):
+            if abandon is not None:
+                phase = "commit"
+                state = await self._abandon_pass(state, abandon)
+                done = False  # not a complete listing: a reconcile is still to be done
+            elif self._pass is not None and (self._pass.listed or (done and not truncated)):
                 phase = "commit"
                 state, deleted = await self._end_pass(state)
                 counts["deleted"] += deleted
@@ -465,6 +516,8 @@ class LaneCycle:
             error = serialize_error(failure, redaction=self._deps.redaction)
             if isinstance(failure, StoreError):
                 phase = "commit"
+            elif self._full_scan and phase == "fetch" and not _is_throttle(failure):
+                state = await self._page_failed(state, error)
         finally:
             try:
                 if upcoming is not None:
@@ -574,17 +627,7 @@ class LaneCycle:
         progress = listing.lanes.get(self._lane, ListingPass())
         if progress.pass_id is None:
             counter = listing.counter + 1
-            progress = dataclasses.replace(
-                progress,
-                pass_id=counter,
-                started_at=self._deps.clock.now(),
-                cursor=None,
-                pages=0,
-                items=0,
-                invalid=0,
-                not_modified=False,
-                listed=False,
-            )
+            progress = _between_passes(progress, pass_id=counter, started_at=self._deps.clock.now())
             listing = ListingState(counter=counter, lanes={**listing.lanes, self._lane: progress})
         self._listing, self._pass = listing, progress
         return progress
@@ -595,6 +638,82 @@ class LaneCycle:
             counter=self._listing.counter, lanes={**self._listing.lanes, self._lane: progress}
         )
         return self._listing
+
+    def _gone_page(self, number: int) -> str:
+        """Why the pass is abandoned at page ``number``, which answered ``Page(gone=True)``.
+
+        Raises:
+            InvalidPageError: ``number`` is the pass's first page: a listing always has one
+                (an empty listing answers an empty page), so this is a fetch failure.
+        """
+        if number <= 1:
+            raise InvalidPageError(
+                "page 1 of a full listing answered Page(gone=True): a listing always has a "
+                "first page (an empty listing is an empty page), so the pass is not abandoned"
+            )
+        return f"page {number} is gone (Page(gone=True)): the listing shrank while it was read"
+
+    async def _page_failed(self, state: PollerState, error: SerializedError) -> PollerState:
+        """A page of the pass in progress failed to fetch: count it, and abandon the pass once
+        it failed at the same page :data:`_PAGE_FAILURES` times in a row. Returns the state
+        with the count (or the abandoned pass) stored; a store failure here is only logged."""
+        progress = state.listing.lanes.get(self._lane)
+        if progress is None or progress.pass_id is None or progress.listed or not progress.pages:
+            return state  # the first page: starting over would ask for the same page
+        page = progress.pages + 1
+        failures = progress.page_failures + 1 if progress.failed_page == page else 1
+        try:
+            if failures >= _PAGE_FAILURES:
+                message = error.get("message", "")
+                why = f"page {page} failed {failures} times in a row: {message}"
+                return await self._abandon_pass(state, why, progress, warn=True)
+            counted = dataclasses.replace(progress, failed_page=page, page_failures=failures)
+            return await self._save_pass(state, counted)
+        except StoreError as store_error:
+            self._logger.warning("could not count the failed page %d: %s", page, store_error)
+            return state
+
+    async def _abandon_pass(
+        self,
+        state: PollerState,
+        why: str,
+        progress: ListingPass | None = None,
+        *,
+        warn: bool = False,
+    ) -> PollerState:
+        """Close the pass in progress without deletes: it did not list the whole listing,
+        and confirms nothing. The next cycle starts a new pass at page 1. Logged as a
+        WARNING when ``warn`` says so, or when the pass before it was abandoned too."""
+        progress = progress or self._pass
+        assert progress is not None
+        assert progress.pass_id is not None
+        now = self._deps.clock.now()
+        again = progress.last_abandoned_at is not None and (
+            progress.last_completed_at is None
+            or progress.last_abandoned_at > progress.last_completed_at
+        )
+        closed = _between_passes(
+            progress, abandoned=progress.abandoned + 1, last_abandoned_at=now, last_abandoned=why
+        )
+        (self._logger.warning if warn or again else self._logger.info)(
+            "full listing (%s lane): pass %d abandoned, no deletes%s: %s; the next cycle starts a "
+            "new pass at page 1",
+            self._lane,
+            progress.pass_id,
+            " (the pass before it was abandoned too)" if again else "",
+            why,
+            extra={"lane": self._lane, "pass_id": progress.pass_id, "abandoned": why},
+        )
+        return await self._save_pass(state, closed)
+
+    async def _save_pass(self, state: PollerState, progress: ListingPass) -> PollerState:
+        listing = dataclasses.replace(
+            state.listing, lanes={**state.listing.lanes, self._lane: progress}
+        )
+        self._listing, self._pass = listing, progress
+        patch: StatePatch = {"listing": listing, "updated_at": self._deps.clock.now()}
+        await self._deps.store.save_state(self._key, self._keeper.lease, patch)
+        return apply_patch(state, patch)
 
     def _finish(self, state: PollerState, cursor: Any, *, done: bool) -> PollerState:
         now = self._deps.clock.now()
@@ -696,7 +815,11 @@ class LaneCycle:
             raise ValidationError(
                 f"{len(invalid)} item(s) failed the schema: {issues[0].get('message', '')}", issues
             )
-        next_cursor, done = strategy.advance(cursor, page, kept, [item for _, item in valid], now)
+        if page.gone:
+            next_cursor, done = start_over(strategy, cursor), True
+        else:
+            items = [item for _, item in valid]
+            next_cursor, done = strategy.advance(cursor, page, kept, items, now)
         return _Selection(
             page,
             fetch.ctx.page,
@@ -1195,16 +1318,8 @@ class LaneCycle:
                         if emitted and missed is not None:
                             missed = await self._count_unseen(clean[-1])
             last_missed, last_repeats = missed, repeats
-        closed = dataclasses.replace(
+        closed = _between_passes(
             progress,
-            pass_id=None,
-            started_at=None,
-            cursor=None,
-            pages=0,
-            items=0,
-            invalid=0,
-            not_modified=False,
-            listed=False,
             clean=clean,
             last_clean=last_clean,
             completed=progress.completed + 1,

@@ -595,7 +595,7 @@ class Operations:
 
 def listing_report(state: PollerState | None) -> dict[str, Any]:
     """``inspect()``'s view of the full listings: per lane, the pass in progress (``None``
-    between passes) and what the last complete pass did."""
+    between passes), what the last complete pass did, and the passes cut short."""
     if state is None or not state.listing.lanes:
         return {}
     report: dict[str, Any] = {}
@@ -620,6 +620,9 @@ def listing_report(state: PollerState | None) -> dict[str, Any]:
             "last_completed_at": progress["last_completed_at"],
             "last_outcome": progress["last_outcome"],
             "disagreed": progress["disagreed"],
+            "abandoned": progress["abandoned"],
+            "last_abandoned_at": progress["last_abandoned_at"],
+            "last_abandoned": progress["last_abandoned"],
         }
     return report
 

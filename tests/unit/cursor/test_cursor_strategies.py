@@ -26,6 +26,7 @@ from watukuy.cursor import (
     TokenPosition,
     TokenStrategy,
     make_strategy,
+    start_over,
 )
 from watukuy.model.errors import ConfigError
 from watukuy.model.page import InvalidPageError, Page
@@ -56,7 +57,7 @@ def test_token_follows_the_page_token_until_exhausted() -> None:
 
 
 @pytest.mark.parametrize("token", [None, ""])
-@pytest.mark.parametrize("has_more", [None, True, False])
+@pytest.mark.parametrize("has_more", [None, True])
 def test_token_exhausted_resets_to_initial(token: str | None, has_more: bool | None) -> None:
     s = make_strategy(TokenCursor(initial="start"))
     assert s.advance(TokenPosition("p9"), page(token, has_more), ITEMS, ITEMS, NOW) == (
@@ -76,6 +77,61 @@ def test_token_with_has_more_false_is_kept_for_the_next_cycle() -> None:
         TokenPosition("sync-2"),
         True,
     )
+
+
+@pytest.mark.parametrize("token", [None, ""])
+def test_a_caught_up_token_page_keeps_its_own_token(token: str | None) -> None:
+    # The last page of a `next`-link listing (DRF's CursorPagination): no next token, and
+    # nothing more. The next cycle asks again from this page's token, not from the start.
+    s = make_strategy(TokenCursor(initial="start"))
+    assert s.advance(TokenPosition("p9"), page(token, False), ITEMS, ITEMS, NOW) == (
+        TokenPosition("p9"),
+        True,
+    )
+    assert s.advance(TokenPosition(None), page(token, False), ITEMS, ITEMS, NOW) == (
+        TokenPosition(None),
+        True,
+    )
+
+
+GONE: Page[Any] = Page(gone=True)
+
+
+@pytest.mark.parametrize(
+    ("config", "at", "back_to"),
+    [
+        (TokenCursor(), TokenPosition("expired"), TokenPosition(None)),
+        (TokenCursor(initial="t0"), TokenPosition("expired"), TokenPosition("t0")),
+        (PageCursor(initial=1), PagePosition(4), PagePosition(1)),
+        (
+            CustomCursor(initial={"offset": 0}, advance=lambda c: (c.cursor, True)),
+            {"offset": 50},
+            {"offset": 0},
+        ),
+    ],
+)
+def test_a_gone_page_starts_over_from_initial(config: CursorConfig, at: Any, back_to: Any) -> None:
+    assert start_over(make_strategy(config), at) == back_to
+
+
+@pytest.mark.parametrize(
+    ("config", "at"),
+    [
+        (TokenCursor(), TokenPosition(None)),
+        (TokenCursor(initial="t0"), TokenPosition("t0")),
+        (PageCursor(initial=0), PagePosition(0)),
+        (CustomCursor(initial={"offset": 0}, advance=lambda c: (c.cursor, True)), {"offset": 0}),
+    ],
+)
+def test_a_gone_first_position_is_a_page_error(config: CursorConfig, at: Any) -> None:
+    with pytest.raises(InvalidPageError, match="nothing earlier to start over from"):
+        start_over(make_strategy(config), at)
+
+
+def test_a_timestamp_page_is_never_gone() -> None:
+    strategy = make_strategy(TimestampCursor(field="updated_at"))
+    with pytest.raises(InvalidPageError, match="timestamp cursor's page cannot be gone"):
+        start_over(strategy, TimestampPosition("2026-01-01T00:00:00Z", None))
 
 
 @pytest.mark.parametrize("token", [17, {"next": "x"}, ["x"]])
