@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from watukuy.cursor.config import read_timestamp_ms
 from watukuy.model import json as wkjson
+from watukuy.model.late import Lookback, late_report
 from watukuy.model.ports import Clock, StateStore
 from watukuy.model.rows import (
     HeldDeletes,
@@ -33,6 +34,7 @@ from watukuy.model.rows import (
     ParkedRow,
     PKey,
     PollerState,
+    StatePatch,
     held_deletes_to_json,
     schedule_to_json,
 )
@@ -233,6 +235,7 @@ class StoreOperator:
             "lag_ms": _lag_ms(cursors.get("live"), now),
             "listing": listing_report(state),
             "held_deletes": held_deletes_to_json(state.held_deletes),
+            "late_arrivals": late_report(state.late),
         }
 
     async def trigger(self, name: str, partition: str | None) -> PKey:
@@ -281,9 +284,15 @@ class StoreOperator:
         schedule = dataclasses.replace(state.schedule, next_due_at=now)
         if clear_snapshot:
             await self._store.clear_items(key)
-        await self._store.save_state_unfenced(
-            key, {"cursors": cursors, "schedule": schedule, "updated_at": now, "wake_at": now}, now
-        )
+        # The default lookback's memory was of the old cursor (see Lookback).
+        patch: StatePatch = {
+            "cursors": cursors,
+            "schedule": schedule,
+            "lookback": Lookback(),
+            "updated_at": now,
+            "wake_at": now,
+        }
+        await self._store.save_state_unfenced(key, patch, now)
         return key
 
     async def parked_list(

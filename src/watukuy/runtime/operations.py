@@ -18,6 +18,7 @@ from watukuy.model import json as wkjson
 from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError, ReplayUnavailableError, StoreError, WatukuyError
 from watukuy.model.events import event_from_json, event_to_json
+from watukuy.model.late import LateArrivals, Lookback, late_report
 from watukuy.model.partition import Partition
 from watukuy.model.rows import (
     BackfillState,
@@ -37,6 +38,7 @@ from watukuy.model.rows import (
 from watukuy.scheduler import trigger as trigger_schedule
 
 from .deadline import finish_by
+from .late_watch import window_ms
 from .poller import PollerDefinition
 from .results import ReplayResult
 
@@ -85,6 +87,9 @@ class PollerInspect(TypedDict):
     lag_ms: int | None
     listing: dict[str, Any]
     held_deletes: dict[str, Any] | None
+    late_arrivals: dict[str, Any]
+    """Versions re-reads found behind the live watermark, and live-lane misses a reconcile
+    found (see ``docs/cursors.md``, late commits)."""
     filtered: NotRequired[int]
     """Events this engine's consumer of the key acknowledged without delivering them,
     because its ``when=`` filter turned them down, since the engine was created (a count of
@@ -303,6 +308,8 @@ class Operations:
         patch: StatePatch = {
             "cursors": cursors,
             "schedule": schedule,
+            # The default lookback re-reads what the old cursor passed: not this one's.
+            "lookback": Lookback(),
             "updated_at": now,
             "wake_at": now,
         }
@@ -487,6 +494,7 @@ class Operations:
         schedule = schedule_to_json(
             state.schedule if state is not None else empty_poller_state(now).schedule
         )
+        late = state.late if state is not None else LateArrivals()
         return {
             "poller": key.poller,
             "partition": key.partition,
@@ -503,6 +511,7 @@ class Operations:
             "lag_ms": lag_ms,
             "listing": listing_report(state),
             "held_deletes": held_deletes_to_json(state.held_deletes) if state else None,
+            "late_arrivals": late_report(late, window_ms(poller, late)),
             "filtered": self._deps.filtered.get(key, 0),
             "consumers": sorted(self._consumers.get(key.poller, {})),
         }
