@@ -482,3 +482,26 @@ async def test_a_tie_group_larger_than_a_page_is_read_again_for_one_window_only(
         per_cycle.append(world.api.calls - before)
         await world.clock.advance_to(await due(world))
     assert per_cycle == requests
+
+
+@pytest.mark.parametrize("overlap", [None, "1m"])
+async def test_a_window_longer_than_half_the_page_cap_is_cut_so_the_cycle_moves_on(
+    world: World, overlap: str | None
+) -> None:
+    stamp = iso_time(world.clock.now() - 1_000)
+    for i in range(1, 51):
+        world.api.add(item(i, stamp))
+    engine = world.engine(
+        quickstart(
+            cursor=wk.TimestampCursor(field="updated_at", tie_break="id", overlap=overlap),
+            fetch=timestamp_fetch(limit=10),
+            max_pages_per_cycle=4,
+        )
+    )
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    await engine.tick()  # four pages of the group: cut by the page cap
+    world.api.add(item(51, iso_time(world.clock.now())))
+    for _ in range(3):  # due at once: the rest of the group is caught up
+        await engine.tick()
+    assert sorted(e.subject for e in recorder.events) == [f"item-{i:03d}" for i in range(1, 52)]
