@@ -32,6 +32,7 @@ import watukuy as wk
 from watukuy.model.events import iso_time
 from watukuy.model.rows import PKey
 from watukuy.testing import FakeApi, SeededRandom, VirtualClock
+from watukuy.testing._late_writers import LateWriters
 
 BASE = "https://fake.api"
 PAGE = 100
@@ -129,43 +130,16 @@ async def writes(overlap: Any, per_second: float, minutes: int = 20) -> tuple[in
 async def late(overlap: Any, seed: int = 3) -> tuple[int, int, int]:
     """Writers committing up to 4.3 s after their stamp: (versions lost, versions, requests)."""
     w = world(overlap, wk.Schedule(min="1s", max="10s"), seed)
-    rng = random.Random(seed)
-    pending: list[tuple[int, str, int, int]] = []
-    versions: dict[str, int] = {}
-    visible: list[tuple[str, int, int, int | None]] = []  # id, version, from, until
-    current: dict[str, int] = {}
+    writers = LateWriters(w.api, random.Random(seed))
     end = w.clock.now() + 300_000
     while w.clock.now() < end:
-        now = w.clock.now()
-        for _ in range(rng.randint(0, 3)):
-            identity = f"o{rng.randint(1, 60):03d}"
-            versions[identity] = versions.get(identity, 0) + 1
-            held = rng.uniform(3_000, 4_300) if rng.random() < 0.1 else rng.uniform(0, 1_500)
-            pending.append((now + int(held), identity, now, versions[identity]))
-        for entry in sorted(p for p in pending if p[0] <= now):
-            pending.remove(entry)
-            _, identity, stamp, version = entry
-            fields = {"updated_at": iso_time(stamp), "version": version}
-            if w.api.get(identity) is None:
-                w.api.add({"id": identity, **fields})
-            else:
-                w.api.update(identity, **fields)
-            if identity in current:
-                index = current[identity]
-                visible[index] = (*visible[index][:3], now)
-            current[identity] = len(visible)
-            visible.append((identity, version, now, None))
+        writers.step(w.clock.now())
         await w.engine.tick()
         await w.clock.advance("250ms")
     for _ in range(20):
         await w.clock.advance("5s")
         await w.engine.tick()
-    lost = [
-        v
-        for v in visible
-        if (v[3] is None or v[3] - v[2] >= 10_000) and (v[0], v[1]) not in w.delivered
-    ]
-    return len(lost), len(visible), w.api.calls
+    return len(writers.lost(w.delivered)), len(writers.history), w.api.calls
 
 
 async def run() -> None:

@@ -21,6 +21,7 @@ from watukuy.model.events import iso_time
 from watukuy.model.rows import PKey
 from watukuy.runtime.hooks import LateArrivalsDetails
 from watukuy.testing import FakeApi, SeededRandom, VirtualClock
+from watukuy.testing._late_writers import LateWriters
 
 from .conftest import BASE, Recorder, World, item, page_fetch, timestamp_fetch
 
@@ -47,20 +48,12 @@ class LateHooks:
 # --- a database-backed vendor whose transactions commit out of stamp order ----------------
 
 
-@dataclass
-class Version:
-    identity: str
-    version: int
-    visible_at: int
-    replaced_at: int | None = None
-
-
-async def run_busy_vendor(cursor: wk.TimestampCursor, seed: int) -> tuple[list[Version], Recorder]:
-    """Five virtual minutes of writers that stamp a row when their transaction starts and
-    commit it 0-4.3 s later (a tenth of them 3-4.3 s), polled every 1-10 s."""
+async def run_busy_vendor(cursor: wk.TimestampCursor, seed: int) -> tuple[LateWriters, Recorder]:
+    """Five virtual minutes of writers that commit 0-4.3 s after stamping (a tenth of them
+    3-4.3 s), polled every 1-10 s."""
     clock = VirtualClock()
     api = FakeApi(clock)
-    rng = random.Random(seed)
+    writers = LateWriters(api, random.Random(seed))
     engine = wk.Engine(
         store=wk.MemoryStore(),
         pollers=[quickstart(cursor=cursor, schedule=wk.Schedule(min="1s", max="10s"))],
@@ -70,69 +63,40 @@ async def run_busy_vendor(cursor: wk.TimestampCursor, seed: int) -> tuple[list[V
     )
     recorder = Recorder()
     engine.on("orders", recorder)
-    history: list[Version] = []
-    current: dict[str, Version] = {}
-    pending: list[tuple[int, str, int, int]] = []  # (commit at, identity, stamp, version)
-    versions: dict[str, int] = {}
     end = clock.now() + 300_000
     while clock.now() < end:
-        now = clock.now()
-        for _ in range(rng.randint(0, 3)):
-            identity = f"o{rng.randint(1, 60):03d}"
-            versions[identity] = versions.get(identity, 0) + 1
-            held = rng.uniform(3_000, 4_300) if rng.random() < 0.1 else rng.uniform(0, 1_500)
-            pending.append((now + int(held), identity, now, versions[identity]))
-        for entry in sorted(p for p in pending if p[0] <= now):
-            pending.remove(entry)
-            _, identity, stamp, version = entry
-            fields = {"updated_at": iso_time(stamp), "version": version, "status": "v"}
-            if api.get(identity) is None:
-                api.add({"id": identity, **fields})
-            else:
-                api.update(identity, **fields)
-            if identity in current:
-                current[identity].replaced_at = now
-            current[identity] = Version(identity, version, now)
-            history.append(current[identity])
+        writers.step(clock.now())
         await engine.tick()
         await clock.advance("250ms")
     for _ in range(20):  # the writers stop; let the poller catch up
         await clock.advance("5s")
         await engine.tick()
-    return history, recorder
+    return writers, recorder
 
 
-def lost(history: list[Version], recorder: Recorder) -> list[Version]:
-    """Versions that stayed visible 10 s or more and were never delivered."""
-    delivered = {(e.subject, e.data["version"]) for e in recorder.events}
-    return [
-        v
-        for v in history
-        if (v.replaced_at is None or v.replaced_at - v.visible_at >= 10_000)
-        and (v.identity, v.version) not in delivered
-    ]
+def delivered(recorder: Recorder) -> set[tuple[str, int]]:
+    return {(e.subject, e.data["version"]) for e in recorder.events}
 
 
 async def test_the_quickstart_cursor_loses_nothing_to_commits_seconds_out_of_order() -> None:
-    history, recorder = await run_busy_vendor(
+    writers, recorder = await run_busy_vendor(
         wk.TimestampCursor(field="updated_at", tie_break="id"), seed=3
     )
-    assert len(history) > 500
-    assert lost(history, recorder) == []
+    assert len(writers.history) > 500
+    assert writers.lost(delivered(recorder)) == []
     # Every item ends in the vendor's final state.
-    final = {v.identity: v.version for v in history if v.replaced_at is None}
     last: dict[str, int] = {}
     for event in recorder.events:
         last[event.subject] = event.data["version"]
-    assert last == final
+    assert last == writers.final()
 
 
 async def test_without_a_lookback_the_same_vendor_loses_versions() -> None:
     """The control: ``overlap=0`` is the watermark alone, and it skips late commits."""
-    history, recorder = await run_busy_vendor(
+    writers, recorder = await run_busy_vendor(
         wk.TimestampCursor(field="updated_at", tie_break="id", overlap=0), seed=3
     )
-    assert len(lost(history, recorder)) > 5
+    assert len(writers.lost(delivered(recorder))) > 5
 
 
 # --- telemetry --------------------------------------------------------------------------
@@ -156,18 +120,14 @@ async def test_a_late_commit_the_lookback_catches_is_measured(world: World) -> N
         ("live", (4_100,), 0, 10_000)
     ]
     late = (await engine.inspect())["pollers"][0]["late_arrivals"]
-    assert late == {
-        "count": 1,
-        "max_ms": 4_100,
-        "p99_ms": 4_100,
-        "beyond_window": 0,
-        "missed": 0,
-        "by_lane": {"live": 1},
-        "last_at": world.clock.now(),
-        "lost_at": None,
-        "window_ms": 10_000,
-        "following": 0,
-    }
+    assert (late["count"], late["max_ms"], late["p99_ms"], late["by_lane"]) == (
+        1,
+        4_100,
+        4_100,
+        {"live": 1},
+    )
+    assert (late["beyond_window"], late["missed"], late["lost_at"]) == (0, 0, None)
+    assert (late["window_ms"], late["last_at"]) == (10_000, world.clock.now())
     # Figures a store keeps: the store-only CLI reads the same.
     by_store = await StoreOperator(world.store, world.clock).inspect()
     assert by_store["pollers"][0]["late_arrivals"] == late
@@ -436,6 +396,17 @@ async def test_a_tie_group_larger_than_the_page_fails_the_page_and_says_what_to_
 # --- what the default lookback costs ------------------------------------------------------
 
 
+async def poll_as_planned(world: World, engine: wk.Engine, cycles: int) -> list[int]:
+    """Run ``cycles`` cycles, each when the previous one planned it: requests per cycle."""
+    requests = []
+    for _ in range(cycles):
+        before = world.api.calls
+        await engine.tick()
+        requests.append(world.api.calls - before)
+        await world.clock.advance_to(await due(world))
+    return requests
+
+
 async def test_on_an_idle_vendor_the_lookback_stops_after_one_window(world: World) -> None:
     """The first request returns to the stored cursor once a window has passed since the
     cursor last moved: the same URL again, answered 304."""
@@ -444,9 +415,7 @@ async def test_on_an_idle_vendor_the_lookback_stops_after_one_window(world: Worl
     world.api.set_etags(True)
     engine = world.engine(quickstart(schedule=wk.Schedule(min="30s", max="5m", jitter=0)))
     engine.on("orders", Recorder())
-    for _ in range(5):
-        await engine.tick()
-        await world.clock.advance_to(await due(world))
+    assert await poll_as_planned(world, engine, 5) == [1] * 5
     log = [(r.query.get("since"), r.query.get("after_id"), r.status) for r in world.api.log]
     assert log == [
         (None, None, 200),  # the first poll
@@ -464,40 +433,34 @@ async def test_on_an_idle_vendor_the_lookback_stops_after_one_window(world: Worl
 async def test_a_tie_group_larger_than_a_page_is_read_again_for_one_window_only(
     world: World, overlap: str | None, requests: list[int]
 ) -> None:
+    engine = tied_group(world, 250, overlap, limit=100)
+    engine.on("orders", Recorder())
+    assert await poll_as_planned(world, engine, 5) == requests
+
+
+def tied_group(
+    world: World, size: int, overlap: str | None, limit: int, cap: int = 50
+) -> wk.Engine:
+    """``size`` items stamped with one instant, a second ago, and an engine reading them
+    ``limit`` at a time, ``cap`` pages a cycle (30 s .. 5 min, no jitter)."""
     stamp = iso_time(world.clock.now() - 1_000)
-    for i in range(1, 251):
+    for i in range(1, size + 1):
         world.api.add(item(i, stamp))
-    engine = world.engine(
+    return world.engine(
         quickstart(
             cursor=wk.TimestampCursor(field="updated_at", tie_break="id", overlap=overlap),
-            fetch=timestamp_fetch(limit=100),
+            fetch=timestamp_fetch(limit=limit),
             schedule=wk.Schedule(min="30s", max="5m", jitter=0),
+            max_pages_per_cycle=cap,
         )
     )
-    engine.on("orders", Recorder())
-    per_cycle = []
-    for _ in range(5):
-        before = world.api.calls
-        await engine.tick()
-        per_cycle.append(world.api.calls - before)
-        await world.clock.advance_to(await due(world))
-    assert per_cycle == requests
 
 
 @pytest.mark.parametrize("overlap", [None, "1m"])
 async def test_a_window_longer_than_half_the_page_cap_is_cut_so_the_cycle_moves_on(
     world: World, overlap: str | None
 ) -> None:
-    stamp = iso_time(world.clock.now() - 1_000)
-    for i in range(1, 51):
-        world.api.add(item(i, stamp))
-    engine = world.engine(
-        quickstart(
-            cursor=wk.TimestampCursor(field="updated_at", tie_break="id", overlap=overlap),
-            fetch=timestamp_fetch(limit=10),
-            max_pages_per_cycle=4,
-        )
-    )
+    engine = tied_group(world, 50, overlap, limit=10, cap=4)
     recorder = Recorder()
     engine.on("orders", recorder)
     await engine.tick()  # four pages of the group: cut by the page cap

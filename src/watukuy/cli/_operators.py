@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from watukuy.cursor.config import read_timestamp_ms
 from watukuy.model import json as wkjson
-from watukuy.model.late import Lookback, late_report
+from watukuy.model.late import late_report
 from watukuy.model.ports import Clock, StateStore
 from watukuy.model.rows import (
     HeldDeletes,
@@ -34,7 +34,6 @@ from watukuy.model.rows import (
     ParkedRow,
     PKey,
     PollerState,
-    StatePatch,
     held_deletes_to_json,
     schedule_to_json,
 )
@@ -43,6 +42,7 @@ from watukuy.runtime.operations import (
     confirm_held_deletes,
     discard_held_deletes,
     listing_report,
+    reset_cursor_patch,
 )
 from watukuy.runtime.operator import KeyOperator
 from watukuy.scheduler import trigger as trigger_schedule
@@ -281,18 +281,9 @@ class StoreOperator:
         else:
             cursors["live"] = _check_stored_form(to, cursors.get("live"))
         now = self._clock.now()
-        schedule = dataclasses.replace(state.schedule, next_due_at=now)
         if clear_snapshot:
             await self._store.clear_items(key)
-        # The default lookback's memory was of the old cursor (see Lookback).
-        patch: StatePatch = {
-            "cursors": cursors,
-            "schedule": schedule,
-            "lookback": Lookback(),
-            "updated_at": now,
-            "wake_at": now,
-        }
-        await self._store.save_state_unfenced(key, patch, now)
+        await self._store.save_state_unfenced(key, reset_cursor_patch(state, cursors, now), now)
         return key
 
     async def parked_list(

@@ -224,18 +224,7 @@ class LateWatch:
         if lateness:
             wider = after.window_ms
             widened = wider if wider is not None and wider > (self._window or 0) else None
-            decided = late_warning(
-                late,
-                lateness_ms=lateness,
-                missed=0,
-                window=self._window,
-                widened=widened,
-                lane=self._lane,
-                now=now,
-            )
-            if decided is not None:
-                after = dataclasses.replace(after, warned_at=now, warned=decided[0])
-                warning = decided[1]
+            after, warning = self._warn(late, after, lateness, 0, widened, now)
         if after is late:
             return None
         return LatePage(after, tuple(lateness), self._window, warning)
@@ -251,16 +240,28 @@ class LateWatch:
         after, missed = judge_following(late, self._started_at, now)
         warning = None
         if missed:
-            decided = late_warning(
-                late,
-                lateness_ms=(),
-                missed=len(missed),
-                window=self._window,
-                widened=None,
-                lane=self._lane,
-                now=now,
-            )
-            if decided is not None:
-                after = dataclasses.replace(after, warned_at=now, warned=decided[0])
-                warning = decided[1]
+            after, warning = self._warn(late, after, (), len(missed), None, now)
         return after, missed, warning
+
+    def _warn(
+        self,
+        late: LateArrivals,
+        after: LateArrivals,
+        lateness: Sequence[int],
+        missed: int,
+        widened: int | None,
+        now: int,
+    ) -> tuple[LateArrivals, str | None]:
+        """``after`` marked with the WARNING :func:`late_warning` calls for, and its text."""
+        decided = late_warning(
+            late,
+            lateness_ms=lateness,
+            missed=missed,
+            window=self._window,
+            widened=widened,
+            lane=self._lane,
+            now=now,
+        )
+        if decided is None:
+            return after, None
+        return dataclasses.replace(after, warned_at=now, warned=decided[0]), decided[1]

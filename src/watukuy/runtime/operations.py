@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from watukuy.model import json as wkjson
@@ -55,6 +55,7 @@ __all__ = [
     "confirm_held_deletes",
     "discard_held_deletes",
     "listing_report",
+    "reset_cursor_patch",
     "InspectReport",
     "Operations",
     "ParkedOperations",
@@ -303,16 +304,8 @@ class Operations:
         now = self.clock.now()
         cursors = dict(state.cursors)
         cursors["live"] = cursor
-        schedule = dataclasses.replace(state.schedule, next_due_at=now)
         await self.store.clear_validators(key)
-        patch: StatePatch = {
-            "cursors": cursors,
-            "schedule": schedule,
-            # The default lookback re-reads what the old cursor passed: not this one's.
-            "lookback": Lookback(),
-            "updated_at": now,
-            "wake_at": now,
-        }
+        patch = reset_cursor_patch(state, cursors, now)
         progress = state.listing.lanes.get("live")
         if progress is not None and progress.pass_id is not None:
             # A full listing in progress starts over: its next cursor is no longer ours.
@@ -515,6 +508,21 @@ class Operations:
             "filtered": self._deps.filtered.get(key, 0),
             "consumers": sorted(self._consumers.get(key.poller, {})),
         }
+
+
+def reset_cursor_patch(
+    state: PollerState, cursors: Mapping[str, str | None], now: int
+) -> StatePatch:
+    """What resetting the live cursor writes, from the engine or from the CLI on a store
+    alone: the new ``cursors``, due now, and the default lookback's memory forgotten (it
+    was of the old cursor: the next cycle starts at the new one)."""
+    return {
+        "cursors": cursors,
+        "schedule": dataclasses.replace(state.schedule, next_due_at=now),
+        "lookback": Lookback(),
+        "updated_at": now,
+        "wake_at": now,
+    }
 
 
 def listing_report(state: PollerState | None) -> dict[str, Any]:

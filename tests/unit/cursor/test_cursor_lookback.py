@@ -4,14 +4,14 @@ that cannot be paged, and how late an item is."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_cursor_timestamp import T0, iso, strategy
 
-from watukuy.cursor import TimestampCursor, TimestampPosition, TimestampStrategy, make_strategy
+from watukuy.cursor import TimestampCursor, TimestampPosition
 from watukuy.cursor.lookback import (
     LOOKBACK_CAP_MS,
     LOOKBACK_FLOOR_MS,
@@ -21,18 +21,6 @@ from watukuy.cursor.lookback import (
 )
 from watukuy.model.late import Lookback
 from watukuy.model.page import Page
-
-T0 = 1_714_557_600_000  # 2024-05-01T10:00:00Z
-
-
-def iso(offset_ms: int) -> str:
-    moment = dt.datetime.fromtimestamp((T0 + offset_ms) / 1000, dt.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def strategy(**options: Any) -> TimestampStrategy:
-    options.setdefault("field", "updated_at")
-    return make_strategy(TimestampCursor(**options))
 
 
 def at(offset_ms: int, tie: str | None = None) -> TimestampPosition:

@@ -38,6 +38,7 @@ def succeed(
     rate_limit=None,
     summary=None,
     started_at=None,
+    held_until=None,
 ) -> Transition:
     return on_success(
         state,
@@ -51,6 +52,7 @@ def succeed(
         random=random,
         summary=summary,
         started_at=started_at,
+        held_until=held_until,
     )
 
 
@@ -118,53 +120,20 @@ class TestAimd:
     def test_a_cycle_that_held_items_is_not_idle_and_plans_for_the_first_of_them(
         self, scripted, now
     ):
-        default = Schedule(jitter=0)  # 30 s .. 5 min
-        state = ScheduleState(interval_ms=101_250)  # after three idle cycles
-        held = on_success(
-            state,
-            schedule=default,
-            circuit=Circuit(),
-            events=0,
-            not_modified=False,
-            truncated=False,
-            rate_limit=None,
-            now=now + 200,
-            random=scripted(),
-            started_at=now,
-            held_until=now + 42_000,
-        )
-        assert (held.reason, held.state.interval_ms) == ("held", 101_250)  # no back-off
-        assert held.state.next_due_at == now + 42_000
+        def held(state, *, held_until, at=now):
+            default = Schedule(jitter=0)  # 30 s .. 5 min
+            return succeed(state, default, at, scripted(), started_at=now, held_until=held_until)
+
+        after_three_idle = ScheduleState(interval_ms=101_250)
+        t = held(after_three_idle, held_until=now + 42_000, at=now + 200)
+        assert (t.reason, t.state.interval_ms) == ("held", 101_250)  # no back-off
+        assert t.state.next_due_at == now + 42_000
         # Never sooner than min after the cycle's start...
-        soon = on_success(
-            state,
-            schedule=default,
-            circuit=Circuit(),
-            events=0,
-            not_modified=False,
-            truncated=False,
-            rate_limit=None,
-            now=now,
-            random=scripted(),
-            started_at=now,
-            held_until=now + 1_000,
-        )
-        assert (soon.reason, soon.state.next_due_at) == ("held", now + 30_000)
+        t = held(after_three_idle, held_until=now + 1_000)
+        assert (t.reason, t.state.next_due_at) == ("held", now + 30_000)
         # ...and never later than the interval would have come anyway.
-        late = on_success(
-            ScheduleState(interval_ms=30_000),
-            schedule=default,
-            circuit=Circuit(),
-            events=0,
-            not_modified=False,
-            truncated=False,
-            rate_limit=None,
-            now=now,
-            random=scripted(),
-            started_at=now,
-            held_until=now + 400_000,
-        )
-        assert (late.reason, late.state.interval_ms, late.wait_ms) == ("held", 30_000, 30_000)
+        t = held(ScheduleState(interval_ms=30_000), held_until=now + 400_000)
+        assert (t.reason, t.state.interval_ms, t.wait_ms) == ("held", 30_000, 30_000)
 
     def test_adaptive_false_pins_min(self, scripted, now):
         fixed = Schedule(min="5s", max="5m", jitter=0, adaptive=False)
