@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+import watukuy as wk
 from watukuy.model.late import (
     FOLLOW_LIMIT,
     LATENESS_BOUNDS_MS,
@@ -26,7 +27,7 @@ from watukuy.model.late import (
     p99_ms,
 )
 from watukuy.model.rows import PollerState, state_from_fields, state_to_fields
-from watukuy.runtime.late_watch import WARN_EVERY_MS, late_warning
+from watukuy.runtime.late_watch import WARN_EVERY_MS, LateWatch, late_warning
 
 NOW = 1_767_225_600_000
 
@@ -202,3 +203,27 @@ def test_the_same_warning_is_not_repeated_every_cycle() -> None:
     assert warn(near, [6_000], 5_000, now=NOW + 1_000) is not None
     beyond = LateArrivals(warned_at=NOW, warned="beyond")
     assert warn(beyond, [4_100], 5_000, now=NOW + 1_000) is None
+
+
+def test_a_live_cursor_that_cannot_be_read_leaves_other_lanes_unmeasured() -> None:
+    poller = wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+        fetch=lambda ctx: [],
+    )
+
+    def watch(live: str) -> LateWatch:
+        state = PollerState(cursors={"live": live})
+        return LateWatch(
+            poller=poller,
+            lane="reconcile",
+            state=state,
+            started_at=NOW,
+            looked_back=False,
+            cursor=None,
+        )
+
+    assert watch('{"value":"2026-01-01T00:00:00Z","tie_break":"o1"}').measures
+    assert not watch('{"value":"yesterday","tie_break":null}').measures
+    assert not watch("not json").measures

@@ -8,9 +8,9 @@ at WARNING and never affects the engine.
 Within one lane cycle hooks fire in this order::
 
     on_lease_acquired -> on_poll_start
-      -> (on_fetch -> on_commit -> on_event* -> on_invalid*
+      -> (on_fetch -> on_commit -> on_event* -> [on_late_arrivals] -> on_invalid*
           -> on_delivered*/on_filtered*/on_retry*/on_parked*)*
-      -> on_schedule_change -> on_poll_end
+      -> [on_late_arrivals] -> on_schedule_change -> on_poll_end
 """
 
 from __future__ import annotations

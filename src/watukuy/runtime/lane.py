@@ -298,7 +298,7 @@ class LaneCycle:
         # The lookback re-reads at most this many pages, so a cycle always moves on.
         self._window_pages = max(1, poller.max_pages_per_cycle // 2)
         self._window_read = False  # the cycle's requests reached its stored cursor
-        self._began_at = ""  # the stored cursor the cycle began with, serialised
+        self._began_at: Any = None  # the stored cursor the cycle began with
         self.held_until: int | None = None
         """When the first item the live lane held back (lag, or stamped ahead of our
         clock) becomes deliverable (epoch ms), if it held any."""
@@ -338,7 +338,7 @@ class LaneCycle:
         # continues where the previous page left off (see CursorStrategy.next_view).
         request = self._first_request(cursor, state)
         self._window_read = request == cursor
-        self._began_at = strategy.serialize(cursor)
+        self._began_at = cursor
         self._watch = LateWatch(
             poller=self._poller,
             lane=self._lane,
@@ -637,7 +637,7 @@ class LaneCycle:
         if isinstance(strategy, TimestampStrategy) and strategy.config.lookback and ended:
             lookback = remember_cycle(
                 state.lookback,
-                began=self._began_at,
+                began=strategy.serialize(self._began_at),
                 started_at=started if done or self._window_read else None,
                 ended_at=self._deps.clock.now(),
                 cursor=ended,

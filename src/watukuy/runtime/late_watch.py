@@ -18,6 +18,7 @@ from watukuy.cursor import TimestampPosition, TimestampStrategy
 from watukuy.cursor.lookback import lookback_window_ms
 from watukuy.diff import Change
 from watukuy.model.durations import describe_duration
+from watukuy.model.errors import ConfigError
 from watukuy.model.late import (
     Following,
     LateArrivals,
@@ -117,6 +118,20 @@ def late_warning(
     )
 
 
+def _position(strategy: TimestampStrategy, text: str | None) -> TimestampPosition | None:
+    """A stored timestamp cursor, or ``None`` when there is none or it cannot be read (a
+    lane that cannot measure lateness still runs: the live lane reports a bad cursor)."""
+    if text is None:
+        return None
+    try:
+        position = strategy.deserialize(text)
+    except ConfigError:
+        return None
+    if position.value is not None and strategy.lag_ms(position, 0) is None:
+        return None  # its value no longer reads as a timestamp
+    return position
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class LatePage:
     """What one page added: the new figures to commit with it, the lateness of its late
@@ -162,12 +177,10 @@ class LateWatch:
             if lane == "live":
                 watermark = cursor if looked_back else None
             else:
-                live = state.cursors.get("live")
-                watermark = None if live is None else strategy.deserialize(live)
+                watermark = _position(strategy, state.cursors.get("live"))
             if isinstance(watermark, TimestampPosition) and watermark.value is not None:
                 self._timestamps, self._watermark = strategy, watermark
-                since = state.lookback.since
-                self._since = None if since is None else strategy.deserialize(since)
+                self._since = _position(strategy, state.lookback.since)
         progress = state.listing.lanes.get("reconcile")
         # The first complete reconcile of a key is its baseline: it may find what predates
         # the live lane's start (an `initial` token or timestamp), which is no miss.
