@@ -235,9 +235,12 @@ async def test_it_catches_a_store_that_loses_events() -> None:
     report = await run_chaos(seed=2, steps=60, strategy="timestamp", store=LossyStore())
     assert report.options.reconcile is False
     assert rules(report) == {"G1"}
-    assert report.lost > 0
-    assert report.violations[0].startswith("G1: item item-000")
-    assert any("was committed but never delivered" in v for v in report.violations)
+    # The events it dropped were committed (on_event saw them) and never delivered. The
+    # items themselves come back: the poller's default lookback re-reads what the cursor
+    # passed, and the store dropped their snapshot rows too, so they are new to it again.
+    assert report.violations
+    assert all("was committed but never delivered" in v for v in report.violations)
+    assert report.lost == 0
     with pytest.raises(
         AssertionError, match=r"Replay: python -m watukuy\.testing\.chaos --seed 2 "
     ):

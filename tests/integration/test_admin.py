@@ -4,6 +4,7 @@ and a VirtualClock (the browser tests in ``tests/browser`` drive a real one)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ import watukuy as wk
 from watukuy.budget import InMemoryBudgetStore
 from watukuy.cli._operators import StoreOperator
 from watukuy.integrations.admin import admin_app
+from watukuy.model.late import LateArrivals, add_lateness
 from watukuy.model.ports import BudgetPolicy
 from watukuy.model.rows import HeldDeletes, PKey
 from watukuy.testing import FakeApi, SeededRandom, VirtualClock, fake_items
@@ -393,6 +395,30 @@ async def test_held_deletes_are_confirmed_after_a_confirmation_or_discarded() ->
     assert await engine.deletes.held("orders") is None
     assert "Discarded 40 held delete(s)" in page.text
     assert "Held deletes" not in page.text
+
+
+async def test_the_key_shows_its_late_arrivals() -> None:
+    engine = make_engine()
+    await engine.tick()
+    app = admin_app(engine, auth=None)
+    async with client_for(app, "/") as client:
+        quiet = await client.get("key", params={"poller": "orders"})
+        assert "Late arrivals" in quiet.text
+        assert "None found (lookback 10.0s)." in quiet.text
+        now = engine.clock.now()
+        late = add_lateness(
+            LateArrivals(), [4_100, 61_000], lane="reconcile", window_ms=10_000, now=now
+        )
+        late = dataclasses.replace(late, missed=2, lost_at=now)
+        await engine.store.save_state_unfenced(PKey("orders"), {"late": late}, now)
+        page = await client.get("key", params={"poller": "orders"})
+    text = re.sub(r"\s+", " ", page.text)
+    assert '<th>late arrivals</th><td>2 <span class="muted">(reconcile 2)</span>' in text
+    assert "<td>1.0m behind the watermark (p99 1.0m)</td>" in text
+    assert "<th>lookback window</th><td>2.0m</td>" in text  # twice the latest, capped
+    assert "<th>later than the lookback</th><td>1</td>" in text
+    assert "<th>missed by the live lane</th><td>2 " in text
+    assert "widen <code>overlap</code> or add <code>reconcile</code>" in text
 
 
 async def test_a_backfill_starts_from_a_date() -> None:

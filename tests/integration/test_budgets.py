@@ -54,7 +54,8 @@ def keyset_poller(name: str, tenant: str, **options: Any) -> wk.PollerDefinition
     return wk.define_poller(
         name=name,
         identity=lambda o: o["id"],
-        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+        # overlap=0: no lookback re-read, so each listing costs the requests counted below.
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id", overlap=0),
         **options,
     )
 

@@ -32,12 +32,8 @@ def seed(world: World, n: int) -> None:
 
 def orders(**options: Any) -> wk.PollerDefinition[Any]:
     options.setdefault("fetch", timestamp_fetch(limit=10))
-    return wk.define_poller(
-        name="orders",
-        identity=lambda o: o["id"],
-        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
-        **options,
-    )
+    options.setdefault("cursor", wk.TimestampCursor(field="updated_at", tie_break="id"))
+    return wk.define_poller(name="orders", identity=lambda o: o["id"], **options)
 
 
 @dataclass
@@ -226,6 +222,8 @@ async def test_a_304_grows_the_interval_and_never_deletes_on_a_timestamp_poller(
     schedules = Schedules()
     engine = world.engine(
         orders(
+            # overlap=0: every live request is the stored cursor, so the same URL comes back.
+            cursor=wk.TimestampCursor(field="updated_at", tie_break="id", overlap=0),
             schedule=wk.Schedule(min="10s", max="10m", jitter=0),
             reconcile=wk.Reconcile(every="25s", fetch=page_fetch(page_size=10)),
         ),

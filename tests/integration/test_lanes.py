@@ -37,26 +37,32 @@ async def test_fifty_items_tied_on_one_timestamp_across_page_boundaries(world: W
     assert len(recorder.events) == 51
 
 
-async def test_lag_catches_a_late_commit_that_a_plain_watermark_misses(world: World) -> None:
+async def test_lag_and_the_default_lookback_catch_a_late_commit_a_plain_watermark_misses(
+    world: World,
+) -> None:
     now = world.clock.now()
     world.api.add(item(1, iso_time(now - 100_000)))
     world.api.add(item(2, iso_time(now - 5_000)))
 
-    def poller(name: str, lag: str) -> wk.PollerDefinition[Any]:
+    def poller(name: str, lag: str, overlap: str | None) -> wk.PollerDefinition[Any]:
         return wk.define_poller(
             name=name,
             identity=lambda o: o["id"],
-            cursor=wk.TimestampCursor(field="updated_at", tie_break="id", lag=lag),
+            cursor=wk.TimestampCursor(field="updated_at", tie_break="id", lag=lag, overlap=overlap),
             fetch=timestamp_fetch(limit=50),
         )
 
-    engine = world.engine(poller("lagged", "30s"), poller("plain", "0s"))
-    lagged, plain = Recorder(), Recorder()
+    engine = world.engine(
+        poller("lagged", "30s", "0s"), poller("plain", "0s", "0s"), poller("default", "0s", None)
+    )
+    lagged, plain, default = Recorder(), Recorder(), Recorder()
     engine.on("lagged", lagged)
     engine.on("plain", plain)
+    engine.on("default", default)
     await engine.tick()
     assert [e.subject for e in lagged.events] == ["item-001"]  # item-002 is within the lag
     assert [e.subject for e in plain.events] == ["item-001", "item-002"]
+    assert [e.subject for e in default.events] == ["item-001", "item-002"]  # no delay
 
     # A transaction stamped 8 s ago commits only now: it is older than item-002.
     world.api.add(item(3, iso_time(now - 8_000)))
@@ -64,6 +70,8 @@ async def test_lag_catches_a_late_commit_that_a_plain_watermark_misses(world: Wo
     await engine.tick()
     assert sorted(e.subject for e in lagged.events) == ["item-001", "item-002", "item-003"]
     assert [e.subject for e in plain.events] == ["item-001", "item-002"]  # missed for good
+    # The default lookback re-read what the first cycle passed: 3 s behind the watermark.
+    assert [e.subject for e in default.events] == ["item-001", "item-002", "item-003"]
 
 
 def catalog(**options: Any) -> wk.PollerDefinition[Any]:

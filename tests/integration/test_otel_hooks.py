@@ -152,12 +152,9 @@ async def make_world(telemetry: Telemetry) -> AsyncIterator[Callable[..., World]
         api = FakeApi(clock, items=fake_items(5))
         http = httpx.AsyncClient(transport=api.transport())
         clients.append(http)
+        poller.setdefault("cursor", wk.SnapshotDiff())
         orders = wk.define_poller(
-            name="orders",
-            fetch=fetch(api),
-            identity=lambda item: item["id"],
-            cursor=wk.SnapshotDiff(),
-            **poller,
+            name="orders", fetch=fetch(api), identity=lambda item: item["id"], **poller
         )
         hooks = OtelHooks(
             tracer=telemetry.tracer,
@@ -416,6 +413,11 @@ async def test_every_instrument_has_a_unit_and_a_description(
     await world.tick()
     await world.poll_now()
     world.hooks.on_invalid(wk_hooks.InvalidDetails(**_context(), item={}, issues=[]))
+    world.hooks.on_late_arrivals(
+        wk_hooks.LateArrivalsDetails(
+            **_context(), lateness_ms=(4_100, 300), missed=1, window_ms=10_000
+        )
+    )
 
     metrics = telemetry.metrics()
 
@@ -429,6 +431,39 @@ async def test_every_instrument_has_a_unit_and_a_description(
     assert (wait.count, wait.sum) == (1, 40)
     assert telemetry.value("watukuy.budget.waits", budget="erp") == 1
     assert telemetry.value("watukuy.events.filtered", **_key(event_type="created")) == 1
+    assert telemetry.value("watukuy.late.arrivals", **_key()) == 2
+    lateness = telemetry.histogram("watukuy.late.lateness", **_key())
+    assert (lateness.count, lateness.sum) == (2, 4_400)
+    assert telemetry.value("watukuy.late.missed", **_key()) == 1
+
+
+def keyset(api: FakeApi) -> Callable[[wk.FetchContext[Any]], Any]:
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        cursor = ctx.cursor
+        response = await ctx.http.get(
+            f"{api.base_url}/items",
+            params={"since": cursor.value, "after_id": cursor.tie_break, "limit": 10},
+        )
+        body = response.json()
+        return wk.Page(body["data"], has_more=body["has_more"])
+
+    return fetch
+
+
+async def test_late_arrivals_are_counted_with_how_late_they_were(
+    make_world: Callable[..., World], telemetry: Telemetry
+) -> None:
+    world = make_world(fetch=keyset, cursor=wk.TimestampCursor(field="updated_at", tie_break="id"))
+    await world.clock.advance("10s")
+    await world.tick()  # the five items, the last one stamped T0 + 4 s
+    # A row stamped 1.5 s before the watermark, committed only now.
+    world.api.add({"id": "item-late", "updated_at": "2026-01-01T00:00:02.500Z"})
+    await world.poll_now()
+    assert [e.subject for e in world.delivered][-1] == "item-late"
+    assert telemetry.value("watukuy.late.arrivals", **_key()) == 1
+    lateness = telemetry.histogram("watukuy.late.lateness", **_key())
+    assert (lateness.count, lateness.sum) == (1, 1_500)
+    assert telemetry.points("watukuy.late.missed") == []
 
 
 async def test_parked_and_retried_events_are_counted_by_kind(

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from watukuy.cursor.config import read_timestamp_ms
 from watukuy.model import json as wkjson
+from watukuy.model.late import late_report
 from watukuy.model.ports import Clock, StateStore
 from watukuy.model.rows import (
     HeldDeletes,
@@ -43,6 +44,7 @@ from watukuy.runtime.operations import (
     confirm_held_deletes,
     discard_held_deletes,
     listing_report,
+    reset_cursor_patch,
 )
 from watukuy.runtime.operator import KeyOperator
 from watukuy.scheduler import OVERDUE_GRACE_MS, is_overdue, waiting_ms
@@ -240,6 +242,7 @@ class StoreOperator:
             "held_deletes": held_deletes_to_json(state.held_deletes),
             "waiting_ms": waiting,
             "overdue": is_overdue(waiting, OVERDUE_GRACE_MS),
+            "late_arrivals": late_report(state.late),
         }
 
     async def trigger(self, name: str, partition: str | None) -> PKey:
@@ -285,12 +288,9 @@ class StoreOperator:
         else:
             cursors["live"] = _check_stored_form(to, cursors.get("live"))
         now = self._clock.now()
-        schedule = dataclasses.replace(state.schedule, next_due_at=now)
         if clear_snapshot:
             await self._store.clear_items(key)
-        await self._store.save_state_unfenced(
-            key, {"cursors": cursors, "schedule": schedule, "updated_at": now, "wake_at": now}, now
-        )
+        await self._store.save_state_unfenced(key, reset_cursor_patch(state, cursors, now), now)
         return key
 
     async def parked_list(

@@ -194,6 +194,27 @@ def _inspect_table(pollers: Sequence[Mapping[str, Any]], now: int) -> FittedTabl
     return FittedTable(columns, rows)
 
 
+def late_text(late: Mapping[str, Any] | None) -> tuple[str, bool] | None:
+    """A key's late arrivals in one line, and whether the live lane lost any (some came
+    later than its lookback, or a reconcile found misses); ``None`` when there are none."""
+    if not late or not (late.get("count") or late.get("missed")):
+        return None
+    parts = []
+    count = int(late.get("count") or 0)
+    if count:
+        parts.append(
+            f"{count} late arrival(s), up to {format_ms(late.get('max_ms'))} behind the "
+            f"watermark (p99 {format_ms(late.get('p99_ms'))}), lookback "
+            f"{format_ms(late.get('window_ms'))}"
+        )
+    beyond, missed = int(late.get("beyond_window") or 0), int(late.get("missed") or 0)
+    if beyond:
+        parts.append(f"{beyond} later than the lookback")
+    if missed:
+        parts.append(f"{missed} missed by the live lane (found by reconcile)")
+    return "; ".join(parts), bool(beyond or missed)
+
+
 def inspect_view(report: Mapping[str, Any]) -> RenderableType:
     """The ``inspect`` screen: a title line, one table row per key, then last errors."""
     pollers: list[Mapping[str, Any]] = list(report.get("pollers") or [])
@@ -223,6 +244,18 @@ def inspect_view(report: Mapping[str, Any]) -> RenderableType:
             )
             line.append(_one_line(f"{error.get('name', 'Error')}: {error.get('message', '')}"))
             parts.append(line)
+    for entry in pollers:
+        late = late_text(entry.get("late_arrivals"))
+        if late is not None:
+            style = "red" if late[1] else "yellow"
+            parts.append(
+                Text(
+                    f"{key_name(entry['poller'], entry['partition'])}: {late[0]}",
+                    style=style,
+                    no_wrap=True,
+                    overflow="ellipsis",
+                )
+            )
     for name, budget in (report.get("budgets") or {}).items():
         parts.append(
             Text(f"budget {name}: {describe_usage(budget)}", no_wrap=True, overflow="ellipsis")

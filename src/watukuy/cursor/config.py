@@ -147,9 +147,13 @@ class TimestampCursor:
         initial: The API's own timestamp to start from, or ``None`` for the beginning.
         lag: Items newer than ``now - lag`` are left for the next cycle, so rows stamped
             before a slow transaction commits are not jumped over.
-        overlap: ``fetch`` is handed the watermark moved back by this much (the stored
-            watermark does not move), to re-scan a window when the API cannot filter by
-            ``tie_break`` or clocks disagree.
+        overlap: ``fetch`` is handed the watermark moved back by this much on the first
+            request of each cycle (the stored watermark does not move), to re-scan a window
+            when the API cannot filter by ``tie_break`` or clocks disagree. ``None`` (the
+            default) is the automatic lookback: the first request re-reads what the cursor
+            passed during the last ``window`` of wall-clock time, ``window`` being 10 s,
+            widened up to 2 minutes when late commits come near it (see
+            ``docs/cursors.md``). ``0`` turns every lookback off.
         parse: ``(raw) -> epoch milliseconds`` for formats the default rules (ISO 8601,
             10-digit epoch seconds, 13-digit epoch milliseconds) do not cover. Must be given
             together with ``format``.
@@ -170,11 +174,14 @@ class TimestampCursor:
     tie_break: str | None = None
     initial: TimestampValue | None = None
     lag: Duration = 0
-    overlap: Duration = 0
+    overlap: Duration | None = None
     parse: Callable[[Any], float] | None = None
     format: Callable[[float], Any] | None = None
     lag_ms: int = dataclasses.field(init=False, repr=False, compare=False)
     overlap_ms: int = dataclasses.field(init=False, repr=False, compare=False)
+    """The explicit ``overlap`` in ms (``0`` when none is given)."""
+    lookback: bool = dataclasses.field(init=False, repr=False, compare=False)
+    """True when no ``overlap`` is given: the automatic lookback is on."""
 
     def __post_init__(self) -> None:
         problem = check_path(self.field)
@@ -185,7 +192,9 @@ class TimestampCursor:
             if problem:
                 raise ConfigError(problem, field="cursor.tie_break")
         _set(self, "lag_ms", parse_duration(self.lag, "cursor.lag"))
-        _set(self, "overlap_ms", parse_duration(self.overlap, "cursor.overlap"))
+        _set(self, "lookback", self.overlap is None)
+        overlap = 0 if self.overlap is None else self.overlap
+        _set(self, "overlap_ms", parse_duration(overlap, "cursor.overlap"))
         for name in ("parse", "format"):
             value = getattr(self, name)
             if value is not None and not callable(value):
@@ -194,7 +203,7 @@ class TimestampCursor:
             missing = "format" if self.format is None else "parse"
             raise ConfigError(
                 "parse and format must be given together (format writes the values parse "
-                "reads, for the overlap window)",
+                "reads, for the overlap and lookback windows)",
                 field=f"cursor.{missing}",
             )
         if self.initial is not None:

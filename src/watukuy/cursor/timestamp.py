@@ -23,6 +23,10 @@ Rules, in the order they matter:
   ``tie_break=None``. Each later request of the cycle continues from the largest
   ``(field, tie_break)`` of the page before it, so the whole window is read once, and from
   the stored watermark as soon as that is further on (or the page did not move forward).
+* **The default lookback** (no ``overlap`` given) moves the first request back the same
+  way, but only as far as the live lane's memory says is needed (:meth:`lookback_view`,
+  :mod:`watukuy.cursor.lookback`): to where the cursor stood a window of wall-clock time
+  before the previous cycle, and never more than a window of stamps behind the watermark.
 
 Times are compared exactly: the default rules read nanoseconds as integers; a user ``parse``
 yields float milliseconds, compared as they are.
@@ -180,22 +184,65 @@ class TimestampStrategy:
 
     def view(self, cursor: TimestampPosition, now: int) -> TimestampPosition:
         """The position of the first request of a cycle: the stored one, or moved back by
-        ``overlap``."""
+        an explicit ``overlap`` (the default lookback is :meth:`lookback_view`)."""
         overlap_ms = self.config.overlap_ms
         if overlap_ms <= 0 or cursor.value is None:
             return cursor
-        instant = self._stored_instant(cursor.value)
+        return TimestampPosition(self._shifted(cursor.value, overlap_ms), None)
+
+    def _shifted(self, value: TimestampValue, ms: int) -> TimestampValue:
+        """``value`` moved back by ``ms``, written in its own shape."""
+        instant = self._stored_instant(value)
         if self.config.format is not None:
-            shifted = self.config.format(instant - overlap_ms)
-        else:
-            try:
-                shifted = format_ns(int(instant) - overlap_ms * NS_PER_MS, cursor.value)
-            except ValueError as error:
-                raise ConfigError(
-                    f"moving {cursor.value!r} back by {overlap_ms}ms leaves the years 1..9999",
-                    field="cursor.overlap",
-                ) from error
-        return TimestampPosition(shifted, None)
+            shifted: TimestampValue = self.config.format(instant - ms)
+            return shifted
+        try:
+            return format_ns(int(instant) - ms * NS_PER_MS, value)
+        except ValueError as error:
+            raise ConfigError(
+                f"moving {value!r} back by {ms}ms leaves the years 1..9999",
+                field="cursor.overlap",
+            ) from error
+
+    def lookback_view(
+        self, cursor: TimestampPosition, window_ms: int, floor: TimestampPosition | None
+    ) -> TimestampPosition:
+        """The first request of a live cycle under the default lookback.
+
+        Args:
+            cursor: The stored cursor.
+            window_ms: The lookback window.
+            floor: Where the cursor stood ``window_ms`` before the previous cycle that read
+                its lookback began (see :func:`~watukuy.cursor.lookback.lookback_floor`);
+                ``None`` when nothing is known yet (no lookback then).
+
+        Returns:
+            The later of ``floor`` and the watermark moved back by ``window_ms`` (with
+            ``tie_break=None``), or ``cursor`` itself when that is not behind it.
+        """
+        if floor is None or cursor.value is None or window_ms <= 0:
+            return cursor
+        try:
+            shifted: TimestampPosition | None = TimestampPosition(
+                self._shifted(cursor.value, window_ms), None
+            )
+        except ConfigError:
+            shifted = None  # out of the years 1..9999: the floor alone bounds it
+        start = floor
+        if shifted is not None and (
+            floor.value is None  # the floor is the very beginning
+            or self._ahead(self._position(shifted), self._position(floor))
+        ):
+            start = shifted
+        if start.value is None:
+            return cursor
+        if not self._ahead(self._position(cursor), self._position(start)):
+            return cursor
+        return start
+
+    def _position(self, cursor: TimestampPosition) -> tuple[_Instant, TieBreakValue | None]:
+        assert cursor.value is not None
+        return self._stored_instant(cursor.value), cursor.tie_break
 
     def next_view(
         self,
@@ -213,7 +260,7 @@ class TimestampStrategy:
         """
         if request == cursor or request.value is None or cursor.value is None:
             return cursor
-        if self.config.overlap_ms <= 0:
+        if self.config.overlap_ms <= 0 and not self.config.lookback:
             # Without overlap every request is the stored cursor (view() leaves it, and a
             # page whose newest kept item is behind it cannot move it back): nothing to read.
             return cursor
@@ -427,6 +474,81 @@ class TimestampStrategy:
             return None
         ms = read_timestamp_ms(cursor.value, self.config.parse)
         return None if ms is None else round(now - ms)
+
+    def held_until(self, page: Page[Any], now: int) -> int | None:
+        """When the first item of ``page`` that :meth:`select` held back (newer than
+        ``now - lag``, or stamped ahead of our clock) becomes deliverable, in epoch ms of
+        our clock; ``None`` when nothing was held."""
+        if page.cursor is not None:
+            return None  # a server watermark switches lag filtering off for the page
+        cutoff = self._cutoff(now)
+        earliest: _Instant | None = None
+        for item in page.items:
+            stamp = self._stamp(item)
+            if (
+                stamp is not None
+                and stamp[1] > cutoff
+                and (earliest is None or stamp[1] < earliest)
+            ):
+                earliest = stamp[1]
+        if earliest is None:
+            return None
+        return math.ceil(earliest / self._per_ms) + self.config.lag_ms
+
+    def stalled(self, request: TimestampPosition, page: Page[Any]) -> str | None:
+        """Why a page that says there is more cannot move the cursor, when the reason is a
+        group of equal timestamps larger than the page: every item carries the very
+        timestamp the request started from, and without a ``tie_break`` the next request
+        can only ask for that timestamp again. ``None`` for any other page."""
+        if self.config.tie_break is not None or request.value is None or not page.items:
+            return None
+        if page.has_more is not True or page.cursor is not None:
+            return None
+        at = self._stored_instant(request.value)
+        stamps = [self._stamp(item) for item in page.items]
+        if any(stamp is None or stamp[1] != at for stamp in stamps):
+            return None
+        size = len(page.items)
+        return (
+            f"all {size} item(s) of the page share {self.config.field}={request.value!r}, "
+            f"the timestamp the request started from: a group of at least {size} equal "
+            f"timestamps does not fit in a page of {size}, and without a tie_break the "
+            "cursor cannot get past it. Raise the page size above the largest group of equal "
+            "timestamps, or set TimestampCursor(tie_break=...) to a field the API can "
+            "filter on (items at the same timestamp with a greater id)"
+        )
+
+    def lateness_ms(
+        self, item: object, watermark: TimestampPosition, since: TimestampPosition | None
+    ) -> int | None:
+        """How far ``item`` is behind ``watermark`` (watermark minus its stamp, in ms), or
+        ``None`` when it is not behind it: its stamp is later, or equal without a
+        ``tie_break`` (the request at the watermark returns that instant whole), or at it
+        with a greater tie-break, or unreadable. Items stamped before ``since`` (where the
+        live lane started) are never behind: the lane never read past them.
+        """
+        if watermark.value is None:
+            return None
+        stamp = self._stamp(item)
+        if stamp is None:
+            return None
+        if (
+            since is not None
+            and since.value is not None
+            and stamp[1] < self._stored_instant(since.value)
+        ):
+            return None
+        at = self._stored_instant(watermark.value)
+        if stamp[1] == at:
+            tie = self._tie(item)
+            if self.config.tie_break is None or tie is None or watermark.tie_break is None:
+                return None
+            if _tie_rank(tie) > _tie_rank(watermark.tie_break):
+                return None
+            return 0
+        if stamp[1] > at:
+            return None
+        return int((at - stamp[1]) // self._per_ms)
 
     def reached(self, cursor: TimestampPosition, target: TimestampPosition) -> bool:
         """True once the keyset has read everything up to ``target``, its instant included:

@@ -68,7 +68,8 @@ class Finding:
         code: Stable identifier: ``overdue``, ``loop_stalled``, ``loop_ended``,
             ``not_running``, ``inspect_failed`` (progress); ``circuit_open``, ``parked``,
             ``outbox_over``, ``outbox_growing``, ``deletes_held``, ``budget_behind``
-            (attention); ``lag`` (freshness).
+            (attention); ``lag``, ``late_arrivals`` (freshness: the live lane lost changes
+            that a later re-read found).
         summary: Short text without partition keys or error messages (the public body).
         detail: The full text for operators; may quote the key's last error (already
             cleaned of secrets when it was stored).
@@ -417,6 +418,7 @@ class HealthCheck:
             *self._parked(entry, poison),
             *self._outbox(entry),
             *self._held_deletes(entry),
+            *_late_arrivals(entry),
         ]
         lease = entry["lease"]
         return KeyHealth(
@@ -538,6 +540,35 @@ def _overdue(entry: PollerInspect, grace_ms: int) -> list[Finding]:
         f"(grace {format_duration(grace_ms)})"
     )
     return [Finding("overdue", "overdue", detail, "progress")]
+
+
+LATE_RECENT_MS = 3_600_000
+"""How long a loss of the live lane (an arrival later than its lookback, a miss a reconcile
+found) keeps a key's ``late_arrivals`` finding."""
+
+
+def _late_arrivals(entry: PollerInspect) -> list[Finding]:
+    """A data-freshness finding, never a liveness one: in the hour before the key's last
+    poll a re-read found versions the live lane could not have caught (later than its
+    lookback window), or a reconcile found changes the live lane missed. The poller runs;
+    its data came late."""
+    late = entry.get("late_arrivals") or {}
+    lost_at = late.get("lost_at")
+    polled = entry["schedule"].get("last_poll_at") or 0
+    if lost_at is None or polled - lost_at > LATE_RECENT_MS:
+        return []
+    parts = []
+    if late.get("beyond_window"):
+        window = late.get("window_ms")
+        parts.append(
+            f"{late['beyond_window']} late arrival(s) exceeded the lookback window (latest "
+            f"{_seconds(late.get('max_ms') or 0)} behind the watermark; the lookback is now "
+            f"{_seconds(window or 0)})"
+        )
+    if late.get("missed"):
+        parts.append(f"{late['missed']} change(s) missed by the live lane, found by reconcile")
+    detail = "; ".join(parts) + ": widen overlap or add reconcile"
+    return [Finding("late_arrivals", "late arrivals beyond the lookback", detail, "freshness")]
 
 
 def _seconds(ms: int) -> str:

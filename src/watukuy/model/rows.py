@@ -17,6 +17,14 @@ from enum import StrEnum
 from typing import Any, Literal, TypedDict, cast
 
 from .errors import SerializedError
+from .late import (
+    LateArrivals,
+    Lookback,
+    late_from_json,
+    late_to_json,
+    lookback_from_json,
+    lookback_to_json,
+)
 from .records import dataclass, fast_init
 
 __all__ = [
@@ -327,6 +335,10 @@ class PollerState:
             last computed it; ``None`` when nothing is due until an operator acts (paused),
             and for states written before the field existed. Stores index it per poller
             (:meth:`~watukuy.model.ports.StateStore.due_keys`).
+        late: Late arrivals and live-lane misses found by re-reads (see
+            :mod:`watukuy.model.late`).
+        lookback: Where the live cursor stood at the start of recent cycles, for the
+            default lookback of a ``TimestampCursor``.
     """
 
     cursors: Mapping[str, str | None] = field(default_factory=dict)
@@ -341,6 +353,8 @@ class PollerState:
     wake_at: int | None = None
     listing: ListingState = field(default_factory=ListingState)
     held_deletes: HeldDeletes | None = None
+    late: LateArrivals = field(default_factory=LateArrivals)
+    lookback: Lookback = field(default_factory=Lookback)
 
 
 class StatePatch(TypedDict, total=False):
@@ -357,6 +371,8 @@ class StatePatch(TypedDict, total=False):
     wake_at: int | None
     listing: ListingState
     held_deletes: HeldDeletes | None
+    late: LateArrivals
+    lookback: Lookback
 
 
 def empty_poller_state(now: int) -> PollerState:
@@ -816,6 +832,8 @@ _FIELD_ENCODERS: dict[str, Any] = {
     "wake_at": _optional_int,
     "listing": listing_to_json,
     "held_deletes": held_deletes_to_json,
+    "late": late_to_json,
+    "lookback": lookback_to_json,
 }
 
 _FIELD_DECODERS: dict[str, Any] = {
@@ -831,6 +849,8 @@ _FIELD_DECODERS: dict[str, Any] = {
     "wake_at": _optional_int,
     "listing": _listing_from_json,
     "held_deletes": _held_from_json,
+    "late": late_from_json,
+    "lookback": lookback_from_json,
 }
 
 STATE_FIELDS: tuple[str, ...] = tuple(_FIELD_ENCODERS)

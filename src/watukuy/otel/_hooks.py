@@ -25,6 +25,7 @@ from watukuy.runtime.hooks import (
     FilteredDetails,
     HookContext,
     InvalidDetails,
+    LateArrivalsDetails,
     LeaseLostDetails,
     ParkedDetails,
     PollEndDetails,
@@ -150,7 +151,10 @@ class OtelHooks:
     (``watukuy.budget``); and observable gauges per (poller, partition), without a lane:
     ``watukuy.circuit.state`` (0 closed, 1 half-open, 2 open) and
     ``watukuy.schedule.interval`` (ms). A key appears in the gauges after its first live
-    cycle in this process.
+    cycle in this process. Late commits: ``watukuy.late.arrivals`` (versions a re-read found
+    behind the live watermark), ``watukuy.late.lateness`` (a histogram of how far behind,
+    ms, 250 ms to 10 minutes) and ``watukuy.late.missed`` (changes a reconcile found that
+    the live lane missed); the lane is the one whose re-read found them.
 
     **Time.** Every duration comes from the engine's clock, as measured in the hook records.
     The poll span starts at the cycle's ``started_at`` and ends ``duration_ms`` later; the
@@ -480,6 +484,17 @@ class OtelHooks:
             details.reason,
             self._key_attributes(details),
         )
+
+    @_guarded
+    def on_late_arrivals(self, details: LateArrivalsDetails) -> None:
+        """Count late arrivals (and record how late each was) and live-lane misses."""
+        attributes = self._metric_attributes(details)
+        if details.lateness_ms:
+            self._instruments.late_arrivals.add(len(details.lateness_ms), attributes)
+            for lateness in details.lateness_ms:
+                self._instruments.lateness.record(lateness, attributes)
+        if details.missed:
+            self._instruments.late_missed.add(details.missed, attributes)
 
     # --- failures -----------------------------------------------------------------------------
 

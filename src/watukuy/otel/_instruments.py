@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from watukuy.model.late import LATENESS_BOUNDS_MS
+
 if TYPE_CHECKING:
     from opentelemetry.metrics import (
         CallbackOptions,
@@ -20,7 +22,13 @@ if TYPE_CHECKING:
         Observation,
     )
 
-__all__ = ["DURATION_BUCKETS_MS", "INSTRUMENT_NAMES", "Instruments", "create_instruments"]
+__all__ = [
+    "DURATION_BUCKETS_MS",
+    "INSTRUMENT_NAMES",
+    "LATENESS_BUCKETS_MS",
+    "Instruments",
+    "create_instruments",
+]
 
 DURATION_BUCKETS_MS: Final[tuple[float, ...]] = (
     5,
@@ -39,6 +47,10 @@ DURATION_BUCKETS_MS: Final[tuple[float, ...]] = (
 )
 """Bucket boundaries (milliseconds) advised for every duration histogram: 5 ms to 60 s."""
 
+LATENESS_BUCKETS_MS: Final[tuple[float, ...]] = tuple(float(b) for b in LATENESS_BOUNDS_MS)
+"""Bucket boundaries (milliseconds) of ``watukuy.late.lateness``: those of the histogram
+each key keeps in its state, 250 ms to 10 minutes."""
+
 INSTRUMENT_NAMES: Final = (
     "watukuy.poll.duration",
     "watukuy.items.fetched",
@@ -56,6 +68,9 @@ INSTRUMENT_NAMES: Final = (
     "watukuy.deliver.duration",
     "watukuy.circuit.state",
     "watukuy.schedule.interval",
+    "watukuy.late.arrivals",
+    "watukuy.late.lateness",
+    "watukuy.late.missed",
 )
 """Every instrument the hooks create, in the order they are created."""
 
@@ -82,6 +97,9 @@ class Instruments:
     deliver_duration: Histogram
     circuit_state: ObservableGauge
     schedule_interval: ObservableGauge
+    late_arrivals: Counter
+    lateness: Histogram
+    late_missed: Counter
 
 
 def create_instruments(
@@ -172,5 +190,21 @@ def create_instruments(
             callbacks=[schedule_interval],
             unit="ms",
             description="Current adaptive polling interval per key.",
+        ),
+        late_arrivals=meter.create_counter(
+            "watukuy.late.arrivals",
+            unit="{item}",
+            description="Versions a re-read found behind the live watermark (late commits).",
+        ),
+        lateness=meter.create_histogram(
+            "watukuy.late.lateness",
+            unit="ms",
+            description="How far behind the live watermark each late arrival was.",
+            explicit_bucket_boundaries_advisory=list(LATENESS_BUCKETS_MS),
+        ),
+        late_missed=meter.create_counter(
+            "watukuy.late.missed",
+            unit="{change}",
+            description="Changes a reconcile found that the live lane's next cycle missed.",
         ),
     )

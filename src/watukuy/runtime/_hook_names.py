@@ -29,4 +29,5 @@ HOOK_NAMES: Final = (
     "on_schedule_change",
     "on_poll_end",
     "on_deletes_held",
+    "on_late_arrivals",
 )

@@ -8,9 +8,9 @@ at WARNING and never affects the engine.
 Within one lane cycle hooks fire in this order::
 
     on_lease_acquired -> on_poll_start
-      -> (on_fetch -> on_commit -> on_event* -> on_invalid*
+      -> (on_fetch -> on_commit -> on_event* -> [on_late_arrivals] -> on_invalid*
           -> on_delivered*/on_filtered*/on_retry*/on_parked*)*
-      -> on_schedule_change -> on_poll_end
+      -> [on_late_arrivals] -> on_schedule_change -> on_poll_end
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ __all__ = [
     "FilteredDetails",
     "HookContext",
     "InvalidDetails",
+    "LateArrivalsDetails",
     "LeaseAcquiredDetails",
     "LeaseLostDetails",
     "ParkedDetails",
@@ -217,6 +218,25 @@ class DeletesHeldDetails(HookContext):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LateArrivalsDetails(HookContext):
+    """``on_late_arrivals``: a re-read found versions the live lane should already have
+    seen (after the commit that delivers them), or a complete live cycle settled reconcile
+    findings it did not return (see ``docs/cursors.md``).
+
+    Attributes:
+        lateness_ms: How far behind the live watermark each late arrival was (its stamp
+            to the watermark), in ms; empty for a report of misses alone.
+        missed: Changes a reconcile found that the live lane's next complete cycle did
+            not return.
+        window_ms: The lookback window in force (``None``: the cursor cannot look back).
+    """
+
+    lateness_ms: tuple[int, ...]
+    missed: int
+    window_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PollEndDetails(HookContext):
     """``on_poll_end``: a lane cycle ended, successfully or not."""
 
@@ -242,5 +262,6 @@ RECORD_TYPES: Final[Mapping[str, type[HookContext]]] = {
     "on_schedule_change": ScheduleChangeDetails,
     "on_poll_end": PollEndDetails,
     "on_deletes_held": DeletesHeldDetails,
+    "on_late_arrivals": LateArrivalsDetails,
 }
 """The record each hook receives, by hook name (the keys are :data:`HOOK_NAMES`)."""

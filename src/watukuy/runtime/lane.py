@@ -28,7 +28,8 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from watukuy.cursor import CursorStrategy, start_over
+from watukuy.cursor import CursorStrategy, TimestampStrategy, start_over
+from watukuy.cursor.lookback import lookback_floor, lookback_window_ms, remember_cycle
 from watukuy.diff import (
     Candidate,
     content_hash,
@@ -87,6 +88,7 @@ from ._turn import hand_over_of, turn
 from .consumers import Consumers
 from .context import FetchContext
 from .dispatcher import Dispatcher, DrainResult
+from .late_watch import LatePage, LateWatch
 from .lease import LeaseKeeper
 from .poller import PollerDefinition
 
@@ -136,15 +138,16 @@ def _is_throttle(error: BaseException) -> bool:
     return isinstance(error, BudgetTimeoutError)
 
 
-def _stuck_cursor(page: int, cursor: str) -> WatukuyError:
+def _stuck_cursor(page: int, cursor: str, why: str | None = None) -> WatukuyError:
     # Fetching again from the same cursor returns the same page: without this the cycle
     # would request it until the page cap, and the next cycle would start over at once.
+    # The strategy may know why (a group of equal timestamps larger than the page).
     shown = cursor if len(cursor) <= 200 else cursor[:200] + "..."
-    return WatukuyError(
+    message = (
         f"page {page} says there is more to fetch but left the cursor where it was "
-        f"({shown}); the cycle stops instead of requesting the same page again",
-        code="INVALID_PAGE",
+        f"({shown}); the cycle stops instead of requesting the same page again"
     )
+    return WatukuyError(f"{message}: {why}" if why else message, code="INVALID_PAGE")
 
 
 def _describe(error: BaseException) -> str:
@@ -205,6 +208,7 @@ class _Selection:
     next_cursor: Any
     done: bool
     candidates: list[Candidate[Any]] | None = None  # hashed ahead of the stored rows
+    raws: dict[str, Any] | None = None  # raw item by identity, when lateness is measured
     # Its stored rows and tombstones, being read since the page before it landed.
     stored: asyncio.Future[tuple[dict[str, ItemRow], dict[str, Tombstone]]] | None = None
 
@@ -238,6 +242,7 @@ class _Built:
     kept: int
     counts: dict[str, int]
     state: PollerState  # after this page
+    late: LatePage | None = None  # late arrivals it found
 
     def abandon(self) -> None:
         """Stop waiting for the commit: it lands or fails on its own, unread."""
@@ -331,6 +336,14 @@ class LaneCycle:
         self._pass: ListingPass | None = None  # the full listing pass this cycle continues
         self._listing = ListingState()
         self._page_source_is_generator = False
+        self._watch: LateWatch | None = None
+        # The lookback re-reads at most this many pages, so a cycle always moves on.
+        self._window_pages = max(1, poller.max_pages_per_cycle // 2)
+        self._window_read = False  # the cycle's requests reached its stored cursor
+        self._began_at: Any = None  # the stored cursor the cycle began with
+        self.held_until: int | None = None
+        """When the first item the live lane held back (lag, or stamped ahead of our
+        clock) becomes deliverable (epoch ms), if it held any."""
 
     def _fields(self) -> dict[str, Any]:
         return {
@@ -365,7 +378,17 @@ class LaneCycle:
         cursor, target = self._start_cursor(state)
         # `overlap` moves back the first request of a cycle only; every later request
         # continues where the previous page left off (see CursorStrategy.next_view).
-        request = strategy.view(cursor, clock.now())
+        request = self._first_request(cursor, state)
+        self._window_read = request == cursor
+        self._began_at = cursor
+        self._watch = LateWatch(
+            poller=self._poller,
+            lane=self._lane,
+            state=state,
+            started_at=started,
+            looked_back=not self._window_read,
+            cursor=cursor,
+        )
         first_page = 1 + (self._pass.pages if self._pass is not None else 0)
         pages = 0
         counts = {"created": 0, "updated": 0, "deleted": 0}
@@ -465,12 +488,12 @@ class LaneCycle:
                     landed = await self._land(built)
                     if self.drain.halted:
                         break
-                    request = strategy.next_view(cursor, request, page, clock.now())
+                    asked, request = request, self._next_view(cursor, request, page, pages)
                     # Stuck means the next request would be this one again (while `overlap`
                     # re-reads its window the stored cursor stays, but the request moves on).
                     stuck = before is not None and not source.is_generator
                     if stuck and strategy.serialize(request) == before:
-                        raise _stuck_cursor(pages, str(before))
+                        raise _stuck_cursor(pages, str(before), self._stalled(asked, page))
             except (LeaseLostError, asyncio.CancelledError):
                 if selection is not None:
                     selection.discard()
@@ -503,6 +526,8 @@ class LaneCycle:
                 counts["deleted"] += deleted
                 done, truncated = True, False
             state = self._finish(state, cursor, done=done and not truncated)
+            if self._lane == "live":
+                state = await self._after_live(state, started, done=done and not truncated)
         except (LeaseLostError, asyncio.CancelledError):
             await self._settled()  # with the lease gone, the acks in flight are dropped
             raise
@@ -594,9 +619,7 @@ class LaneCycle:
             return None
         if self._cancel.is_set() or self._keeper.lost or self._keeper.may_have_expired():
             return None
-        ahead = strategy.next_view(
-            selection.next_cursor, request, selection.page, self._deps.clock.now()
-        )
+        ahead = self._next_view(selection.next_cursor, request, selection.page, pages)
         if before is not None and strategy.serialize(ahead) == before:
             return None  # stuck: the loop reports it once the page is committed
         return ahead
@@ -620,6 +643,80 @@ class LaneCycle:
         if stored is None:
             return strategy.initial(), None
         return strategy.deserialize(stored), None
+
+    def _first_request(self, cursor: Any, state: PollerState) -> Any:
+        """What the first request of the cycle asks for: the stored cursor, moved back by
+        an explicit ``overlap``, or by the live lane's default lookback (see
+        :mod:`watukuy.cursor.lookback`)."""
+        strategy = self._strategy
+        if (
+            self._lane == "live"
+            and isinstance(strategy, TimestampStrategy)
+            and strategy.config.lookback
+        ):
+            window = lookback_window_ms(state.late.max_ms)
+            floor = lookback_floor(state.lookback, window)
+            since = None if floor is None else strategy.deserialize(floor)
+            return strategy.lookback_view(cursor, window, since)
+        return strategy.view(cursor, self._deps.clock.now())
+
+    def _next_view(self, cursor: Any, request: Any, page: Page[Any], pages: int) -> Any:
+        """The next request of the cycle (:meth:`CursorStrategy.next_view`). A lookback
+        window that would take more than half the page cap is cut there: the cycle goes on
+        from the stored cursor, so it always moves on."""
+        view = self._strategy.next_view(cursor, request, page, self._deps.clock.now())
+        if view != cursor and pages >= self._window_pages:
+            self._logger.info(
+                "the lookback window is longer than %d page(s): this cycle reads on from the "
+                "cursor instead",
+                self._window_pages,
+            )
+            view = cursor
+        if view == cursor:
+            self._window_read = True
+        return view
+
+    def _stalled(self, request: Any, page: Page[Any]) -> str | None:
+        """Why ``page`` could not move the cursor, when the strategy can tell."""
+        strategy = self._strategy
+        return strategy.stalled(request, page) if isinstance(strategy, TimestampStrategy) else None
+
+    async def _after_live(self, state: PollerState, started: int, *, done: bool) -> PollerState:
+        """After a live cycle that did not fail: remember where its cursor stood for the
+        default lookback (once its window was read), and, after a complete cycle, settle
+        the reconcile findings it was waiting for."""
+        strategy = self._strategy
+        ended = state.cursors.get("live")
+        if isinstance(strategy, TimestampStrategy) and strategy.config.lookback and ended:
+            lookback = remember_cycle(
+                state.lookback,
+                began=strategy.serialize(self._began_at),
+                started_at=started if done or self._window_read else None,
+                ended_at=self._deps.clock.now(),
+                cursor=ended,
+            )
+            state = dataclasses.replace(state, lookback=lookback)
+        watch = self._watch
+        if not done or watch is None or not state.late.following:
+            return state
+        now = self._deps.clock.now()
+        late, missed, warning = watch.judge(state.late, now)
+        if late == state.late:
+            return state
+        patch: StatePatch = {"late": late, "updated_at": now}
+        await self._deps.store.save_state(self._key, self._keeper.lease, patch)
+        state = apply_patch(state, patch)
+        if missed:
+            await self._deps.hooks.emit(
+                "on_late_arrivals",
+                **self._fields(),
+                lateness_ms=(),
+                missed=len(missed),
+                window_ms=watch.window_ms,
+            )
+        if warning is not None:
+            self._logger.warning("late arrivals: %s", warning, extra={"missed": len(missed)})
+        return state
 
     def _begin_pass(self, state: PollerState) -> ListingPass:
         """The pass this cycle continues, or a new one (its id is the key's next)."""
@@ -765,9 +862,16 @@ class LaneCycle:
         strategy = self._strategy
         now = deps.clock.now()
         kept = strategy.select(page, now)
+        if len(kept) < len(page.items) and self._lane == "live":
+            self._note_held(page, now)
         valid: list[tuple[str, Any]] = []
         invalid: list[tuple[Any, list[ValidationIssue]]] = []
         passthrough = is_passthrough(poller.adapter)
+        watch = self._watch
+        # Lateness is read from the raw items (the field path is the API's own).
+        raws: dict[str, Any] | None = (
+            {} if watch is not None and watch.measures and not passthrough else None
+        )
         identity_of = poller.identity
         version_of = poller.version
         # version() runs once per item, here, so that its failure quarantines that item
@@ -800,6 +904,8 @@ class LaneCycle:
                     invalid.append((raw, [{"message": message}]))
                     continue
             valid.append((identity, item))
+            if raws is not None:
+                raws[identity] = raw
         if unidentified and not valid:
             # Not one item of the page could be identified: a misconfigured poller, not a
             # few bad records. Quarantining them all would move the cursor past them.
@@ -831,7 +937,17 @@ class LaneCycle:
             versions,
             next_cursor,
             done,
+            raws=raws,
         )
+
+    def _note_held(self, page: Page[Any], now: int) -> None:
+        """Keep when the first item ``lag`` (or our clock) held back becomes deliverable."""
+        strategy = self._strategy
+        if not isinstance(strategy, TimestampStrategy):
+            return
+        at = strategy.held_until(page, now)
+        if at is not None and (self.held_until is None or at < self.held_until):
+            self.held_until = at
 
     async def _hash(self, selection: _Selection) -> None:
         """Hash the page's items ahead of reading their stored rows, when nothing about the
@@ -961,6 +1077,9 @@ class LaneCycle:
             "schema_version": poller.schema_version,
             "updated_at": now,
         }
+        late = self._late_page(state, selection, diff.changes, identities, now)
+        if late is not None:
+            patch["late"] = late.late
         progress = self._pass
         seen: list[str] = []
         seen_pass = 0
@@ -1018,7 +1137,27 @@ class LaneCycle:
             kept=len(kept),
             counts=counts,
             state=after,
+            late=late,
         )
+
+    def _late_page(
+        self,
+        state: PollerState,
+        selection: _Selection,
+        changes: list[Any],
+        identities: list[str],
+        now: int,
+    ) -> LatePage | None:
+        """The late arrivals of a page (see :class:`LateWatch`), to commit with it."""
+        watch = self._watch
+        if watch is None:
+            return None
+        raws = selection.raws
+
+        def raw_of(change: Any) -> Any:
+            return change.item if raws is None else raws.get(change.identity, change.item)
+
+        return watch.page(state.late, changes, identities, raw_of, now)
 
     async def _land(self, built: _Built, ahead: _Selection | None = None) -> PollerState:
         """Wait for a built page's commit, then deliver its events, renew the lease and
@@ -1036,6 +1175,8 @@ class LaneCycle:
         if ahead is not None:
             ahead.stored = asyncio.ensure_future(self._stored_rows(ahead))
         await self._committed(built.batch, built.observed, deletes=0, started=built.started)
+        if built.late is not None:
+            await self._late_landed(built.late)
         if self._poller.on_invalid == "quarantine":
             for raw, issues in built.invalid:
                 await deps.hooks.emit("on_invalid", **self._fields(), item=raw, issues=issues)
@@ -1048,6 +1189,23 @@ class LaneCycle:
         await self._keeper.renew_after_commit()  # the heartbeat covers the rest
         await self._store_validators(built.observations, keep=built.keep_validators)
         return built.state
+
+    async def _late_landed(self, late: LatePage) -> None:
+        """The hook and the WARNING of a page's late arrivals, once its commit is in."""
+        if late.lateness_ms:
+            await self._deps.hooks.emit(
+                "on_late_arrivals",
+                **self._fields(),
+                lateness_ms=late.lateness_ms,
+                missed=0,
+                window_ms=late.window_ms,
+            )
+        if late.warning is not None:
+            self._logger.warning(
+                "late arrivals: %s",
+                late.warning,
+                extra={"late_arrivals": len(late.lateness_ms), "window_ms": late.window_ms},
+            )
 
     async def _settled(self) -> None:
         """Wait for the acks the landed pages left being written, and count what they

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from watukuy.model import json as wkjson
 from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError, ReplayUnavailableError, StoreError, WatukuyError
 from watukuy.model.events import event_from_json, event_to_json
+from watukuy.model.late import LateArrivals, Lookback, late_report
 from watukuy.model.partition import Partition
 from watukuy.model.rows import (
     BackfillState,
@@ -38,6 +39,7 @@ from watukuy.scheduler import is_overdue, loop_grace, overdue_grace, waiting_ms
 from watukuy.scheduler import trigger as trigger_schedule
 
 from .deadline import finish_by
+from .late_watch import window_ms
 from .poller import PollerDefinition
 from .results import EngineStatus, ReplayResult
 
@@ -54,6 +56,7 @@ __all__ = [
     "confirm_held_deletes",
     "discard_held_deletes",
     "listing_report",
+    "reset_cursor_patch",
     "InspectReport",
     "LoopInspect",
     "Operations",
@@ -97,6 +100,10 @@ class PollerInspect(TypedDict):
     """This engine holds the key due and waiting to start, for room on its budget or under
     ``max_concurrent_keys`` (a fact of this process; absent from reports read from the store
     alone)."""
+
+    late_arrivals: dict[str, Any]
+    """Versions re-reads found behind the live watermark, and live-lane misses a reconcile
+    found (see ``docs/cursors.md``, late commits)."""
     filtered: NotRequired[int]
     """Events this engine's consumer of the key acknowledged without delivering them,
     because its ``when=`` filter turned them down, since the engine was created (a count of
@@ -342,14 +349,8 @@ class Operations:
         now = self.clock.now()
         cursors = dict(state.cursors)
         cursors["live"] = cursor
-        schedule = dataclasses.replace(state.schedule, next_due_at=now)
         await self.store.clear_validators(key)
-        patch: StatePatch = {
-            "cursors": cursors,
-            "schedule": schedule,
-            "updated_at": now,
-            "wake_at": now,
-        }
+        patch = reset_cursor_patch(state, cursors, now)
         progress = state.listing.lanes.get("live")
         if progress is not None and progress.pass_id is not None:
             # A full listing in progress starts over: its next cursor is no longer ours.
@@ -569,6 +570,8 @@ class Operations:
             state.schedule if state is not None else empty_poller_state(now).schedule
         )
         waiting = waiting_ms(state, lease, now)
+
+        late = state.late if state is not None else LateArrivals()
         return {
             "poller": key.poller,
             "partition": key.partition,
@@ -588,9 +591,25 @@ class Operations:
             "waiting_ms": waiting,
             "overdue": is_overdue(waiting, self._overdue_grace()),
             "queued": self._queued(poller, key, now),
+            "late_arrivals": late_report(late, window_ms(poller, late)),
             "filtered": self._deps.filtered.get(key, 0),
             "consumers": sorted(self._consumers.get(key.poller, {})),
         }
+
+
+def reset_cursor_patch(
+    state: PollerState, cursors: Mapping[str, str | None], now: int
+) -> StatePatch:
+    """What resetting the live cursor writes, from the engine or from the CLI on a store
+    alone: the new ``cursors``, due now, and the default lookback's memory forgotten (it
+    was of the old cursor: the next cycle starts at the new one)."""
+    return {
+        "cursors": cursors,
+        "schedule": dataclasses.replace(state.schedule, next_due_at=now),
+        "lookback": Lookback(),
+        "updated_at": now,
+        "wake_at": now,
+    }
 
 
 def listing_report(state: PollerState | None) -> dict[str, Any]:

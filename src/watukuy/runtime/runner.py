@@ -424,6 +424,8 @@ class KeyRunner:
             "last_reconcile_at": state.last_reconcile_at,
             "backfill": state.backfill,
             "cursors": state.cursors,
+            "late": state.late,
+            "lookback": state.lookback,
             "updated_at": now,
             # The store's due index: when this key next needs a run (see wake_time).
             "wake_at": wake_time(poller, final, has_consumer=self._consumer is not None, now=now),
@@ -545,6 +547,7 @@ class KeyRunner:
                     # The run's start, before its store round trips: the next run's wake-up
                     # is followed by the same round trips before its request leaves.
                     started_at=self._started_at,
+                    held_until=cycle.held_until,
                 )
             else:
                 tr = self._failure_transition(schedule, error, cycle.raised, now)

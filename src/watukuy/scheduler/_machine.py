@@ -98,6 +98,7 @@ def planned_top(interval_ms: int, jitter: float) -> int:
 
 Reason = Literal[
     "events:speed-up",
+    "held",
     "idle:back-off",
     "not-modified",
     "fixed",
@@ -111,6 +112,9 @@ Reason = Literal[
 """Why the schedule changed, as reported to ``on_schedule_change``.
 
 - ``events:speed-up``: the cycle emitted events; the interval halved (not below ``min``).
+- ``held``: the cycle held items back (``lag``, or stamped ahead of our clock); the interval
+  stays, and the next run is when the first of them becomes deliverable (not before
+  ``min`` after the cycle's start), unless the interval comes first.
 - ``idle:back-off``: no events; the interval grew by half (not above ``max``).
 - ``not-modified``: the API answered 304; idle, like ``idle:back-off``.
 - ``fixed``: ``adaptive=False``; the interval stays at ``min``.
@@ -171,6 +175,7 @@ def on_success(
     random: Random,
     summary: PollSummary | None = None,
     started_at: int | None = None,
+    held_until: int | None = None,
 ) -> Transition:
     """Plan the next run after a live cycle that completed.
 
@@ -186,6 +191,11 @@ def on_success(
     at most :func:`planned_top` (the top of the jitter band less
     :data:`PLANNING_ALLOWANCE_MS`). The interval is then the spacing of the cycles' starts,
     whatever each cycle took. ``wait_ms`` stays relative to ``now``.
+
+    A cycle that held items back (``held_until``) is not idle: a change is waiting. Without
+    events it keeps its interval, and the next run comes when the first held item becomes
+    deliverable, never sooner than ``min`` after the cycle's start, if that is before the
+    jittered interval (reason ``held``).
 
     A success also resets the failure count, closes the circuit, clears ``last_error`` and
     stores ``rate_limit``; a ``Retry-After`` window survives only while it is still open.
@@ -205,6 +215,8 @@ def on_success(
             ``started_at`` becomes ``last_poll_at``.
         started_at: When the cycle started (epoch ms); the interval counts from there.
             ``None`` counts it from ``now``.
+        held_until: When the first item the cycle held back becomes deliverable (epoch
+            ms), if it held any.
 
     Returns:
         The new state and why it waits as long as it does.
@@ -219,6 +231,8 @@ def on_success(
         interval, reason = previous, "catch-up"
     elif events > 0:
         interval, reason = max(schedule.min_ms, previous // 2), "events:speed-up"
+    elif held_until is not None:
+        interval, reason = previous, "held"
     else:
         interval = min(schedule.max_ms, previous * 3 // 2)
         reason = "not-modified" if not_modified else "idle:back-off"
@@ -231,6 +245,11 @@ def on_success(
             # Start to start: what the cycle took since started_at is already waited.
             wait = min(wait, planned_top(interval, schedule.jitter))
             wait = max(0, min(started_at, now) + wait - now)
+        if held_until is not None:
+            start = now if started_at is None else min(started_at, now)
+            held = max(held_until, start + schedule.min_ms) - now
+            if held < wait:
+                wait, reason = max(0, held), "held"
     pacing = pacing_delay(rate_limit, now)
     if pacing is not None:
         pacing = min(pacing, schedule.throttle_max_ms)

@@ -216,6 +216,25 @@ def test_inspect_ends_with_a_line_per_budget() -> None:
     assert render(inspect_view(REPORT), 100).splitlines()[-1].startswith("invoices/")
 
 
+def test_inspect_ends_a_keys_late_arrivals_with_a_line_of_their_own() -> None:
+    late = {
+        "count": 12,
+        "max_ms": 4_100,
+        "p99_ms": 4_000,
+        "beyond_window": 0,
+        "missed": 2,
+        "window_ms": 10_000,
+    }
+    report = {**REPORT, "pollers": [entry("orders", late_arrivals=late)]}
+    lines = render(inspect_view(report), 200).splitlines()
+    assert lines[-1] == (
+        "orders: 12 late arrival(s), up to 4.1s behind the watermark (p99 4.0s), lookback "
+        "10.0s; 2 missed by the live lane (found by reconcile)"
+    )
+    quiet = {**REPORT, "pollers": [entry("orders", late_arrivals={"count": 0, "missed": 0})]}
+    assert "late arrival" not in render(inspect_view(quiet), 200)
+
+
 def test_tick_view_says_throttled_not_failed() -> None:
     result = {
         "polled": [

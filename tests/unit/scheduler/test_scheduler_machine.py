@@ -38,6 +38,7 @@ def succeed(
     rate_limit=None,
     summary=None,
     started_at=None,
+    held_until=None,
 ) -> Transition:
     return on_success(
         state,
@@ -51,6 +52,7 @@ def succeed(
         random=random,
         summary=summary,
         started_at=started_at,
+        held_until=held_until,
     )
 
 
@@ -114,6 +116,24 @@ class TestAimd:
             not_modified=True,
         )
         assert (t.state.interval_ms, t.reason) == (15_000, "not-modified")
+
+    def test_a_cycle_that_held_items_is_not_idle_and_plans_for_the_first_of_them(
+        self, scripted, now
+    ):
+        def held(state, *, held_until, at=now):
+            default = Schedule(jitter=0)  # 30 s .. 5 min
+            return succeed(state, default, at, scripted(), started_at=now, held_until=held_until)
+
+        after_three_idle = ScheduleState(interval_ms=101_250)
+        t = held(after_three_idle, held_until=now + 42_000, at=now + 200)
+        assert (t.reason, t.state.interval_ms) == ("held", 101_250)  # no back-off
+        assert t.state.next_due_at == now + 42_000
+        # Never sooner than min after the cycle's start...
+        t = held(after_three_idle, held_until=now + 1_000)
+        assert (t.reason, t.state.next_due_at) == ("held", now + 30_000)
+        # ...and never later than the interval would have come anyway.
+        t = held(ScheduleState(interval_ms=30_000), held_until=now + 400_000)
+        assert (t.reason, t.state.interval_ms, t.wait_ms) == ("held", 30_000, 30_000)
 
     def test_adaptive_false_pins_min(self, scripted, now):
         fixed = Schedule(min="5s", max="5m", jitter=0, adaptive=False)

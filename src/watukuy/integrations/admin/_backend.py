@@ -23,6 +23,7 @@ from watukuy.cursor.config import read_timestamp_ms
 from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError, WatukuyError
 from watukuy.model.events import event_from_json
+from watukuy.model.late import LateArrivals, late_report
 from watukuy.model.ports import Clock, StateStore
 from watukuy.model.redact import Redaction
 from watukuy.model.rows import (
@@ -35,6 +36,7 @@ from watukuy.model.rows import (
     schedule_to_json,
 )
 from watukuy.runtime.engine import EngineCore
+from watukuy.runtime.late_watch import window_ms
 from watukuy.runtime.operator import KeyOperator
 from watukuy.scheduler import OVERDUE_GRACE_MS, is_overdue, waiting_ms
 
@@ -374,6 +376,13 @@ class Backend:
     def held(self, state: PollerState | None) -> dict[str, Any] | None:
         """The held deletes of a key, JSON-ready."""
         return None if state is None else held_deletes_to_json(state.held_deletes)
+
+    def late(self, key: PKey, state: PollerState | None) -> dict[str, Any]:
+        """A key's late arrivals as ``inspect()`` reports them (the lookback window in
+        force when the engine knows the poller, else the one stored with the figures)."""
+        late = state.late if state is not None else LateArrivals()
+        definition = None if self.engine is None else self.engine.pollers.get(key.poller)
+        return late_report(late, None if definition is None else window_ms(definition, late))
 
     def clean_error(self, error: dict[str, Any]) -> dict[str, Any]:
         """A stored error with every string passed through the redaction policy once more

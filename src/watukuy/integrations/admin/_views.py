@@ -180,6 +180,7 @@ class Pages:
             cursors=backend.cursors(key, state, now),
             schedule=backend.schedule(state),
             held=backend.held(state),
+            late=backend.late(key, state),
             parked=[self._parked_view(row) for row in parked],
             events=events,
             has_log=(definition is not None and definition.log is not None)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from watukuy.cursor.lookback import LOOKBACK_FLOOR_MS
+
 __all__ = [
     "CONFIGS",
     "KNOWN_OPEN",
@@ -55,6 +57,9 @@ class ConformanceConfig:
             the vendor keeps such runs shorter than a page.
         lag_ms: Timestamp cursor ``lag``.
         overlap_ms: Timestamp cursor ``overlap``.
+        lookback: Timestamp cursor with no ``overlap`` at all: its default lookback. Late
+            changes are then commits that land up to half its first window after their
+            stamp (``now - d``), visible at once, as a database's slow transactions are.
         initial_now: Timestamp cursor ``initial`` is the start of the run (history exists
             before it); the plan then backfills from ``None`` at some point.
         etags: The vendor sends ``ETag`` and answers ``304`` to a matching
@@ -89,6 +94,7 @@ class ConformanceConfig:
     tie_break: bool = True
     lag_ms: int = 0
     overlap_ms: int = 0
+    lookback: bool = False
     initial_now: bool = False
     etags: bool = False
     page_size: int = 3
@@ -123,6 +129,8 @@ class ConformanceConfig:
         inside ``lag`` or ``overlap`` (0: no late changes)."""
         if self.strategy != "timestamp" or not self.late:
             return 0
+        if self.lookback:
+            return LOOKBACK_FLOOR_MS // 2 - 1
         return max(self.lag_ms, self.overlap_ms) - 1 if max(self.lag_ms, self.overlap_ms) else 0
 
 
@@ -139,6 +147,8 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
     _c("ts-overlap", "timestamp", overlap_ms=2_000, late=True),
     _c("ts-overlap-notie", "timestamp", overlap_ms=2_000, tie_break=False, late=True),
     _c("ts-lag-overlap", "timestamp", lag_ms=1_000, overlap_ms=2_000, late=True),
+    _c("ts-default", "timestamp", lookback=True, late=True),
+    _c("ts-default-notie", "timestamp", lookback=True, tie_break=False, late=True),
     _c("ts-cap", "timestamp", page_cap=1, lag_ms=500),
     _c("ts-etag", "timestamp", etags=True, lag_ms=500),
     _c("ts-etag-overlap", "timestamp", etags=True, overlap_ms=2_000, late=True),

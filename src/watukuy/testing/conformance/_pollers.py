@@ -144,7 +144,7 @@ def build_poller(config: ConformanceConfig, *, start_iso: str) -> PollerDefiniti
             tie_break="id" if config.tie_break else None,
             initial=start_iso if config.initial_now else None,
             lag=f"{config.lag_ms}ms",
-            overlap=f"{config.overlap_ms}ms",
+            overlap=None if config.lookback else f"{config.overlap_ms}ms",
         )
         fetch = _since_fetch(config)
     elif config.strategy == "token":

@@ -20,7 +20,9 @@ never writes behind what it has shown, so a keyset reader cannot miss a write ex
 *late* one. A late write is stamped ``d`` ms in the past, only where the poller promises to
 cover it: inside ``lag`` (stamped ``now - d``; the watermark never passes ``now - lag``),
 or inside ``overlap`` (stamped ``newest served - d``, and applied after the current tick so
-that the next cycle's overlapped first request covers it). A configuration without
+that the next cycle's overlapped first request covers it), or, with the default lookback,
+as a slow commit (stamped ``now - d`` with ``d`` under half its first window, visible at
+once: the first cycle that starts after it re-reads it). A configuration without
 ``shifts`` holds inserts and deletes that arrive during a tick until it ends (updates still
 land between any two requests): offset pages then never shift under a cycle. Without a tie-break, no more
 than ``page_size - 1`` writes share one stamp (a longer run cannot be paged by a plain
@@ -336,7 +338,10 @@ class Vendor:
             self.apply(step)
 
     def _lag_covers(self, late_ms: int) -> bool:
-        return self.config.strategy == "timestamp" and late_ms < self.config.lag_ms
+        """Whether a late write lands at once, stamped ``now - d``: inside ``lag``, or as a
+        slow commit the default lookback re-reads."""
+        config = self.config
+        return config.strategy == "timestamp" and (config.lookback or late_ms < config.lag_ms)
 
     def _stamp(self, late_ms: int) -> int:
         config = self.config
@@ -344,7 +349,7 @@ class Vendor:
         window = config.late_window_ms
         if late_ms and window:
             late = min(late_ms, window)
-            stamp = now - late if late < config.lag_ms else self.served_max_ms - late
+            stamp = now - late if self._lag_covers(late) else self.served_max_ms - late
             return max(stamp, 0)
         stamp = max(now, self.served_max_ms + 1)
         if not config.tie_break or config.strategy == "custom":

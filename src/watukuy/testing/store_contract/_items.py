@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from watukuy.model.late import Lookback
 from watukuy.model.ports import StateStore
 from watukuy.model.rows import ListingPass, ListingState, PKey, Tombstone
 
@@ -310,6 +311,29 @@ class ItemContract:
             return
         assert await _unseen(store, KEY, 3) == ["a"]
         assert await store.count_items(KEY) == 1
+
+    async def test_late_arrivals_and_the_lookback_survive_patches(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        state = _full_state(created_at=T0)
+        await store.commit_poll(KEY, lease, batch(state_patch=_patch_of(state)))
+        assert await store.load_state(KEY) == state
+        # A page's commit carries the figures; the end of a run, the lookback's memory; an
+        # operator's reset_cursor clears the memory without a lease.
+        counted = dataclasses.replace(state.late, count=4, following=())
+        await store.commit_poll(KEY, lease, batch(state_patch={"late": counted}))
+        remembered = dataclasses.replace(state.lookback, started=T0 + 30)
+        await store.save_state(KEY, lease, {"lookback": remembered})
+        loaded = await store.load_state(KEY)
+        assert loaded is not None
+        assert (loaded.late, loaded.lookback, loaded.listing) == (
+            counted,
+            remembered,
+            state.listing,
+        )
+        await store.save_state_unfenced(KEY, {"lookback": Lookback()}, T0 + 40)
+        loaded = await store.load_state(KEY)
+        assert loaded is not None
+        assert (loaded.late, loaded.lookback) == (counted, Lookback())
 
     async def test_listing_progress_and_held_deletes_survive_patches(
         self, store: StateStore

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from watukuy.model import json as wkjson
 from watukuy.model.errors import SerializedError, StoreError, WatukuyError
+from watukuy.model.late import Following, LateArrivals, Lookback
 from watukuy.model.ports import StateStore
 from watukuy.model.rows import (
     BackfillState,
@@ -236,6 +237,25 @@ def _full_state(created_at: int) -> PollerState:
         held_deletes=HeldDeletes(
             lane="live", below=6, count=120, snapshot=200, held_at=T0 + 6, passes=2
         ),
+        late=LateArrivals(
+            count=3,
+            max_ms=61_000,
+            buckets=(0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0),
+            beyond=1,
+            missed=2,
+            by_lane={"live": 2, "reconcile": 1},
+            last_at=T0 + 9,
+            lost_at=T0 + 9,
+            window_ms=120_000,
+            following=(Following("o|1\u00e9", "v2", T0 + 8), Following("o2", "h", T0 + 9, True)),
+            warned_at=T0 + 9,
+            warned="beyond",
+        ),
+        lookback=Lookback(
+            since='{"value":null,"tie_break":null}',
+            started=T0 + 10,
+            marks=((T0 + 3, '{"value":"2026-01-01T00:00:03Z","tie_break":"o9"}'),),
+        ),
     )
 
 
@@ -252,6 +272,8 @@ def _patch_of(state: PollerState) -> StatePatch:
         "wake_at": state.wake_at,
         "listing": state.listing,
         "held_deletes": state.held_deletes,
+        "late": state.late,
+        "lookback": state.lookback,
     }
 
 
