@@ -24,7 +24,16 @@ from watukuy.model.events import Event
 from watukuy.model.http_port import HttpFactory
 from watukuy.model.options import Budget
 from watukuy.model.partition import Partition
-from watukuy.model.ports import BudgetStore, Clock, Random, StateStore, StoreClock
+from watukuy.model.ports import (
+    BudgetPolicy,
+    BudgetStore,
+    Clock,
+    Random,
+    StateStore,
+    StoreClock,
+    budget_capacity,
+    describe_capacity,
+)
 from watukuy.model.redact import RedactingLogger, Redaction, serialize_error
 from watukuy.model.rows import DEFAULT_CONSUMER, PKey, PollerState
 from watukuy.scheduler import backoff_ceiling, planned_top
@@ -1130,10 +1139,21 @@ def _check_budgets(
             raise ConfigError(f"expected a Budget, got {budget!r}", field=f"budgets.{name}")
         resolved[name] = budget
     for poller in pollers.values():
-        if poller.budget is not None and poller.budget not in resolved:
+        if poller.budget is None:
+            continue
+        if poller.budget not in resolved:
             raise ConfigError(
                 f"poller {poller.name!r} uses budget {poller.budget!r}, which is not in "
                 f"budgets ({sorted(resolved)})",
                 field="budgets",
+            )
+        budget = resolved[poller.budget]
+        policy = BudgetPolicy(requests=budget.requests, per_ms=budget.per_ms, burst=budget.burst)
+        if poller.budget_cost > budget_capacity(policy):
+            # Every request of this poller would wait for room that never comes.
+            raise ConfigError(
+                f"poller {poller.name!r} has budget_cost {poller.budget_cost:g}, which budget "
+                f"{poller.budget!r} ({describe_capacity(policy)}) can never grant",
+                field="budget_cost",
             )
     return resolved
