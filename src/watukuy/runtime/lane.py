@@ -912,6 +912,8 @@ class LaneCycle:
             self._landed_counts[name] += value
         if ahead is not None:
             ahead.stored = asyncio.ensure_future(self._stored_rows(ahead))
+            # Awaited by the page's build; a run that dies first never awaits it.
+            ahead.stored.add_done_callback(_consume)
         await self._committed(built.batch, built.observed, deletes=0, started=built.started)
         if self._poller.on_invalid == "quarantine":
             for raw, issues in built.invalid:
