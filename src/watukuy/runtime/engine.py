@@ -231,6 +231,7 @@ class EngineCore(Operations):
             limits[name] = admission_limit(budget, costs=costs, waits=waits)
             paces[name] = start_pace(budget, costs=costs, limit=limits[name])
         self._admission = Admission(limits, paces)
+        self._stall_reported = False
         self._wake_at: dict[PKey, int] = {}
         # key -> (poll wake-up, its deadline): the top of the jitter band it must start by.
         self._deadlines: dict[PKey, tuple[int, int]] = {}
@@ -966,13 +967,24 @@ class EngineCore(Operations):
                 self._log.warning(
                     "engine loop: %s", error, exc_info=not isinstance(error, WatukuyError)
                 )
-            self._launch_due(self.clock.now())  # and what the resync found due
             self._wake.clear()
-            await self._sleep_until(self._next_wake())
+            # What the resync found due starts too; the wake-up comes from the same reading
+            # of the clock as the starts (see _launch_due).
+            await self._sleep_until(self._launch_due(self.clock.now()))
 
-    def _launch_due(self, now: int) -> None:
-        # Every due wake-up joins the line of its poller's budget; then runs start, the
-        # earliest deadline first, on the budgets with room (see runtime/admission.py).
+    def _launch_due(self, now: int) -> int:
+        """Start the runs that may start at ``now`` and return when to look again.
+
+        Every due wake-up joins the line of its poller's budget; then runs start, the
+        earliest deadline first, on the budgets with room (see runtime/admission.py).
+
+        The next look is computed here, from the state the starts were decided on and the
+        same ``now``: whatever may start at ``now`` has started, so a line still waiting
+        is held back by its budget's room (a finishing run wakes the loop) or by its pace
+        (whose time is among the wake-ups). Read at a later ``now``, a pace that became
+        ready in between looked like nothing to wait for, and the loop slept until the
+        next resync while every key was overdue.
+        """
         while self._heap and self._heap[0][0] <= now:
             entry = heapq.heappop(self._heap)
             if self._wake_at.get(entry[2]) != entry[0]:
@@ -986,7 +998,7 @@ class EngineCore(Operations):
         while self._max_concurrent is None or len(self._running) < self._max_concurrent:
             picked = self._admission.pop(self._current, now)
             if picked is None:
-                return
+                break
             (_, _, key), budget = picked
             del self._wake_at[key]
             if key in self._running:
@@ -1003,6 +1015,7 @@ class EngineCore(Operations):
             self._admission.started(budget)
             task = asyncio.create_task(self._run_and_reschedule(poller, partition, force))
             self._running[key] = task
+        return self._next_wake(now)
 
     def _current(self, entry: tuple[int, int, PKey]) -> bool:
         """``entry`` is still the key's wake-up (no later ``_schedule`` superseded it)."""
@@ -1054,21 +1067,31 @@ class EngineCore(Operations):
             self._wake.set()
         return result
 
-    def _next_wake(self) -> int:
+    def _next_wake(self, now: int) -> int:
+        """When the loop looks again, given that :meth:`_launch_due` ran at ``now``.
+
+        A run that ends, a trigger or a new partition wakes the loop sooner.
+        """
         candidates = [self._next_resync]
         while self._heap and self._wake_at.get(self._heap[0][2]) != self._heap[0][0]:
             heapq.heappop(self._heap)
-        if self._heap and not (
-            self._max_concurrent is not None and len(self._running) >= self._max_concurrent
-        ):
+        full = self._max_concurrent is not None and len(self._running) >= self._max_concurrent
+        if self._heap and not full:
             candidates.append(self._heap[0][0])
         for name in self._pollers:
             refresh = self._book.next_refresh(name)
             if refresh is not None:
                 candidates.append(refresh)
-        full = self._max_concurrent is not None and len(self._running) >= self._max_concurrent
-        paced = None if full else self._admission.next_start(self.clock.now())
+        paced = None if full else self._admission.next_start(now)
         if paced is not None:
+            if paced <= now and not self._stall_reported:
+                # The invariant: after the starts at `now`, no line with room may still be
+                # ready at `now`. Should a rule ever break it, say so (once) and look again
+                # at once instead of sleeping past a key that may run.
+                self._stall_reported = True
+                self._log.error(
+                    "engine loop: a run could start at %d but did not: %r", now, self._admission
+                )
             candidates.append(paced)
         return min(candidates)
 
