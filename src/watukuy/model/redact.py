@@ -91,6 +91,11 @@ _PAIR: Final = re.compile(
     r"(?P<name>[A-Za-z0-9_.\-]+)(?P<q1>[\"']?)(?P<sep>[ \t]*[=:][ \t]*)(?P<q2>[\"']?)"
     r"(?P<value>(?:(?i:bearer|basic|digest|token|negotiate|hmac)[ \t]+)?[^\s&,;)\]}\"']+)"
 )
+# A ``name: word`` pair that opens a sentence (``--token: use at least 12 characters``,
+# ``secret: expected a string``) is a message about the name, not its value: an unquoted
+# value after a colon that is a lower-case word followed by more words.
+_PROSE_WORD: Final = re.compile(r"[a-z]+")
+_MORE_WORDS: Final = re.compile(r"[ \t]+[A-Za-z]")
 # ``('name', 'value')``: header lists and tuples in reprs.
 _TUPLE: Final = re.compile(
     r"(?P<q1>[\"'])(?P<name>[A-Za-z0-9_.\-]+)(?P=q1),[ \t]*(?P<q2>[\"'])(?P<value>[^\"']*)(?P=q2)"
@@ -298,7 +303,12 @@ class Redaction:
         out: list[str] = []
         pos = 0
         while (match := _PAIR.search(text, pos)) is not None:
-            if self.is_sensitive(match.group("name")) and match.group("value") != REDACTED:
+            value = match.group("value")
+            if (
+                self.is_sensitive(match.group("name"))
+                and value != REDACTED
+                and not _opens_sentence(text, match)
+            ):
                 out += (text[pos : match.start("value")], REDACTED)
                 pos = match.end("value")
             else:
@@ -363,6 +373,22 @@ class Redaction:
     def __repr__(self) -> str:
         extra = sorted(self._names - SENSITIVE_NAMES)
         return f"Redaction(names={extra!r}, allow={sorted(self._allow)!r})"
+
+
+def _opens_sentence(text: str, match: re.Match[str]) -> bool:
+    """The value of a ``name: value`` pair is the first word of a sentence about the name.
+
+    Only an unquoted value after a colon and a space qualifies, made of lower-case letters
+    alone and followed by another word: ``token: use at least 12 characters``. A value
+    with a digit, a capital or a symbol, a quoted one, one after ``=`` or right after the
+    colon, or one that ends the line is a value, and masked.
+    """
+    sep = match.group("sep")
+    if match.group("q1") or match.group("q2") or "=" in sep or not sep.endswith((" ", "\t")):
+        return False
+    if _PROSE_WORD.fullmatch(match.group("value")) is None:
+        return False
+    return _MORE_WORDS.match(text, match.end("value")) is not None
 
 
 DEFAULT_REDACTION: Final = Redaction()
