@@ -38,6 +38,7 @@ __all__ = [
     "SENSITIVE_PARTS",
     "Redaction",
     "RedactingLogger",
+    "describe_error",
     "format_stack",
     "redact_text",
     "redact_url",
@@ -510,16 +511,31 @@ def _exception_of(exc_info: object) -> BaseException | None:
 _MAX_CAUSE_DEPTH: Final = 4
 
 
+def describe_error(error: SerializedError) -> str:
+    """One line for a log: a serialised error's type and message (``ReadTimeout on GET
+    https://api.test/items``, ``RuntimeError: boom``), the type said once."""
+    name = error.get("name", "")
+    message = error.get("message", "")
+    if not name or message.startswith(name):
+        return message or name
+    return f"{name}: {message}" if message else name
+
+
 def serialize_error(
     error: BaseException, *, redaction: Redaction = DEFAULT_REDACTION, _depth: int = 0
 ) -> SerializedError:
     """Reduce any exception to JSON-safe fields: name, message, code, stack, status, cause.
 
+    The message is the exception's text, or its type name when it has none.
+
     The message and the stack are cleaned by ``redaction`` (URL credentials, sensitive
     parameters and headers, see :class:`~watukuy.model.redact.Redaction`), and the stack
     names source files relative to their import path, never by absolute path.
     """
-    out: SerializedError = {"name": type(error).__name__, "message": redaction.text(str(error))}
+    name = type(error).__name__
+    # An exception without text (``TimeoutError()``, ``httpx.ReadTimeout("")``) is still
+    # told by its type: every surface that shows only the message says something.
+    out: SerializedError = {"name": name, "message": redaction.text(str(error)) or name}
     code = getattr(error, "code", None)
     if isinstance(code, str):
         out["code"] = code
