@@ -15,7 +15,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast, overload
 
 from watukuy.cursor import PageCursor, make_strategy
 from watukuy.model.durations import Duration, parse_duration
@@ -35,7 +35,7 @@ from watukuy.model.ports import (
     describe_capacity,
 )
 from watukuy.model.redact import RedactingLogger, Redaction, serialize_error
-from watukuy.model.rows import DEFAULT_CONSUMER, PKey, PollerState
+from watukuy.model.rows import DEFAULT_CONSUMER, Lane, PKey, PollerState
 from watukuy.scheduler import backoff_ceiling, planned_top
 
 from ._hookbus import HookBus, as_hook_list
@@ -56,6 +56,7 @@ from .partition_book import PartitionBook
 from .poller import PollerDefinition
 from .results import EngineStatus, LeaseOptions, TickResult
 from .runner import EngineDeps, KeyRunner, KeyRunResult, TickPollResult, wake_time
+from .stalls import Stall, diagnose
 
 if TYPE_CHECKING:
     from watukuy.budget.manager import BudgetManager
@@ -565,20 +566,23 @@ class EngineCore(Operations):
         results: list[TickPollResult] = []
         counts = {"leased": 0, "not_due": 0}
         flags = {"timed_out": False}
+        running: dict[PKey, tuple[asyncio.Task[Any], int]] = {}
         work = asyncio.ensure_future(
-            self._tick_pass(names, started, deadline, results, counts, flags)
+            self._tick_pass(names, started, deadline, results, counts, flags, running)
         )
+        stalls: list[tuple[PKey, int, Stall]] = []
         if deadline is None:
             await work
-        elif not await finish_by(self.clock, work, deadline + TICK_GRACE_MS):
-            # The store (or the API) stopped answering and the store's own time limits did
-            # not cover it: the pass returns anyway; what was still running is cancelled.
+        elif not await finish_by(
+            self.clock,
+            work,
+            deadline + TICK_GRACE_MS,
+            before_cancel=lambda: stalls.extend(self._stalls(work, running, deadline, names)),
+        ):
+            # The store or the API stopped answering and its own time limits did not cover
+            # it: the pass returns anyway, saying what each unfinished run waited for.
             flags["timed_out"] = True
-            self._log.warning(
-                "tick(): still waiting %d ms after max_duration (on the store or the API); "
-                "the pass returns and its unfinished runs are cancelled",
-                self.clock.now() - deadline,
-            )
+            await self._report_stalls(stalls, deadline, results)
         return TickResult(
             polled=list(results),
             skipped_leased=counts["leased"],
@@ -586,6 +590,60 @@ class EngineCore(Operations):
             duration_ms=self.clock.now() - started,
             timed_out=flags["timed_out"],
         )
+
+    def _stalls(
+        self,
+        work: asyncio.Future[Any],
+        running: Mapping[PKey, tuple[asyncio.Task[Any], int]],
+        deadline: int,
+        names: list[str],
+    ) -> list[tuple[PKey, int, Stall]]:
+        """What each run still going at the end of the grace was waiting for (the pass
+        itself when no run had started: it was listing keys)."""
+        late = self.clock.now() - deadline
+        if not running:
+            key = PKey(names[0], "") if names else PKey("", "")
+            what = f"the pass (choosing the keys of {', '.join(names)})"
+            return [(key, self.clock.now(), diagnose(work, self.store, what, late))]
+        return [
+            (key, began, diagnose(task, self.store, _key_text(key), late))
+            for key, (task, began) in running.items()
+        ]
+
+    async def _report_stalls(
+        self, stalls: list[tuple[PKey, int, Stall]], deadline: int, results: list[TickPollResult]
+    ) -> None:
+        """Record each stall as a failed cycle: a warning, ``TickResult.errors``, ``on_error``."""
+        self._log.warning(
+            "tick(): still waiting %d ms after max_duration: %s; the pass returns and its "
+            "unfinished runs are cancelled",
+            self.clock.now() - deadline,
+            "; ".join(f"{stall.what} waited for {stall.waiting_for}" for _, _, stall in stalls),
+        )
+        for key, began, stall in stalls:
+            error = serialize_error(stall.error, redaction=self.redaction)
+            lane = cast(Lane, stall.lane)
+            results.append(
+                TickPollResult(
+                    poller=key.poller,
+                    partition=key.partition,
+                    lane=lane,
+                    items=0,
+                    events=0,
+                    delivered=0,
+                    duration_ms=self.clock.now() - began,
+                    error=error,
+                )
+            )
+            await self._hooks.emit(
+                "on_error",
+                poller=key.poller,
+                partition=key.partition,
+                lane=lane,
+                instance_id=self.instance_id,
+                error=error,
+                phase=stall.phase,
+            )
 
     async def _tick_pass(
         self,
@@ -595,6 +653,7 @@ class EngineCore(Operations):
         results: list[TickPollResult],
         counts: dict[str, int],
         flags: dict[str, bool],
+        running: dict[PKey, tuple[asyncio.Task[Any], int]],
     ) -> None:
         await self._ensure_migrated()
         keys: list[tuple[PollerDefinition[Any], Partition]] = []
@@ -616,7 +675,15 @@ class EngineCore(Operations):
                     continue
                 forced = key in self._forced
                 self._forced.discard(key)
-                outcome = await self._run_key(poller, partition, force=forced, deadline=deadline)
+                task = asyncio.current_task()
+                if task is not None:
+                    running[key] = (task, self.clock.now())
+                try:
+                    outcome = await self._run_key(
+                        poller, partition, force=forced, deadline=deadline
+                    )
+                finally:
+                    running.pop(key, None)
                 results.extend(outcome.results)
                 if outcome.outcome == "leased":
                     counts["leased"] += 1
@@ -1122,6 +1189,10 @@ async def _wait_with_clock(tasks: list[asyncio.Task[Any]], clock: Clock, timeout
         if not everything.done():
             everything.cancel()
             await asyncio.gather(everything, return_exceptions=True)
+
+
+def _key_text(key: PKey) -> str:
+    return f"{key.poller}/{key.partition}" if key.partition else key.poller
 
 
 def _index_pollers(
