@@ -20,6 +20,7 @@ import asyncio
 import dataclasses
 import inspect
 import logging
+import reprlib
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +93,11 @@ _IDENTITY_BATCH = 1000
 # Items hashed (or events written) between two turns of the event loop (see _turn).
 _HASH_STEP = 250
 _DISAGREEMENT_WARNING = 3
+# How a quarantined item that cannot be written as JSON is kept: a repr cut short.
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel = 8
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = 200
+_SHORT_REPR.maxdict = _SHORT_REPR.maxlist = 20
 
 
 def _stuck_cursor(page: int, cursor: str) -> WatukuyError:
@@ -163,6 +169,8 @@ class _Selection:
     next_cursor: Any
     done: bool
     candidates: list[Candidate[Any]] | None = None  # hashed ahead of the stored rows
+    # Items that could not be hashed or written as JSON: quarantined like invalid ones.
+    rejected: list[tuple[str, Any, Exception]] = dataclasses.field(default_factory=list)
     # Its stored rows and tombstones, being read since the page before it landed.
     stored: asyncio.Future[tuple[dict[str, ItemRow], dict[str, Tombstone]]] | None = None
 
@@ -727,6 +735,7 @@ class LaneCycle:
                 version=None,
                 fingerprint=poller.fingerprint,
                 schema_version=poller.schema_version,
+                rejected=selection.rejected,
             )
             candidates.extend(hashed)
             await turn(self._hand_over)
@@ -751,6 +760,7 @@ class LaneCycle:
         else:
             existing, tombstones = await reading
         candidates = selection.candidates
+        rejected = selection.rejected
         if candidates is None:
             candidates, _unchanged = prepare_candidates(
                 pairs,
@@ -759,6 +769,7 @@ class LaneCycle:
                 version=None if version_of is None else (lambda item: versions[id(item)]),
                 fingerprint=poller.fingerprint,
                 schema_version=poller.schema_version,
+                rejected=rejected,
             )
         diff = diff_candidates(
             candidates,
@@ -768,6 +779,7 @@ class LaneCycle:
             retain_payload=poller.retain_payload,
             now=now,
             tombstones=tombstones,
+            rejected=rejected,
         )
 
         sequence = state.sequence
@@ -775,21 +787,27 @@ class LaneCycle:
         events: list[WrittenEvent] = []
         observed: list[Event[Any]] | None = [] if deps.hooks.has("on_event") else None
         counts = {"created": 0, "updated": 0}
+        unwritten: set[str] = set()  # identities whose event could not be written
         for change in diff.changes:
-            sequence += 1
             version = change.version if change.version is not None else change.hash
-            event, row = self._event(
-                change.type,
-                change.identity,
-                version,
-                change.revision,
-                change.item,
-                self._load_payload(change.previous),
-                sequence,
-                now,
-                observed,
-                change.text,
-            )
+            try:
+                event, row = self._event(
+                    change.type,
+                    change.identity,
+                    version,
+                    change.revision,
+                    change.item,
+                    self._load_payload(change.previous),
+                    sequence + 1,
+                    now,
+                    observed,
+                    change.text,
+                )
+            except wkjson.ENCODING_ERRORS as error:
+                rejected.append((change.identity, change.item, error))
+                unwritten.add(change.identity)
+                continue
+            sequence += 1
             rows.append(row)
             events.append(event)
             counts[change.type] += 1
@@ -802,27 +820,34 @@ class LaneCycle:
             for identity, item in pairs:
                 if identity in changed:
                     continue
-                version = self._version_or_hash(item, hashes.get(identity))
                 known = existing.get(identity)
                 previous = known.payload if known is not None and poller.retain_payload else None
                 # The same observation as the row's last event: its revision, not a new one.
                 revision = known.revision if known is not None else 0
+                try:
+                    version = self._version_or_hash(item, hashes.get(identity))
+                    event, row = self._event(
+                        "updated",
+                        identity,
+                        version,
+                        revision,
+                        item,
+                        self._load_payload(previous),
+                        sequence + 1,
+                        now,
+                        observed,
+                    )
+                except wkjson.ENCODING_ERRORS as error:
+                    rejected.append((identity, item, error))
+                    continue
                 sequence += 1
-                event, row = self._event(
-                    "updated",
-                    identity,
-                    version,
-                    revision,
-                    item,
-                    self._load_payload(previous),
-                    sequence,
-                    now,
-                    observed,
-                )
                 rows.append(row)
                 events.append(event)
                 counts["updated"] += 1
 
+        upserts = diff.upserts
+        if rejected:
+            upserts = self._reject(rejected, unwritten, upserts, invalid)
         parked = [
             self._quarantine(raw, issues, now)
             for raw, issues in invalid
@@ -856,14 +881,14 @@ class LaneCycle:
                 )
             )
             seen, seen_pass = identities, progress.pass_id
-        elif diff.upserts and state.listing.counter:
+        elif upserts and state.listing.counter:
             # An incremental lane saw these items now: they count as seen by a full listing
             # in progress (reconcile), which cannot have started after the latest pass id.
-            seen = [row.identity for row in diff.upserts]
+            seen = [row.identity for row in upserts]
             seen_pass = state.listing.counter
         batch = CommitBatch(
             state_patch=patch,
-            upserts=diff.upserts,
+            upserts=upserts,
             seen=seen,
             seen_pass=seen_pass,
             events=rows,
@@ -1046,11 +1071,40 @@ class LaneCycle:
             self._writer_cache = cached = (now, writer)
         return cached[1]
 
+    def _reject(
+        self,
+        rejected: list[tuple[str, Any, Exception]],
+        unwritten: set[str],
+        upserts: list[ItemRow],
+        invalid: list[tuple[Any, list[ValidationIssue]]],
+    ) -> list[ItemRow]:
+        """Items the engine cannot encode join the page's invalid items (``on_invalid``
+        decides what becomes of them) and write no row: the rest of the page goes on."""
+        messages = [
+            self._deps.redaction.text(
+                f"the item cannot be encoded as JSON: {wkjson.encoding_problem(error)}"
+            )
+            for _, _, error in rejected
+        ]
+        if self._poller.on_invalid == "fail":
+            raise ValidationError(
+                f"{len(rejected)} item(s) cannot be encoded as JSON: {messages[0]}",
+                [{"message": messages[0]}],
+            )
+        invalid.extend(
+            (item, [{"message": message}])
+            for (_, item, _), message in zip(rejected, messages, strict=True)
+        )
+        unwritten.update(identity for identity, _, _ in rejected)
+        return [row for row in upserts if row.identity not in unwritten]
+
     def _quarantine(self, raw: Any, issues: list[ValidationIssue], now: int) -> ParkedRow:
         try:
             item_json = wkjson.dumps(wkjson.to_jsonable(raw))
-        except TypeError:
-            item_json = wkjson.dumps(repr(raw))
+        except wkjson.ENCODING_ERRORS:
+            # What cannot be written as it is (too deep, say) is kept as a shortened repr,
+            # which stops at a few levels and a few hundred characters.
+            item_json = wkjson.dumps(_SHORT_REPR.repr(raw))
         digest = content_hash(item_json)
         message = "; ".join(
             f"{'.'.join(str(p) for p in issue.get('path', []))}: {issue['message']}"
