@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from watukuy.cursor import CursorStrategy
 from watukuy.diff import (
+    MAX_IDENTITY_BYTES,
     Candidate,
     content_hash,
     dedupe,
     diff_candidates,
     event_id,
     identity_text,
+    oversized_identity,
     prepare_candidates,
     version_text,
 )
@@ -108,6 +110,13 @@ def _stuck_cursor(page: int, cursor: str) -> WatukuyError:
         f"page {page} says there is more to fetch but left the cursor where it was "
         f"({shown}); the cycle stops instead of requesting the same page again",
         code="INVALID_PAGE",
+    )
+
+
+def _oversized_message(size: int) -> str:
+    return (
+        f"identity() returned {size:,} bytes of UTF-8; an identity holds at most "
+        f"{MAX_IDENTITY_BYTES:,} on every store (docs/stores.md)"
     )
 
 
@@ -663,6 +672,7 @@ class LaneCycle:
         # like an identity() failure; the diff reads the text back by item.
         versions: dict[int, str | None] = {}
         unidentified: list[tuple[str, Exception]] = []
+        unkeyable: set[int] = set()  # id() of the raw items whose identity is too long
         for raw in kept:
             if passthrough:
                 item = raw
@@ -679,6 +689,12 @@ class LaneCycle:
                 unidentified.append(("identity", error))
                 message = deps.redaction.text(f"identity() failed: {_describe(error)}")
                 invalid.append((raw, [{"message": message}]))
+                continue
+            oversized = oversized_identity(identity)
+            if oversized is not None:
+                # Data, not a misconfigured poller: it never counts as unidentified.
+                invalid.append((raw, [{"message": _oversized_message(oversized)}]))
+                unkeyable.add(id(raw))
                 continue
             if version_of is not None:
                 try:
@@ -704,7 +720,12 @@ class LaneCycle:
             raise ValidationError(
                 f"{len(invalid)} item(s) failed the schema: {issues[0].get('message', '')}", issues
             )
-        next_cursor, done = strategy.advance(cursor, page, kept, [item for _, item in valid], now)
+        # The cursor does not move onto an item whose identity is too long to store: its
+        # identity is often the tie-break the next request sends, and a request that cannot
+        # be sent would block the key. While it is the newest item it is read (and
+        # quarantined) again; the first newer item moves the cursor past it.
+        passed = [raw for raw in kept if id(raw) not in unkeyable] if unkeyable else kept
+        next_cursor, done = strategy.advance(cursor, page, passed, [item for _, item in valid], now)
         return _Selection(
             page,
             fetch.ctx.page,
