@@ -294,3 +294,55 @@ async def test_a_tick_cut_short_by_a_handler_names_it() -> None:
     assert failed.error is not None
     assert "was still waiting for the handler " in failed.error["message"]
     assert "on_order()" in failed.error["message"]
+
+
+class FailingIndex(wk.MemoryStore):
+    """A MemoryStore whose due index fails while ``failing`` (the daemon's resync reads it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+        self.index_calls = 0
+
+    async def due_keys(
+        self, poller: str, until: int, limit: int | None = None
+    ) -> list[tuple[str, int]]:
+        self.index_calls += 1
+        if self.failing:
+            raise wk.StoreError("due_keys: connection refused")
+        return await super().due_keys(poller, until, limit)
+
+
+async def test_a_failing_resync_backs_off_and_the_keys_are_still_polled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The daemon's resync reads the due index. When that failed, the loop tried again at
+    # once, over and over: thousands of store calls and warnings a second.
+    clock, store = VirtualClock(), FailingIndex()
+    polls: list[int] = []
+
+    async def counted(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        polls.append(clock.now())
+        return wk.Page(items=[])
+
+    poller = wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.SnapshotDiff(),
+        fetch=counted,
+        schedule=wk.Schedule(min="5s", max="5s", adaptive=False, jitter=0),
+    )
+    engine = wk.Engine(store=store, pollers=[poller], clock=clock, resync_every="15s")
+    with caplog.at_level(logging.WARNING, logger="watukuy"):
+        async with engine:
+            await clock.advance("1s")
+            store.failing = True
+            calls, polled = store.index_calls, len(polls)
+            await clock.advance("60s")
+            failed_calls = store.index_calls - calls
+            store.failing = False
+    # 1 s, 2 s, 4 s, 8 s, then every resync interval: a handful, not thousands.
+    assert 3 <= failed_calls <= 10, failed_calls
+    assert len(polls) - polled >= 10  # every 5 s, resync or not
+    warnings = [m for m in caplog.messages if "due_keys: connection refused" in m]
+    assert len(warnings) == failed_calls

@@ -243,6 +243,7 @@ class EngineCore(Operations):
         self._rerun: set[PKey] = set()  # keys asked for while they ran
         self._seq = itertools.count()
         self._next_resync = 0
+        self._resync_failures = 0  # in a row (see _loop)
         self.parked = ParkedOperations(self)
         self.partitions = PartitionOperations(self)
         self.deletes = DeletesOperations(self)
@@ -989,6 +990,7 @@ class EngineCore(Operations):
             audit = self._book.audit_slice(name, partitions)
             await self._sweep(name, poller, audit, now, recovering=False, sooner_only=True)
         self._next_resync = now + self._resync_ms
+        self._resync_failures = 0
 
     async def _sweep(
         self,
@@ -1034,6 +1036,12 @@ class EngineCore(Operations):
                 self._log.warning(
                     "engine loop: %s", error, exc_info=not isinstance(error, WatukuyError)
                 )
+                if self.clock.now() >= self._next_resync:
+                    # The resync itself failed (the store's due index, say): try it again
+                    # after a backoff, not at once and again in a tight loop.
+                    self._resync_failures += 1
+                    backoff = _STORE_ERROR_MIN_MS << min(self._resync_failures - 1, 10)
+                    self._next_resync = self.clock.now() + min(self._resync_ms, backoff)
             self._wake.clear()
             # What the resync found due starts too; the wake-up comes from the same reading
             # of the clock as the starts (see _launch_due).
