@@ -15,15 +15,17 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watukuy.model.errors import StoreError
 from watukuy.model.ports import StateStore
 
 from .consumers import HandlerConsumer, Subscription
 from .dispatcher import Dispatcher
-from .hooks import ErrorPhase
 from .lane import LaneCycle, _Fetch
+
+if TYPE_CHECKING:
+    from .hooks import ErrorPhase  # an engine without hooks never loads their records
 
 __all__ = ["Stall", "diagnose"]
 
