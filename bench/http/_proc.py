@@ -91,8 +91,15 @@ def measure(module: str, *args: str) -> Measured:
 class VendorProcess:
     """``bench.http.vendor`` in its own process, for a ``with`` block."""
 
-    def __init__(self, items: int, latency_ms: float = 0.0) -> None:
-        self._args = ["--items", str(items), "--latency-ms", str(latency_ms)]
+    def __init__(self, items: int, latency_ms: float = 0.0, jitter_ms: float = 0.0) -> None:
+        self._args = [
+            "--items",
+            str(items),
+            "--latency-ms",
+            str(latency_ms),
+            "--jitter-ms",
+            str(jitter_ms),
+        ]
         self.url = ""
         self._child: subprocess.Popen[bytes] | None = None
 

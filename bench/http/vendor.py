@@ -7,7 +7,8 @@ Routes:
   since`` and, when ``after`` is given, only those at ``since`` whose id is greater.
   Answers ``{"data": [...], "has_more": bool}``.
 * ``GET /t/<tenant>/orders?...``: the same listing over a tenant's three orders, answered
-  after ``--latency-ms``; each request's arrival is recorded for ``/_stats``.
+  after ``--latency-ms`` (plus up to ``--jitter-ms`` more, drawn uniformly); each request's
+  arrival is recorded for ``/_stats``.
 * ``POST /_change?share=0.01``: re-stamp that share of the orders (spread over the whole
   listing) after the newest one, with a new status and revision.
 * ``POST /_reset``: back to the initial data set; also forgets the recorded arrivals.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import random
 import sys
 import time
 from collections import defaultdict
@@ -95,9 +97,11 @@ def listing(
 class Vendor:
     """The routes above, over one :class:`DataSet`."""
 
-    def __init__(self, items: int, latency: float) -> None:
+    def __init__(self, items: int, latency: float, jitter: float = 0.0) -> None:
         self.data = DataSet(items)
         self.latency = latency
+        self.jitter = jitter
+        self._random = random.Random(0)
         self.requests = 0
         self.arrivals: defaultdict[str, list[float]] = defaultdict(list)
         self._tenants: dict[str, tuple[list[tuple[str, str]], list[bytes]]] = {}
@@ -124,8 +128,8 @@ class Vendor:
             return 200, self.data.page(since, after, limit)
         if len(parts) == 3 and parts[0] == "t" and parts[2] == "orders":
             self.arrivals[parts[1]].append(arrived)
-            if self.latency:
-                await asyncio.sleep(self.latency)
+            if self.latency or self.jitter:
+                await asyncio.sleep(self.latency + self._random.random() * self.jitter)
             keys, bodies = self._tenant(parts[1])
             return 200, listing(keys, bodies, since, after, limit)
         if parts == ["_change"] and method == "POST":
@@ -174,7 +178,7 @@ class Vendor:
 
 
 async def _main(args: Any) -> None:
-    vendor = Vendor(args.items, args.latency_ms / 1000)
+    vendor = Vendor(args.items, args.latency_ms / 1000, args.jitter_ms / 1000)
     server = await asyncio.start_server(vendor.serve, "127.0.0.1", args.port, backlog=4096)
     port = server.sockets[0].getsockname()[1]
     print(f"port {port}", flush=True)
@@ -195,6 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.http.vendor")
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--jitter-ms", type=float, default=0.0)
     parser.add_argument("--port", type=int, default=0)
     asyncio.run(_main(parser.parse_args(argv)))
 

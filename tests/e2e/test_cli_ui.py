@@ -43,7 +43,10 @@ def test_mistakes_exit_2_with_one_line(tmp_path: Path, store: str) -> None:
     cases = [
         ((), "ui needs --app"),
         (("--store", store, "--host", "0.0.0.0"), "pass --token too"),
-        (("--store", store, "--host", "0.0.0.0", "--token", "short"), "at least 12"),
+        (
+            ("--store", store, "--host", "0.0.0.0", "--token", "short"),
+            "--token: use at least 12 characters",
+        ),
         (("--store", f"sqlite:///{tmp_path / 'missing.db'}"), "no SQLite database"),
         (("--store", store, "--port", "70000"), "--port"),
         (("--store", store, "--refresh", "soon"), "--refresh"),

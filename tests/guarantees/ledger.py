@@ -792,8 +792,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "src/watukuy/diff/changes.py",
         [
             (
-                "        if row.hash != candidate.hash:\n",
-                "        if row.hash != candidate.hash and row.version != candidate.version:\n",
+                "            if row.hash != candidate.hash:\n",
+                "            if row.hash != candidate.hash and row.version != candidate.version:\n",
             )
         ],
         "tests/unit/diff/test_diff_changes.py",

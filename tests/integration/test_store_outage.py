@@ -84,6 +84,109 @@ async def test_tick_returns_by_its_deadline_when_the_store_never_answers() -> No
     assert clock.now() - started == 7_000
 
 
+class Hang(wk.MemoryStore):
+    """A MemoryStore whose ``hang`` method never answers once ``frozen``."""
+
+    def __init__(self, hang: str) -> None:
+        super().__init__()
+        self.hang = hang
+        self.frozen = False
+
+    async def _maybe_hang(self, name: str) -> None:
+        if self.frozen and name == self.hang:
+            await asyncio.Event().wait()
+
+    async def load_state(self, key: PKey) -> PollerState | None:
+        await self._maybe_hang("load_state")
+        return await super().load_state(key)
+
+    async def commit_poll(self, key: PKey, lease: Any, batch: Any) -> None:
+        await self._maybe_hang("commit_poll")
+        await super().commit_poll(key, lease, batch)
+
+    async def due_keys(
+        self, poller: str, until: int, limit: int | None = None
+    ) -> list[tuple[str, int]]:
+        await self._maybe_hang("due_keys")
+        return await super().due_keys(poller, until, limit)
+
+
+async def late_tick(engine: wk.Engine, clock: VirtualClock) -> wk.TickResult:
+    tick = asyncio.ensure_future(engine.tick(max_duration="5s"))
+    await clock.advance("7s")  # the deadline plus the 2 s grace
+    assert tick.done()
+    return await tick
+
+
+@pytest.mark.parametrize(
+    ("hang", "what", "waited_for", "phase"),
+    [
+        ("load_state", "orders", "the store (Hang.load_state)", "commit"),
+        ("commit_poll", "orders", "the store (Hang.commit_poll)", "commit"),
+        # Before any run: the pass asks the due index which keys to visit.
+        (
+            "due_keys",
+            "the pass (choosing the keys of orders)",
+            "the store (Hang.due_keys)",
+            "commit",
+        ),
+    ],
+)
+async def test_a_tick_cut_short_by_a_frozen_store_says_which_call_and_reports_it(
+    hang: str, what: str, waited_for: str, phase: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock, store = VirtualClock(), Hang(hang)
+    failures: list[Any] = []
+
+    class Hooks:
+        def on_error(self, details: Any) -> None:
+            failures.append(details)
+
+    engine = engine_on(store, clock, Hooks())
+    await engine.tick()
+    await clock.advance("1s")
+    store.frozen = True
+    with caplog.at_level(logging.WARNING, logger="watukuy"):
+        result = await late_tick(engine, clock)
+    assert result.timed_out
+    message = (
+        f"tick(): {what} was still waiting for {waited_for} 2000 ms after max_duration; "
+        "the run was cancelled"
+    )
+    [failed] = result.errors
+    assert failed.error is not None
+    assert (failed.poller, failed.partition, failed.lane) == ("orders", "", "live")
+    assert (failed.error["name"], failed.error["message"]) == ("StoreError", message)
+    assert [(d.poller, d.phase, d.error["message"]) for d in failures] == [
+        ("orders", phase, message)
+    ]
+    [warning] = [m for m in caplog.messages if m.startswith("tick(): still waiting")]
+    assert f"{what} waited for {waited_for}" in warning
+    assert "the store or the API" not in warning
+
+
+async def test_a_tick_cut_short_by_a_frozen_api_says_so() -> None:
+    clock = VirtualClock()
+    answered = asyncio.Event()
+
+    async def frozen_fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        await answered.wait()
+        return wk.Page(items=[])
+
+    poller = wk.define_poller(
+        name="orders", identity=lambda o: o["id"], cursor=wk.SnapshotDiff(), fetch=frozen_fetch
+    )
+    engine = wk.Engine(store=wk.MemoryStore(), pollers=[poller], clock=clock)
+    result = await late_tick(engine, clock)
+    [failed] = result.errors
+    assert failed.error is not None
+    assert failed.error["name"] == "TimeoutError"
+    assert failed.error["message"] == (
+        "tick(): orders was still waiting for the API (fetch of page 1) 2000 ms after "
+        "max_duration; the run was cancelled"
+    )
+
+
 async def test_a_failing_store_reaches_on_error_and_a_warning_and_the_key_backs_off(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -170,3 +273,76 @@ async def test_a_store_outage_shows_in_traces() -> None:
     [event] = span.events
     assert event.attributes is not None
     assert event.attributes["exception.type"] == "StoreError"
+
+
+async def test_a_tick_cut_short_by_a_handler_names_it() -> None:
+    clock = VirtualClock()
+
+    async def fetch_one(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        return wk.Page(items=[{"id": "a"}])
+
+    async def on_order(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+        await asyncio.Event().wait()
+
+    poller = wk.define_poller(
+        name="orders", identity=lambda o: o["id"], cursor=wk.SnapshotDiff(), fetch=fetch_one
+    )
+    engine = wk.Engine(store=wk.MemoryStore(), pollers=[poller], clock=clock)
+    engine.on("orders", on_order)
+    result = await late_tick(engine, clock)
+    [failed] = result.errors
+    assert failed.error is not None
+    assert "was still waiting for the handler " in failed.error["message"]
+    assert "on_order()" in failed.error["message"]
+
+
+class FailingIndex(wk.MemoryStore):
+    """A MemoryStore whose due index fails while ``failing`` (the daemon's resync reads it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+        self.index_calls = 0
+
+    async def due_keys(
+        self, poller: str, until: int, limit: int | None = None
+    ) -> list[tuple[str, int]]:
+        self.index_calls += 1
+        if self.failing:
+            raise wk.StoreError("due_keys: connection refused")
+        return await super().due_keys(poller, until, limit)
+
+
+async def test_a_failing_resync_backs_off_and_the_keys_are_still_polled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The daemon's resync reads the due index. When that failed, the loop tried again at
+    # once, over and over: thousands of store calls and warnings a second.
+    clock, store = VirtualClock(), FailingIndex()
+    polls: list[int] = []
+
+    async def counted(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        polls.append(clock.now())
+        return wk.Page(items=[])
+
+    poller = wk.define_poller(
+        name="orders",
+        identity=lambda o: o["id"],
+        cursor=wk.SnapshotDiff(),
+        fetch=counted,
+        schedule=wk.Schedule(min="5s", max="5s", adaptive=False, jitter=0),
+    )
+    engine = wk.Engine(store=store, pollers=[poller], clock=clock, resync_every="15s")
+    with caplog.at_level(logging.WARNING, logger="watukuy"):
+        async with engine:
+            await clock.advance("1s")
+            store.failing = True
+            calls, polled = store.index_calls, len(polls)
+            await clock.advance("60s")
+            failed_calls = store.index_calls - calls
+            store.failing = False
+    # 1 s, 2 s, 4 s, 8 s, then every resync interval: a handful, not thousands.
+    assert 3 <= failed_calls <= 10, failed_calls
+    assert len(polls) - polled >= 10  # every 5 s, resync or not
+    warnings = [m for m in caplog.messages if "due_keys: connection refused" in m]
+    assert len(warnings) == failed_calls

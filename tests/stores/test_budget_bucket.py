@@ -368,6 +368,31 @@ async def test_redis_bucket_agrees_with_memory(redis_budget: RedisBudgetStore) -
 
 
 @pytest.mark.redis
+@pytest.mark.parametrize(
+    ("policy", "cost", "message"),
+    [
+        (BUCKET, 5, "a cost of 5 can never be granted by a burst of 3"),
+        (POLICY, 11, "a cost of 11 can never be granted by a budget of 10 requests per window"),
+        (
+            BudgetPolicy(10, 1_000, burst=30),
+            31,
+            "a cost of 31 can never be granted by a burst of 30",
+        ),
+    ],
+)
+async def test_a_cost_never_granted_is_refused_alike_in_memory_and_redis(
+    redis_budget: RedisBudgetStore, policy: BudgetPolicy, cost: float, message: str
+) -> None:
+    for store in (InMemoryBudgetStore(), redis_budget):
+        with pytest.raises(ConfigError, match=rf"^cost: {message}$"):
+            await store.try_take("erp", policy, cost, 1_000)
+    # What a bucket holds (its burst, even above requests) is granted by both.
+    capacity = policy.requests if policy.burst is None else policy.burst
+    assert await InMemoryBudgetStore().try_take("erp", policy, capacity, 0) == 0
+    assert await redis_budget.try_take("erp", policy, capacity, 0) == 0
+
+
+@pytest.mark.redis
 async def test_redis_holds_and_settles_like_memory(
     redis_budget: RedisBudgetStore, redis_client: Any, redis_prefix: str
 ) -> None:

@@ -185,9 +185,11 @@ class InMemoryBudgetStore:
             ``0`` when granted; otherwise the milliseconds to wait, having taken nothing.
 
         Raises:
-            ConfigError: An invalid policy, cost or time.
+            ConfigError: An invalid policy, cost or time; also a cost the budget can never
+                grant (see :func:`check_budget_args`), as ``RedisBudgetStore`` refuses it.
         """
         if policy.burst is not None:
+            check_budget_args(policy, cost, now)
             tat, wait = take_bucket(self._buckets.get(budget), policy, cost, now)
             if tat is not None:
                 self._buckets[budget] = tat

@@ -23,10 +23,18 @@ from .changes import (
     prepare_candidates,
     recreated_revision,
 )
-from .ids import event_id, event_id_material, identity_text, version_text
+from .ids import (
+    MAX_IDENTITY_BYTES,
+    event_id,
+    event_id_material,
+    identity_text,
+    oversized_identity,
+    version_text,
+)
 from .jcs import format_number, reference_json, utf16_sorted
 
 __all__ = [
+    "MAX_IDENTITY_BYTES",
     "Candidate",
     "Change",
     "ChangeType",
@@ -41,6 +49,7 @@ __all__ = [
     "event_id_material",
     "format_number",
     "identity_text",
+    "oversized_identity",
     "prepare_candidates",
     "recreated_revision",
     "reference_json",

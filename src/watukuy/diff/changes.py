@@ -55,6 +55,7 @@ __all__ = [
     "ChangeType",
     "DiffResult",
     "OnSchemaChange",
+    "Rejected",
     "dedupe",
     "detect_deletes",
     "diff_candidates",
@@ -157,6 +158,10 @@ def dedupe(pairs: Iterable[tuple[str, T]]) -> list[tuple[str, T]]:
     return list(latest.items())
 
 
+Rejected = list[tuple[str, T, Exception]]
+"""Items that could not be encoded: ``(identity, item, the error)``, in page order."""
+
+
 def prepare_candidates(
     pairs: Iterable[tuple[str, T]],
     existing: Mapping[str, ItemRow],
@@ -165,6 +170,7 @@ def prepare_candidates(
     fingerprint: Callable[[T], Any] | None,
     schema_version: int,
     unique: bool = False,
+    rejected: Rejected[T] | None = None,
 ) -> tuple[list[Candidate[T]], list[str]]:
     """Compute version text and content hash for a page of ``(identity, item)`` pairs.
 
@@ -180,6 +186,9 @@ def prepare_candidates(
         fingerprint: The poller's ``fingerprint(item)``, or ``None`` to hash the whole item.
         schema_version: The poller's current ``schema_version``.
         unique: The caller already folded duplicate identities (skips :func:`dedupe`).
+        rejected: Where an item that cannot be hashed goes (nested too deep, NaN, a value
+            with no JSON form: see :data:`~watukuy.model.json.ENCODING_ERRORS`), instead
+            of the error being raised.
 
     Returns:
         The candidates to diff, and the identities the fast path found unchanged, each in
@@ -198,7 +207,13 @@ def prepare_candidates(
         ):
             unchanged.append(identity)
             continue
-        digest = content_hash(fingerprint(item) if fingerprint is not None else item)
+        try:
+            digest = content_hash(fingerprint(item) if fingerprint is not None else item)
+        except wkjson.ENCODING_ERRORS as error:
+            if rejected is None:
+                raise
+            rejected.append((identity, item, error))
+            continue
         candidates.append(Candidate(identity, item, text, digest))
     return candidates, unchanged
 
@@ -264,6 +279,7 @@ def diff_candidates(
     now: int,
     touch_unchanged: bool = False,
     tombstones: Mapping[str, Tombstone] | None = None,
+    rejected: Rejected[T] | None = None,
 ) -> DiffResult[T]:
     """Decide, for each candidate, the event to emit and the row to write.
 
@@ -281,6 +297,8 @@ def diff_candidates(
         now: The commit time, epoch milliseconds.
         touch_unchanged: Also rewrite unchanged rows, refreshing ``seen_at``.
         tombstones: The tombstones of (at least) the candidates without a stored row.
+        rejected: Where a candidate whose payload cannot be written goes (with
+            ``retain_payload``), left out of the result, instead of the error being raised.
 
     Raises:
         ConfigError: ``on_schema_change`` is neither ``"rebaseline"`` nor ``"emit"``.
@@ -291,63 +309,71 @@ def diff_candidates(
             field="on_schema_change",
         )
     result: DiffResult[T] = DiffResult()
+    changes, upserts = result.changes, result.upserts
     for candidate in candidates:
         identity = candidate.identity
         row = existing.get(identity)
-        if row is None:
-            tombstone = tombstones.get(identity) if tombstones else None
-            revision = recreated_revision(tombstone, candidate, schema_version)
-            payload, text = _payload(candidate.item) if retain_payload else (None, None)
-            result.changes.append(
-                Change(
-                    "created",
-                    identity,
-                    candidate.item,
-                    None,
-                    candidate.version,
-                    candidate.hash,
-                    revision,
-                    text,
+        # Each branch writes its payload before it adds anything to the result: a
+        # candidate that cannot be written (see `rejected`) leaves the result as it was.
+        try:
+            if row is None:
+                tombstone = tombstones.get(identity) if tombstones else None
+                revision = recreated_revision(tombstone, candidate, schema_version)
+                payload, text = _payload(candidate.item) if retain_payload else (None, None)
+                changes.append(
+                    Change(
+                        "created",
+                        identity,
+                        candidate.item,
+                        None,
+                        candidate.version,
+                        candidate.hash,
+                        revision,
+                        text,
+                    )
                 )
-            )
-            result.upserts.append(
-                _row(candidate, schema_version, retain_payload, now, revision, payload)
-            )
-            continue
-        kept = row.revision
-        drifted = row.schema_version != schema_version
-        if drifted and on_schema_change == "rebaseline":
-            result.rebaselined.append(identity)
-            result.upserts.append(_row(candidate, schema_version, retain_payload, now, kept))
-            continue
-        if row.hash != candidate.hash:
-            previous = row.payload if retain_payload else None
-            payload, text = _payload(candidate.item) if retain_payload else (None, None)
-            result.changes.append(
-                Change(
-                    "updated",
-                    identity,
-                    candidate.item,
-                    previous,
-                    candidate.version,
-                    candidate.hash,
-                    kept + 1,
-                    text,
+                upserts.append(
+                    _row(candidate, schema_version, retain_payload, now, revision, payload)
                 )
-            )
-            result.upserts.append(
-                _row(candidate, schema_version, retain_payload, now, kept + 1, payload)
-            )
-            continue
-        if drifted:
-            # Nothing to tell the handler, but the row must move to the current schema
-            # version so the version fast path applies to it again.
-            result.rebaselined.append(identity)
-            result.upserts.append(_row(candidate, schema_version, retain_payload, now, kept))
-            continue
-        result.unchanged.append(identity)
-        if touch_unchanged or row.version != candidate.version:
-            result.upserts.append(_row(candidate, schema_version, retain_payload, now, kept))
+                continue
+            kept = row.revision
+            drifted = row.schema_version != schema_version
+            if drifted and on_schema_change == "rebaseline":
+                upserts.append(_row(candidate, schema_version, retain_payload, now, kept))
+                result.rebaselined.append(identity)
+                continue
+            if row.hash != candidate.hash:
+                previous = row.payload if retain_payload else None
+                payload, text = _payload(candidate.item) if retain_payload else (None, None)
+                changes.append(
+                    Change(
+                        "updated",
+                        identity,
+                        candidate.item,
+                        previous,
+                        candidate.version,
+                        candidate.hash,
+                        kept + 1,
+                        text,
+                    )
+                )
+                upserts.append(
+                    _row(candidate, schema_version, retain_payload, now, kept + 1, payload)
+                )
+                continue
+            if drifted:
+                # Nothing to tell the handler, but the row must move to the current schema
+                # version so the version fast path applies to it again.
+                upserts.append(_row(candidate, schema_version, retain_payload, now, kept))
+                result.rebaselined.append(identity)
+                continue
+            if touch_unchanged or row.version != candidate.version:
+                upserts.append(_row(candidate, schema_version, retain_payload, now, kept))
+            result.unchanged.append(identity)
+        except wkjson.ENCODING_ERRORS as error:
+            if rejected is None:
+                raise
+            rejected.append((identity, candidate.item, error))
     return result
 
 

@@ -29,7 +29,14 @@ from .jcs import format_number
 # Integers below 2**53 in magnitude are doubles exactly, and String(n) writes their digits.
 _EXACT_INT: Final = 2**53
 
-__all__ = ["event_id", "event_id_material", "identity_text", "version_text"]
+__all__ = [
+    "MAX_IDENTITY_BYTES",
+    "event_id",
+    "event_id_material",
+    "identity_text",
+    "oversized_identity",
+    "version_text",
+]
 
 _PREFIX: Final = "watukuy|v1|"
 _ESCAPES: Final = str.maketrans({"\\": "\\\\", "|": "\\|"})
@@ -172,10 +179,31 @@ def _unicode(text: str, what: str) -> str:
     return text
 
 
+MAX_IDENTITY_BYTES: Final = 1024
+"""The longest identity, in bytes of UTF-8, that every store keys a snapshot row on.
+
+PostgreSQL keeps a key of the snapshot (and tombstone) table in one btree entry of at most
+2,704 bytes, poller name and partition key included: longer identities cannot be stored
+there, and the other stores follow the same limit so that a poller behaves the same on all
+four. The store contract suite writes identities of this size (see ``docs/stores.md``).
+"""
+
+
+def oversized_identity(identity: str) -> int | None:
+    """The size in bytes of ``identity`` when it is over :data:`MAX_IDENTITY_BYTES`, else
+    ``None`` (a string of at most a quarter as many characters is never over)."""
+    if len(identity) <= MAX_IDENTITY_BYTES // 4:
+        return None
+    size = len(identity.encode("utf-8", "surrogatepass"))
+    return size if size > MAX_IDENTITY_BYTES else None
+
+
 def identity_text(value: Any) -> str:
     """The identity string a snapshot row is keyed on: a ``str`` as is, an ``int`` in decimal.
 
-    Any string of Unicode characters works, ``"\\x00"`` included, on every store.
+    Any string of Unicode characters up to :data:`MAX_IDENTITY_BYTES` of UTF-8 works,
+    ``"\\x00"`` included, on every store (the length is checked by the caller: see
+    :func:`oversized_identity`).
 
     Raises:
         TypeError: Any other type, including ``bool``, ``float`` and ``None``.

@@ -73,6 +73,24 @@ def _headers(
     return headers
 
 
+def _described(error: Exception, verb: str, shown_url: str, request: httpx.Request) -> Exception:
+    """A request that got no answer, told with its type, method and (masked) URL.
+
+    httpx's own messages often say nothing (``str(httpx.ReadTimeout())`` is empty), and
+    never say which request failed. The error keeps its type, so ``except
+    httpx.ReadTimeout`` still catches it; the original is its ``__cause__``. Anything that
+    is not an ``httpx.RequestError`` is returned as it is.
+    """
+    if not isinstance(error, httpx.RequestError):
+        return error
+    detail = str(error).strip()
+    message = f"{type(error).__name__} on {verb} {shown_url}" + (f": {detail}" if detail else "")
+    try:
+        return type(error)(message, request=request)
+    except TypeError:  # a subclass of the caller's own with another signature
+        return error
+
+
 _HOLD_UNBOUNDED_MS: Final = 60_000
 _HOLD_MAX_MS: Final = 300_000
 
@@ -271,7 +289,10 @@ class HttpClient:
                     "error": serialize_error(error, redaction=scope.redaction),
                 },
             )
-            raise
+            described = _described(error, verb, shown_url, request)
+            if described is error:
+                raise
+            raise described from error
         finally:
             # The vendor has the request (or never will): the grant counts from now on.
             await self._settle(held)
@@ -279,6 +300,11 @@ class HttpClient:
             return await self._receive(
                 raw, verb, final_url, shown_url, key, request_headers, started, raise_for_status
             )
+        except httpx.RequestError as error:  # the body failed halfway (a timeout, a reset)
+            described = _described(error, verb, shown_url, request)
+            if described is error:
+                raise
+            raise described from error
         finally:
             await raw.aclose()
 

@@ -17,20 +17,39 @@ import math
 import re
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 __all__ = [
+    "ENCODING_ERRORS",
+    "MAX_DEPTH",
     "JsonValue",
     "dumps",
     "dumps_typed",
     "dumps_typed_bytes",
+    "encoding_problem",
     "loads",
     "to_jsonable",
 ]
 
 JsonValue = None | bool | int | float | str | list[Any] | dict[str, Any]
+
+ENCODING_ERRORS: Final = (TypeError, ValueError, RecursionError)
+"""What writing a value as JSON (or hashing it) raises when the value cannot be written:
+nested deeper than orjson's limit (:data:`MAX_DEPTH`) or Python's recursion limit, NaN or
+Infinity, a value that contains itself, a value with no JSON form."""
+
+MAX_DEPTH: Final = 254
+"""The deepest nesting of objects and arrays orjson writes; deeper values are refused."""
+
+
+def encoding_problem(error: BaseException) -> str:
+    """Why a value could not be written as JSON, in words, for an item's quarantine."""
+    text = str(error)
+    if isinstance(error, RecursionError) or "Recursion limit reached" in text:
+        return f"it is nested more than {MAX_DEPTH} levels deep"
+    return text or type(error).__name__
 
 
 def _stdlib_dumps(value: Any) -> str:

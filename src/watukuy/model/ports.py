@@ -38,7 +38,9 @@ __all__ = [
     "StateStore",
     "StoreClock",
     "StoreThread",
+    "budget_capacity",
     "check_budget_args",
+    "describe_capacity",
 ]
 
 
@@ -108,13 +110,27 @@ class BudgetPolicy:
     burst: int | None = None
 
 
+def budget_capacity(policy: BudgetPolicy) -> int:
+    """The largest cost one request can ever be granted: a token bucket's ``burst`` (it
+    never holds more tokens), else the window's ``requests``."""
+    return policy.requests if policy.burst is None else policy.burst
+
+
+def describe_capacity(policy: BudgetPolicy) -> str:
+    """:func:`budget_capacity` in words, for the errors that refuse a larger cost."""
+    if policy.burst is not None:
+        return f"a burst of {policy.burst}"
+    return f"a budget of {policy.requests} requests per window"
+
+
 def check_budget_args(policy: BudgetPolicy, cost: float, now: int) -> None:
     """Reject a policy, cost or time the window arithmetic cannot work with.
 
     Raises:
         ConfigError: ``requests`` or ``per_ms`` is not a positive integer, ``cost`` is
-            negative, not a finite number, or larger than ``requests`` (it could never be
-            granted), or ``now`` is not an integer.
+            negative, not a finite number, or larger than the budget can ever grant at once
+            (``burst`` for a token bucket, ``requests`` for a window), or ``now`` is not an
+            integer.
     """
     requests, per_ms = policy.requests, policy.per_ms
     if isinstance(requests, bool) or not isinstance(requests, int) or requests <= 0:
@@ -131,13 +147,11 @@ def check_budget_args(policy: BudgetPolicy, cost: float, now: int) -> None:
     burst = policy.burst
     if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int) or burst <= 0):
         raise ConfigError(f"expected a positive integer, got {burst!r}", field="burst")
-    if cost > requests or (burst is not None and cost > burst):
-        capacity = (
-            f"a burst of {burst}"
-            if burst is not None and burst < requests
-            else (f"a budget of {requests} requests per window")
+    if cost > budget_capacity(policy):
+        raise ConfigError(
+            f"a cost of {cost!r} can never be granted by {describe_capacity(policy)}",
+            field="cost",
         )
-        raise ConfigError(f"a cost of {cost!r} can never be granted by {capacity}", field="cost")
     if isinstance(now, bool) or not isinstance(now, int):
         raise ConfigError(f"expected an integer epoch in ms, got {now!r}", field="now")
 

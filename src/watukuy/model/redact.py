@@ -38,6 +38,7 @@ __all__ = [
     "SENSITIVE_PARTS",
     "Redaction",
     "RedactingLogger",
+    "describe_error",
     "format_stack",
     "redact_text",
     "redact_url",
@@ -91,6 +92,11 @@ _PAIR: Final = re.compile(
     r"(?P<name>[A-Za-z0-9_.\-]+)(?P<q1>[\"']?)(?P<sep>[ \t]*[=:][ \t]*)(?P<q2>[\"']?)"
     r"(?P<value>(?:(?i:bearer|basic|digest|token|negotiate|hmac)[ \t]+)?[^\s&,;)\]}\"']+)"
 )
+# A ``name: word`` pair that opens a sentence (``--token: use at least 12 characters``,
+# ``secret: expected a string``) is a message about the name, not its value: an unquoted
+# value after a colon that is a lower-case word followed by more words.
+_PROSE_WORD: Final = re.compile(r"[a-z]+")
+_MORE_WORDS: Final = re.compile(r"[ \t]+[A-Za-z]")
 # ``('name', 'value')``: header lists and tuples in reprs.
 _TUPLE: Final = re.compile(
     r"(?P<q1>[\"'])(?P<name>[A-Za-z0-9_.\-]+)(?P=q1),[ \t]*(?P<q2>[\"'])(?P<value>[^\"']*)(?P=q2)"
@@ -298,7 +304,12 @@ class Redaction:
         out: list[str] = []
         pos = 0
         while (match := _PAIR.search(text, pos)) is not None:
-            if self.is_sensitive(match.group("name")) and match.group("value") != REDACTED:
+            value = match.group("value")
+            if (
+                self.is_sensitive(match.group("name"))
+                and value != REDACTED
+                and not _opens_sentence(text, match)
+            ):
                 out += (text[pos : match.start("value")], REDACTED)
                 pos = match.end("value")
             else:
@@ -363,6 +374,22 @@ class Redaction:
     def __repr__(self) -> str:
         extra = sorted(self._names - SENSITIVE_NAMES)
         return f"Redaction(names={extra!r}, allow={sorted(self._allow)!r})"
+
+
+def _opens_sentence(text: str, match: re.Match[str]) -> bool:
+    """The value of a ``name: value`` pair is the first word of a sentence about the name.
+
+    Only an unquoted value after a colon and a space qualifies, made of lower-case letters
+    alone and followed by another word: ``token: use at least 12 characters``. A value
+    with a digit, a capital or a symbol, a quoted one, one after ``=`` or right after the
+    colon, or one that ends the line is a value, and masked.
+    """
+    sep = match.group("sep")
+    if match.group("q1") or match.group("q2") or "=" in sep or not sep.endswith((" ", "\t")):
+        return False
+    if _PROSE_WORD.fullmatch(match.group("value")) is None:
+        return False
+    return _MORE_WORDS.match(text, match.end("value")) is not None
 
 
 DEFAULT_REDACTION: Final = Redaction()
@@ -484,16 +511,31 @@ def _exception_of(exc_info: object) -> BaseException | None:
 _MAX_CAUSE_DEPTH: Final = 4
 
 
+def describe_error(error: SerializedError) -> str:
+    """One line for a log: a serialised error's type and message (``ReadTimeout on GET
+    https://api.test/items``, ``RuntimeError: boom``), the type said once."""
+    name = error.get("name", "")
+    message = error.get("message", "")
+    if not name or message.startswith(name):
+        return message or name
+    return f"{name}: {message}" if message else name
+
+
 def serialize_error(
     error: BaseException, *, redaction: Redaction = DEFAULT_REDACTION, _depth: int = 0
 ) -> SerializedError:
     """Reduce any exception to JSON-safe fields: name, message, code, stack, status, cause.
 
+    The message is the exception's text, or its type name when it has none.
+
     The message and the stack are cleaned by ``redaction`` (URL credentials, sensitive
     parameters and headers, see :class:`~watukuy.model.redact.Redaction`), and the stack
     names source files relative to their import path, never by absolute path.
     """
-    out: SerializedError = {"name": type(error).__name__, "message": redaction.text(str(error))}
+    name = type(error).__name__
+    # An exception without text (``TimeoutError()``, ``httpx.ReadTimeout("")``) is still
+    # told by its type: every surface that shows only the message says something.
+    out: SerializedError = {"name": name, "message": redaction.text(str(error)) or name}
     code = getattr(error, "code", None)
     if isinstance(code, str):
         out["code"] = code

@@ -192,14 +192,20 @@ class Admission:
         return heapq.heappop(best)[2], best_budget
 
     def next_start(self, now: int) -> int | None:
-        """When the pace next lets a waiting run start on a budget that has room for it
-        (``None``: no line is held back by its pace)."""
+        """When the pace next lets a waiting run start on a budget that has room for it:
+        ``now`` when one may start already, ``None`` when no paced line waits with room.
+
+        A line ready at ``now`` is part of the answer, never left out: a caller that read
+        the time a moment after :meth:`pop` turned the line down (its pace was a
+        millisecond short) must still be told to look again now, not at its next
+        unrelated wake-up.
+        """
         earliest: int | None = None
         for budget, bucket in self._buckets.items():
             if not self._lines.get(budget) or self._full(budget):
                 continue
             at = bucket.ready_at(now)
-            if at > now and (earliest is None or at < earliest):
+            if earliest is None or at < earliest:
                 earliest = at
         return earliest
 

@@ -9,6 +9,7 @@ through :func:`finish_by`, and give up on it when the clock says so.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from watukuy.model.ports import Clock
@@ -16,8 +17,21 @@ from watukuy.model.ports import Clock
 __all__ = ["finish_by"]
 
 
-async def finish_by(clock: Clock, work: asyncio.Future[Any], at: int) -> bool:
+async def finish_by(
+    clock: Clock,
+    work: asyncio.Future[Any],
+    at: int,
+    *,
+    before_cancel: Callable[[], object] | None = None,
+) -> bool:
     """Wait for ``work`` until ``at`` (epoch ms on ``clock``).
+
+    Args:
+        clock: The engine's clock.
+        work: What to wait for.
+        at: The deadline.
+        before_cancel: Called when the deadline passed, before ``work`` is cancelled: the
+            moment to look at what it was still waiting for.
 
     Returns:
         ``True`` when it finished in time (its own error, if any, is raised), ``False``
@@ -35,6 +49,8 @@ async def finish_by(clock: Clock, work: asyncio.Future[Any], at: int) -> bool:
     if work.done():
         work.result()
         return True
+    if before_cancel is not None:
+        before_cancel()
     work.cancel()
     work.add_done_callback(lambda done: done.cancelled() or done.exception())
     return False

@@ -583,6 +583,11 @@ class Dispatcher:
         loop = asyncio.get_running_loop()
         if self._ack_batch is None:
             self._ack_batch = loop.create_future()
+            # A group's failure reaches every delivery that awaits one of its acks. When none
+            # does (the run ended first: its lease lost, cancelled, its process killed), the
+            # failure has no one left to tell: it is observed here, not logged by asyncio as
+            # "Future exception was never retrieved" when the group is collected.
+            self._ack_batch.add_done_callback(_observed)
         if not self._ack_queue:
             self._ack_timer = loop.call_later(_ACK_GROUP_WAIT_S, self._flush_acks)
         # The event is kept for the hook that reports the ack; without one it is let go
@@ -900,3 +905,9 @@ def _consumer_of(outbox_id: str) -> str:
 def _strip(error: SerializedError) -> SerializedError:
     """The error without its attempt history (hooks get the current failure)."""
     return {k: v for k, v in error.items() if k != "history"}  # type: ignore[return-value]
+
+
+def _observed(done: asyncio.Future[None]) -> None:
+    """Mark a finished future's exception as retrieved (see :meth:`Dispatcher._queue_ack`)."""
+    if not done.cancelled():
+        done.exception()

@@ -15,7 +15,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast, overload
 
 from watukuy.cursor import PageCursor, make_strategy
 from watukuy.model.durations import Duration, parse_duration
@@ -24,9 +24,18 @@ from watukuy.model.events import Event
 from watukuy.model.http_port import HttpFactory
 from watukuy.model.options import Budget
 from watukuy.model.partition import Partition
-from watukuy.model.ports import BudgetStore, Clock, Random, StateStore, StoreClock
+from watukuy.model.ports import (
+    BudgetPolicy,
+    BudgetStore,
+    Clock,
+    Random,
+    StateStore,
+    StoreClock,
+    budget_capacity,
+    describe_capacity,
+)
 from watukuy.model.redact import RedactingLogger, Redaction, serialize_error
-from watukuy.model.rows import DEFAULT_CONSUMER, PKey, PollerState
+from watukuy.model.rows import DEFAULT_CONSUMER, Lane, PKey, PollerState
 from watukuy.scheduler import backoff_ceiling, planned_top
 
 from ._hookbus import HookBus, as_hook_list
@@ -47,6 +56,7 @@ from .partition_book import PartitionBook
 from .poller import PollerDefinition
 from .results import EngineStatus, LeaseOptions, TickResult
 from .runner import EngineDeps, KeyRunner, KeyRunResult, TickPollResult, wake_time
+from .stalls import Stall, diagnose
 
 if TYPE_CHECKING:
     from watukuy.budget.manager import BudgetManager
@@ -225,6 +235,7 @@ class EngineCore(Operations):
             limits[name] = admission_limit(budget, costs=costs, waits=waits)
             paces[name] = start_pace(budget, costs=costs, limit=limits[name])
         self._admission = Admission(limits, paces)
+        self._stall_reported = False
         self._wake_at: dict[PKey, int] = {}
         # key -> (poll wake-up, its deadline): the top of the jitter band it must start by.
         self._deadlines: dict[PKey, tuple[int, int]] = {}
@@ -235,6 +246,7 @@ class EngineCore(Operations):
         self._rerun: set[PKey] = set()  # keys asked for while they ran
         self._seq = itertools.count()
         self._next_resync = 0
+        self._resync_failures = 0  # in a row (see _loop)
         self.parked = ParkedOperations(self)
         self.partitions = PartitionOperations(self)
         self.deletes = DeletesOperations(self)
@@ -558,20 +570,23 @@ class EngineCore(Operations):
         results: list[TickPollResult] = []
         counts = {"leased": 0, "not_due": 0}
         flags = {"timed_out": False}
+        running: dict[PKey, tuple[asyncio.Task[Any], int]] = {}
         work = asyncio.ensure_future(
-            self._tick_pass(names, started, deadline, results, counts, flags)
+            self._tick_pass(names, started, deadline, results, counts, flags, running)
         )
+        stalls: list[tuple[PKey, int, Stall]] = []
         if deadline is None:
             await work
-        elif not await finish_by(self.clock, work, deadline + TICK_GRACE_MS):
-            # The store (or the API) stopped answering and the store's own time limits did
-            # not cover it: the pass returns anyway; what was still running is cancelled.
+        elif not await finish_by(
+            self.clock,
+            work,
+            deadline + TICK_GRACE_MS,
+            before_cancel=lambda: stalls.extend(self._stalls(work, running, deadline, names)),
+        ):
+            # The store or the API stopped answering and its own time limits did not cover
+            # it: the pass returns anyway, saying what each unfinished run waited for.
             flags["timed_out"] = True
-            self._log.warning(
-                "tick(): still waiting %d ms after max_duration (on the store or the API); "
-                "the pass returns and its unfinished runs are cancelled",
-                self.clock.now() - deadline,
-            )
+            await self._report_stalls(stalls, deadline, results)
         return TickResult(
             polled=list(results),
             skipped_leased=counts["leased"],
@@ -579,6 +594,60 @@ class EngineCore(Operations):
             duration_ms=self.clock.now() - started,
             timed_out=flags["timed_out"],
         )
+
+    def _stalls(
+        self,
+        work: asyncio.Future[Any],
+        running: Mapping[PKey, tuple[asyncio.Task[Any], int]],
+        deadline: int,
+        names: list[str],
+    ) -> list[tuple[PKey, int, Stall]]:
+        """What each run still going at the end of the grace was waiting for (the pass
+        itself when no run had started: it was listing keys)."""
+        late = self.clock.now() - deadline
+        if not running:
+            key = PKey(names[0], "") if names else PKey("", "")
+            what = f"the pass (choosing the keys of {', '.join(names)})"
+            return [(key, self.clock.now(), diagnose(work, self.store, what, late))]
+        return [
+            (key, began, diagnose(task, self.store, _key_text(key), late))
+            for key, (task, began) in running.items()
+        ]
+
+    async def _report_stalls(
+        self, stalls: list[tuple[PKey, int, Stall]], deadline: int, results: list[TickPollResult]
+    ) -> None:
+        """Record each stall as a failed cycle: a warning, ``TickResult.errors``, ``on_error``."""
+        self._log.warning(
+            "tick(): still waiting %d ms after max_duration: %s; the pass returns and its "
+            "unfinished runs are cancelled",
+            self.clock.now() - deadline,
+            "; ".join(f"{stall.what} waited for {stall.waiting_for}" for _, _, stall in stalls),
+        )
+        for key, began, stall in stalls:
+            error = serialize_error(stall.error, redaction=self.redaction)
+            lane = cast(Lane, stall.lane)
+            results.append(
+                TickPollResult(
+                    poller=key.poller,
+                    partition=key.partition,
+                    lane=lane,
+                    items=0,
+                    events=0,
+                    delivered=0,
+                    duration_ms=self.clock.now() - began,
+                    error=error,
+                )
+            )
+            await self._hooks.emit(
+                "on_error",
+                poller=key.poller,
+                partition=key.partition,
+                lane=lane,
+                instance_id=self.instance_id,
+                error=error,
+                phase=stall.phase,
+            )
 
     async def _tick_pass(
         self,
@@ -588,6 +657,7 @@ class EngineCore(Operations):
         results: list[TickPollResult],
         counts: dict[str, int],
         flags: dict[str, bool],
+        running: dict[PKey, tuple[asyncio.Task[Any], int]],
     ) -> None:
         await self._ensure_migrated()
         keys: list[tuple[PollerDefinition[Any], Partition]] = []
@@ -609,7 +679,15 @@ class EngineCore(Operations):
                     continue
                 forced = key in self._forced
                 self._forced.discard(key)
-                outcome = await self._run_key(poller, partition, force=forced, deadline=deadline)
+                task = asyncio.current_task()
+                if task is not None:
+                    running[key] = (task, self.clock.now())
+                try:
+                    outcome = await self._run_key(
+                        poller, partition, force=forced, deadline=deadline
+                    )
+                finally:
+                    running.pop(key, None)
                 results.extend(outcome.results)
                 if outcome.outcome == "leased":
                     counts["leased"] += 1
@@ -916,6 +994,7 @@ class EngineCore(Operations):
             audit = self._book.audit_slice(name, partitions)
             await self._sweep(name, poller, audit, now, recovering=False, sooner_only=True)
         self._next_resync = now + self._resync_ms
+        self._resync_failures = 0
 
     async def _sweep(
         self,
@@ -961,13 +1040,30 @@ class EngineCore(Operations):
                 self._log.warning(
                     "engine loop: %s", error, exc_info=not isinstance(error, WatukuyError)
                 )
-            self._launch_due(self.clock.now())  # and what the resync found due
+                if self.clock.now() >= self._next_resync:
+                    # The resync itself failed (the store's due index, say): try it again
+                    # after a backoff, not at once and again in a tight loop.
+                    self._resync_failures += 1
+                    backoff = _STORE_ERROR_MIN_MS << min(self._resync_failures - 1, 10)
+                    self._next_resync = self.clock.now() + min(self._resync_ms, backoff)
             self._wake.clear()
-            await self._sleep_until(self._next_wake())
+            # What the resync found due starts too; the wake-up comes from the same reading
+            # of the clock as the starts (see _launch_due).
+            await self._sleep_until(self._launch_due(self.clock.now()))
 
-    def _launch_due(self, now: int) -> None:
-        # Every due wake-up joins the line of its poller's budget; then runs start, the
-        # earliest deadline first, on the budgets with room (see runtime/admission.py).
+    def _launch_due(self, now: int) -> int:
+        """Start the runs that may start at ``now`` and return when to look again.
+
+        Every due wake-up joins the line of its poller's budget; then runs start, the
+        earliest deadline first, on the budgets with room (see runtime/admission.py).
+
+        The next look is computed here, from the state the starts were decided on and the
+        same ``now``: whatever may start at ``now`` has started, so a line still waiting
+        is held back by its budget's room (a finishing run wakes the loop) or by its pace
+        (whose time is among the wake-ups). Read at a later ``now``, a pace that became
+        ready in between looked like nothing to wait for, and the loop slept until the
+        next resync while every key was overdue.
+        """
         while self._heap and self._heap[0][0] <= now:
             entry = heapq.heappop(self._heap)
             if self._wake_at.get(entry[2]) != entry[0]:
@@ -981,7 +1077,7 @@ class EngineCore(Operations):
         while self._max_concurrent is None or len(self._running) < self._max_concurrent:
             picked = self._admission.pop(self._current, now)
             if picked is None:
-                return
+                break
             (_, _, key), budget = picked
             del self._wake_at[key]
             if key in self._running:
@@ -998,6 +1094,7 @@ class EngineCore(Operations):
             self._admission.started(budget)
             task = asyncio.create_task(self._run_and_reschedule(poller, partition, force))
             self._running[key] = task
+        return self._next_wake(now)
 
     def _current(self, entry: tuple[int, int, PKey]) -> bool:
         """``entry`` is still the key's wake-up (no later ``_schedule`` superseded it)."""
@@ -1049,21 +1146,31 @@ class EngineCore(Operations):
             self._wake.set()
         return result
 
-    def _next_wake(self) -> int:
+    def _next_wake(self, now: int) -> int:
+        """When the loop looks again, given that :meth:`_launch_due` ran at ``now``.
+
+        A run that ends, a trigger or a new partition wakes the loop sooner.
+        """
         candidates = [self._next_resync]
         while self._heap and self._wake_at.get(self._heap[0][2]) != self._heap[0][0]:
             heapq.heappop(self._heap)
-        if self._heap and not (
-            self._max_concurrent is not None and len(self._running) >= self._max_concurrent
-        ):
+        full = self._max_concurrent is not None and len(self._running) >= self._max_concurrent
+        if self._heap and not full:
             candidates.append(self._heap[0][0])
         for name in self._pollers:
             refresh = self._book.next_refresh(name)
             if refresh is not None:
                 candidates.append(refresh)
-        full = self._max_concurrent is not None and len(self._running) >= self._max_concurrent
-        paced = None if full else self._admission.next_start(self.clock.now())
+        paced = None if full else self._admission.next_start(now)
         if paced is not None:
+            if paced <= now and not self._stall_reported:
+                # The invariant: after the starts at `now`, no line with room may still be
+                # ready at `now`. Should a rule ever break it, say so (once) and look again
+                # at once instead of sleeping past a key that may run.
+                self._stall_reported = True
+                self._log.error(
+                    "engine loop: a run could start at %d but did not: %r", now, self._admission
+                )
             candidates.append(paced)
         return min(candidates)
 
@@ -1095,6 +1202,10 @@ async def _wait_with_clock(tasks: list[asyncio.Task[Any]], clock: Clock, timeout
         if not everything.done():
             everything.cancel()
             await asyncio.gather(everything, return_exceptions=True)
+
+
+def _key_text(key: PKey) -> str:
+    return f"{key.poller}/{key.partition}" if key.partition else key.poller
 
 
 def _index_pollers(
@@ -1135,10 +1246,21 @@ def _check_budgets(
             raise ConfigError(f"expected a Budget, got {budget!r}", field=f"budgets.{name}")
         resolved[name] = budget
     for poller in pollers.values():
-        if poller.budget is not None and poller.budget not in resolved:
+        if poller.budget is None:
+            continue
+        if poller.budget not in resolved:
             raise ConfigError(
                 f"poller {poller.name!r} uses budget {poller.budget!r}, which is not in "
                 f"budgets ({sorted(resolved)})",
                 field="budgets",
+            )
+        budget = resolved[poller.budget]
+        policy = BudgetPolicy(requests=budget.requests, per_ms=budget.per_ms, burst=budget.burst)
+        if poller.budget_cost > budget_capacity(policy):
+            # Every request of this poller would wait for room that never comes.
+            raise ConfigError(
+                f"poller {poller.name!r} has budget_cost {poller.budget_cost:g}, which budget "
+                f"{poller.budget!r} ({describe_capacity(policy)}) can never grant",
+                field="budget_cost",
             )
     return resolved

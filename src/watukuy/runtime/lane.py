@@ -25,18 +25,21 @@ import asyncio
 import dataclasses
 import inspect
 import logging
+import reprlib
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from watukuy.cursor import CursorStrategy, TimestampStrategy, start_over
 from watukuy.cursor.lookback import lookback_floor, lookback_window_ms, remember_cycle
 from watukuy.diff import (
+    MAX_IDENTITY_BYTES,
     Candidate,
     content_hash,
     dedupe,
     diff_candidates,
     event_id,
     identity_text,
+    oversized_identity,
     prepare_candidates,
     version_text,
 )
@@ -108,6 +111,12 @@ _DISAGREEMENT_WARNING = 3
 # abandonment is stored with the failure, even a circuit that opens sooner probes a new pass.
 _PAGE_FAILURES = 2
 
+# How a quarantined item that cannot be written as JSON is kept: a repr cut short.
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel = 8
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = 200
+_SHORT_REPR.maxdict = _SHORT_REPR.maxlist = 20
+
 
 # What a pass in progress has of its own; none of it outlives the pass.
 _NO_PASS: dict[str, Any] = {
@@ -148,6 +157,13 @@ def _stuck_cursor(page: int, cursor: str, why: str | None = None) -> WatukuyErro
         f"({shown}); the cycle stops instead of requesting the same page again"
     )
     return WatukuyError(f"{message}: {why}" if why else message, code="INVALID_PAGE")
+
+
+def _oversized_message(size: int) -> str:
+    return (
+        f"identity() returned {size:,} bytes of UTF-8; an identity holds at most "
+        f"{MAX_IDENTITY_BYTES:,} on every store (docs/stores.md)"
+    )
 
 
 def _describe(error: BaseException) -> str:
@@ -209,6 +225,8 @@ class _Selection:
     done: bool
     candidates: list[Candidate[Any]] | None = None  # hashed ahead of the stored rows
     raws: dict[str, Any] | None = None  # raw item by identity, when lateness is measured
+    # Items that could not be hashed or written as JSON: quarantined like invalid ones.
+    rejected: list[tuple[str, Any, Exception]] = dataclasses.field(default_factory=list)
     # Its stored rows and tombstones, being read since the page before it landed.
     stored: asyncio.Future[tuple[dict[str, ItemRow], dict[str, Tombstone]]] | None = None
 
@@ -878,6 +896,7 @@ class LaneCycle:
         # like an identity() failure; the diff reads the text back by item.
         versions: dict[int, str | None] = {}
         unidentified: list[tuple[str, Exception]] = []
+        unkeyable: set[int] = set()  # id() of the raw items whose identity is too long
         for raw in kept:
             if passthrough:
                 item = raw
@@ -894,6 +913,12 @@ class LaneCycle:
                 unidentified.append(("identity", error))
                 message = deps.redaction.text(f"identity() failed: {_describe(error)}")
                 invalid.append((raw, [{"message": message}]))
+                continue
+            oversized = oversized_identity(identity)
+            if oversized is not None:
+                # Data, not a misconfigured poller: it never counts as unidentified.
+                invalid.append((raw, [{"message": _oversized_message(oversized)}]))
+                unkeyable.add(id(raw))
                 continue
             if version_of is not None:
                 try:
@@ -924,8 +949,13 @@ class LaneCycle:
         if page.gone:
             next_cursor, done = start_over(strategy, cursor), True
         else:
+            # The cursor does not move onto an item whose identity is too long to store: its
+            # identity is often the tie-break the next request sends, and a request that
+            # cannot be sent would block the key. While it is the newest item it is read
+            # (and quarantined) again; the first newer item moves the cursor past it.
+            passed = [raw for raw in kept if id(raw) not in unkeyable] if unkeyable else kept
             items = [item for _, item in valid]
-            next_cursor, done = strategy.advance(cursor, page, kept, items, now)
+            next_cursor, done = strategy.advance(cursor, page, passed, items, now)
         return _Selection(
             page,
             fetch.ctx.page,
@@ -966,6 +996,7 @@ class LaneCycle:
                 version=None,
                 fingerprint=poller.fingerprint,
                 schema_version=poller.schema_version,
+                rejected=selection.rejected,
             )
             candidates.extend(hashed)
             await turn(self._hand_over)
@@ -990,6 +1021,7 @@ class LaneCycle:
         else:
             existing, tombstones = await reading
         candidates = selection.candidates
+        rejected = selection.rejected
         if candidates is None:
             candidates, _unchanged = prepare_candidates(
                 pairs,
@@ -998,6 +1030,7 @@ class LaneCycle:
                 version=None if version_of is None else (lambda item: versions[id(item)]),
                 fingerprint=poller.fingerprint,
                 schema_version=poller.schema_version,
+                rejected=rejected,
             )
         diff = diff_candidates(
             candidates,
@@ -1007,6 +1040,7 @@ class LaneCycle:
             retain_payload=poller.retain_payload,
             now=now,
             tombstones=tombstones,
+            rejected=rejected,
         )
 
         sequence = state.sequence
@@ -1014,21 +1048,27 @@ class LaneCycle:
         events: list[WrittenEvent] = []
         observed: list[Event[Any]] | None = [] if deps.hooks.has("on_event") else None
         counts = {"created": 0, "updated": 0}
+        unwritten: set[str] = set()  # identities whose event could not be written
         for change in diff.changes:
-            sequence += 1
             version = change.version if change.version is not None else change.hash
-            event, row = self._event(
-                change.type,
-                change.identity,
-                version,
-                change.revision,
-                change.item,
-                self._load_payload(change.previous),
-                sequence,
-                now,
-                observed,
-                change.text,
-            )
+            try:
+                event, row = self._event(
+                    change.type,
+                    change.identity,
+                    version,
+                    change.revision,
+                    change.item,
+                    self._load_payload(change.previous),
+                    sequence + 1,
+                    now,
+                    observed,
+                    change.text,
+                )
+            except wkjson.ENCODING_ERRORS as error:
+                rejected.append((change.identity, change.item, error))
+                unwritten.add(change.identity)
+                continue
+            sequence += 1
             rows.append(row)
             events.append(event)
             counts[change.type] += 1
@@ -1041,27 +1081,34 @@ class LaneCycle:
             for identity, item in pairs:
                 if identity in changed:
                     continue
-                version = self._version_or_hash(item, hashes.get(identity))
                 known = existing.get(identity)
                 previous = known.payload if known is not None and poller.retain_payload else None
                 # The same observation as the row's last event: its revision, not a new one.
                 revision = known.revision if known is not None else 0
+                try:
+                    version = self._version_or_hash(item, hashes.get(identity))
+                    event, row = self._event(
+                        "updated",
+                        identity,
+                        version,
+                        revision,
+                        item,
+                        self._load_payload(previous),
+                        sequence + 1,
+                        now,
+                        observed,
+                    )
+                except wkjson.ENCODING_ERRORS as error:
+                    rejected.append((identity, item, error))
+                    continue
                 sequence += 1
-                event, row = self._event(
-                    "updated",
-                    identity,
-                    version,
-                    revision,
-                    item,
-                    self._load_payload(previous),
-                    sequence,
-                    now,
-                    observed,
-                )
                 rows.append(row)
                 events.append(event)
                 counts["updated"] += 1
 
+        upserts = diff.upserts
+        if rejected:
+            upserts = self._reject(rejected, unwritten, upserts, invalid)
         parked = [
             self._quarantine(raw, issues, now)
             for raw, issues in invalid
@@ -1098,14 +1145,14 @@ class LaneCycle:
                 )
             )
             seen, seen_pass = identities, progress.pass_id
-        elif diff.upserts and state.listing.counter:
+        elif upserts and state.listing.counter:
             # An incremental lane saw these items now: they count as seen by a full listing
             # in progress (reconcile), which cannot have started after the latest pass id.
-            seen = [row.identity for row in diff.upserts]
+            seen = [row.identity for row in upserts]
             seen_pass = state.listing.counter
         batch = CommitBatch(
             state_patch=patch,
-            upserts=diff.upserts,
+            upserts=upserts,
             seen=seen,
             seen_pass=seen_pass,
             events=rows,
@@ -1174,6 +1221,8 @@ class LaneCycle:
             self._landed_counts[name] += value
         if ahead is not None:
             ahead.stored = asyncio.ensure_future(self._stored_rows(ahead))
+            # Awaited by the page's build; a run that dies first never awaits it.
+            ahead.stored.add_done_callback(_consume)
         await self._committed(built.batch, built.observed, deletes=0, started=built.started)
         if built.late is not None:
             await self._late_landed(built.late)
@@ -1325,11 +1374,40 @@ class LaneCycle:
             self._writer_cache = cached = (now, writer)
         return cached[1]
 
+    def _reject(
+        self,
+        rejected: list[tuple[str, Any, Exception]],
+        unwritten: set[str],
+        upserts: list[ItemRow],
+        invalid: list[tuple[Any, list[ValidationIssue]]],
+    ) -> list[ItemRow]:
+        """Items the engine cannot encode join the page's invalid items (``on_invalid``
+        decides what becomes of them) and write no row: the rest of the page goes on."""
+        messages = [
+            self._deps.redaction.text(
+                f"the item cannot be encoded as JSON: {wkjson.encoding_problem(error)}"
+            )
+            for _, _, error in rejected
+        ]
+        if self._poller.on_invalid == "fail":
+            raise ValidationError(
+                f"{len(rejected)} item(s) cannot be encoded as JSON: {messages[0]}",
+                [{"message": messages[0]}],
+            )
+        invalid.extend(
+            (item, [{"message": message}])
+            for (_, item, _), message in zip(rejected, messages, strict=True)
+        )
+        unwritten.update(identity for identity, _, _ in rejected)
+        return [row for row in upserts if row.identity not in unwritten]
+
     def _quarantine(self, raw: Any, issues: list[ValidationIssue], now: int) -> ParkedRow:
         try:
             item_json = wkjson.dumps(wkjson.to_jsonable(raw))
-        except TypeError:
-            item_json = wkjson.dumps(repr(raw))
+        except wkjson.ENCODING_ERRORS:
+            # What cannot be written as it is (too deep, say) is kept as a shortened repr,
+            # which stops at a few levels and a few hundred characters.
+            item_json = wkjson.dumps(_SHORT_REPR.repr(raw))
         digest = content_hash(item_json)
         message = "; ".join(
             f"{'.'.join(str(p) for p in issue.get('path', []))}: {issue['message']}"

@@ -28,7 +28,13 @@ from watukuy.model.http_port import BudgetGate, HttpFactory
 from watukuy.model.partition import Partition
 from watukuy.model.ports import Clock, Random, StateStore
 from watukuy.model.records import dataclass
-from watukuy.model.redact import DEFAULT_REDACTION, RedactingLogger, Redaction, serialize_error
+from watukuy.model.redact import (
+    DEFAULT_REDACTION,
+    RedactingLogger,
+    Redaction,
+    describe_error,
+    serialize_error,
+)
 from watukuy.model.rows import (
     CircuitState,
     Lane,
@@ -585,7 +591,7 @@ class KeyRunner:
                 lane,
                 "throttled" if throttled else "failed",
                 phase,
-                error.get("message", ""),
+                describe_error(error),
                 extra={
                     "lane": lane,
                     "phase": phase,

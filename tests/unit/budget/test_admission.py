@@ -117,7 +117,7 @@ def test_next_start_says_when_the_pace_lets_the_next_run_start() -> None:
     assert admission.next_start(0) is None  # nothing waits
     admission.push(entry(0, 0, "a"), "erp")
     admission.push(entry(0, 1, "b"), "erp")
-    assert admission.next_start(0) is None  # a may start now: nothing is held back
+    assert admission.next_start(0) == 0  # a may start now
     assert admission.pop(lambda e: True, 0) is not None
     assert admission.pop(lambda e: True, 0) is None  # b waits for the pace
     assert admission.next_start(0) == 250
@@ -126,6 +126,20 @@ def test_next_start_says_when_the_pace_lets_the_next_run_start() -> None:
     picked = admission.pop(lambda e: True, 250)
     assert picked is not None
     assert picked[0][2].partition == "b"
+
+
+def test_a_pace_that_became_ready_since_the_last_pop_is_due_now() -> None:
+    # pop() at 249 turns b down (its pace is 1 ms short); whoever asks at 250 or later
+    # must hear "now", not "nothing holds a line back" (which let the daemon sleep until
+    # its next resync with every key overdue).
+    admission = Admission({"erp": 10}, {"erp": Pace(burst=1, spacing_ms=250)})
+    admission.push(entry(0, 0, "a"), "erp")
+    admission.push(entry(0, 1, "b"), "erp")
+    assert admission.pop(lambda e: True, 0) is not None
+    assert admission.pop(lambda e: True, 249) is None
+    assert admission.next_start(249) in (250, 251)  # (the refill is in floating point)
+    assert admission.next_start(260) == 260
+    assert admission.next_start(900) == 900
 
 
 def test_a_full_line_is_not_woken_by_its_pace_and_clear_refills_it() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -261,6 +262,60 @@ def test_retained_payloads_are_written_and_returned_as_previous() -> None:
         Change("created", "b", other, None, None, content_hash(other), 0, other_text),
     ]
     assert [row.payload for row in result.upserts] == [after_text, other_text]
+
+
+def deep(levels: int) -> Item:
+    value: Item = {"leaf": 1}
+    for _ in range(levels):
+        value = {"x": value}
+    return value
+
+
+def test_an_item_that_cannot_be_hashed_is_rejected_when_asked() -> None:
+    good, nan, cyclic = item("a", "A"), {"id": "n", "v": math.nan}, {"id": "c"}
+    cyclic["self"] = cyclic
+    page = pairs(good, nan, cyclic)
+    with pytest.raises(ValueError):
+        prepare_candidates(page, {}, version=None, fingerprint=None, schema_version=1)
+    rejected: list[tuple[str, Item, Exception]] = []
+    candidates, _ = prepare_candidates(
+        page, {}, version=None, fingerprint=None, schema_version=1, rejected=rejected
+    )
+    assert [c.identity for c in candidates] == ["a"]
+    assert [(identity, type(error)) for identity, _, error in rejected] == [
+        ("n", ValueError),
+        ("c", ValueError),
+    ]
+
+
+def test_a_payload_that_cannot_be_written_leaves_the_result_as_it_was() -> None:
+    # Hashed (the slow, recursive writer manages 300 levels) but not written by orjson.
+    too_deep = {"id": "d", "v": deep(300)}
+    before = item("u", "before")
+    existing = {"u": stored(before, payload='{"id":"u","name":"before"}')}
+    updated = {"id": "u", "v": deep(300)}
+    candidates, _ = prepare_candidates(
+        pairs(item("a", "A"), too_deep, updated),
+        existing,
+        version=None,
+        fingerprint=None,
+        schema_version=1,
+    )
+    assert len(candidates) == 3
+    args: dict[str, Any] = {
+        "schema_version": 1,
+        "on_schema_change": "rebaseline",
+        "retain_payload": True,
+        "now": NOW,
+    }
+    with pytest.raises(TypeError, match="Recursion limit reached"):
+        diff_candidates(candidates, existing, **args)
+    rejected: list[tuple[str, Item, Exception]] = []
+    result = diff_candidates(candidates, existing, rejected=rejected, **args)
+    assert [c.identity for c in result.changes] == ["a"]
+    assert [row.identity for row in result.upserts] == ["a"]
+    assert result.unchanged == result.rebaselined == []
+    assert [identity for identity, _, _ in rejected] == ["d", "u"]
 
 
 def test_a_change_shares_its_text_only_when_orjson_wrote_it() -> None:

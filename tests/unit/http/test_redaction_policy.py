@@ -56,6 +56,39 @@ def test_default_policy_masks_secrets_in_text(text: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "--token: use at least 12 characters",
+        "secret: expected a non-empty string or bytes, got ''",
+        "array_key: expected a member name or None, got 5",
+        "auth: expected a callable or None, got 1",
+        "password: must not be empty",
+    ],
+)
+def test_a_message_about_a_sensitive_name_is_not_mangled(text: str) -> None:
+    # "name: sentence" is what our errors say about an option: its first word is prose.
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"--token: {MARK.lower()}", "--token: ***"),  # a value that ends the text
+        ("token: hunter", "token: ***"),
+        (f"token: {MARK} was refused", "token: *** was refused"),  # not a plain word
+        ("token: abc123 expired", "token: *** expired"),
+        ("token:hunter was refused", "token:*** was refused"),  # no space: a value
+        ("--token=abcdefghijkl now", "--token=*** now"),  # after '=': always a value
+        ("token=use more", "token=*** more"),
+        ("{'token': 'use me'}", "{'token': '*** me'}"),  # quoted: a value
+        (f"Authorization: Bearer {MARK}{MARK} now", "Authorization: *** now"),
+    ],
+)
+def test_a_sensitive_value_is_still_masked_next_to_words(text: str, expected: str) -> None:
+    assert redact_text(text) == expected
+
+
+@pytest.mark.parametrize(
     "name",
     [
         "api_key",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from watukuy.diff import MAX_IDENTITY_BYTES
 from watukuy.model.late import Lookback
 from watukuy.model.ports import StateStore
 from watukuy.model.rows import ListingPass, ListingState, PKey, Tombstone
@@ -11,6 +12,7 @@ from watukuy.model.rows import ListingPass, ListingState, PKey, Tombstone
 from ._support import (
     KEY,
     KEY_B,
+    KEY_LONG,
     T0,
     _acquire,
     _assert_unsupported,
@@ -20,6 +22,7 @@ from ._support import (
     _unseen,
     batch,
     item_row,
+    longest_identity,
 )
 
 
@@ -239,6 +242,33 @@ class ItemContract:
         await store.delete_key(KEY)
         assert await store.load_tombstones(KEY, ["a"]) == {}
 
+    async def test_identities_of_the_longest_size_work_under_the_longest_keys(
+        self, store: StateStore
+    ) -> None:
+        # Every store keys snapshot rows and tombstones on identities of up to
+        # MAX_IDENTITY_BYTES (the engine quarantines longer ones), under a poller name of
+        # 128 characters and a partition key of 256 bytes, whatever the characters.
+        key = KEY_LONG
+        lease = await _acquire(store, key)
+        ids = sorted((longest_identity(seed) for seed in range(3)), key=_code_points)
+        assert {len(i.encode()) for i in ids} == {MAX_IDENTITY_BYTES}
+        rows = [item_row(i, hash=f"hash-{n}", revision=n) for n, i in enumerate(ids)]
+        await store.commit_poll(key, lease, batch(upserts=rows, seen=ids[:1], seen_pass=2))
+        assert await store.load_versions(key, ids) == {row.identity: row for row in rows}
+        assert await store.count_items(key) == 3
+        if store.capabilities.streaming:
+            assert await _collect(store, key, 2) == [ids[:2], ids[2:]]
+            assert await _unseen(store, key, 2) == ids[1:]
+        await store.commit_poll(key, lease, batch(deletes=ids[:1], now=T0 + 1))
+        await store.commit_poll(key, lease, batch(upserts=[rows[0]], revived=ids[:1]))
+        await store.commit_poll(key, lease, batch(deletes=ids[1:2], now=T0 + 2))
+        assert await store.load_tombstones(key, ids) == {
+            ids[1]: Tombstone(ids[1], "v1", "hash-1", 1, 1, "deleted", T0 + 2)
+        }
+        await store.clear_items(key)
+        assert sorted(await store.load_tombstones(key, ids), key=_code_points) == ids
+        assert await store.count_items(key) == 0
+
     # --- seen marks (resumable full listings) ---------------------------------------
 
     async def test_new_rows_start_unseen_and_marks_move_them(self, store: StateStore) -> None:
@@ -355,3 +385,7 @@ class ItemContract:
         loaded = await store.load_state(KEY)
         assert loaded is not None
         assert (loaded.listing, loaded.held_deletes) == (progress, None)
+
+
+def _code_points(text: str) -> list[int]:
+    return [ord(char) for char in text]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, overload
 
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from watukuy.diff import MAX_IDENTITY_BYTES
 from watukuy.model import json as wkjson
 from watukuy.model.errors import SerializedError, StoreError, WatukuyError
 from watukuy.model.late import Following, LateArrivals, Lookback
@@ -79,6 +81,44 @@ _FAR = 2**62  # a due_keys bound later than any wake time the suite writes
 _KNOWN_IDENTITIES = ("i0", "i1", "i2", "a", "b", "c", "after")
 # Every key test_list_keys_always_matches_the_states may create, in list_keys order.
 _LISTED = (KEY_OTHER, KEY, KEY_B)
+
+
+def incompressible_text(size: int, seed: int) -> str:
+    """Exactly ``size`` bytes of UTF-8 that no store can shrink: random characters of every
+    UTF-8 width, with U+0000 and U+0001 (which PostgresStore writes escaped, two characters
+    each) mixed in."""
+    chance = random.Random(seed)
+    parts: list[str] = []
+    used = 0
+    while True:
+        kind = chance.randrange(5)
+        if kind == 0:
+            char = chance.choice("\x00\x01")
+        elif kind == 1:
+            char = chr(chance.randint(0x10000, 0x10FFFF))
+        elif kind == 2:
+            char = chr(chance.randint(0x800, 0xD7FF))
+        elif kind == 3:
+            char = chr(chance.randint(0x80, 0x7FF))
+        else:
+            char = chr(chance.randint(0x21, 0x7E))
+        width = len(char.encode())
+        if used + width > size:
+            break
+        parts.append(char)
+        used += width
+    return "".join(parts) + "z" * (size - used)
+
+
+def longest_identity(seed: int) -> str:
+    """An identity of exactly :data:`~watukuy.diff.MAX_IDENTITY_BYTES` (see
+    :func:`incompressible_text`)."""
+    return incompressible_text(MAX_IDENTITY_BYTES, seed)
+
+
+# The longest poller name there is, and a partition key of 256 bytes: they share the key of
+# a snapshot row with its identity.
+KEY_LONG = PKey("p" * 128, incompressible_text(256, 99))
 
 
 def event_json(event_id: str, sequence: int, *, key: PKey = KEY) -> str:
