@@ -1,8 +1,8 @@
 """JSON in and out: fast where it can be, exact where it must be.
 
-watukuy stores payloads (events, items, cursors) as JSON text. :func:`dumps` uses orjson
-and falls back to the standard library for the few values orjson refuses (integers beyond
-64 bits), so big integers survive a round trip unchanged. :func:`to_jsonable` turns the
+watukuy stores payloads (events, items, cursors) as JSON text. :func:`dumps` uses orjson,
+and hands it the few values it refuses (integers beyond 64 bits) as ready-made digits, so
+big integers survive a round trip unchanged. :func:`to_jsonable` turns the
 typed items users work with (pydantic models, msgspec structs, dataclasses, datetimes,
 enums, UUIDs, decimals) into plain JSON data.
 """
@@ -52,23 +52,36 @@ def encoding_problem(error: BaseException) -> str:
     return text or type(error).__name__
 
 
-def _stdlib_dumps(value: Any) -> str:
-    def reject(obj: object) -> Any:
-        raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+_INT_RANGE = range(-(2**63), 2**64)  # what orjson writes itself
 
-    return _stdjson.dumps(
-        value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=reject
-    )
+
+def _with_big_ints(value: Any) -> Any:
+    """``value`` with every integer orjson refuses replaced by a fragment of its digits."""
+    if type(value) is int:
+        return value if value in _INT_RANGE else orjson.Fragment(str(value).encode())
+    if isinstance(value, dict):
+        return {key: _with_big_ints(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_with_big_ints(item) for item in value]
+    return value
 
 
 def dumps(value: Any) -> str:
     """Serialise plain JSON data to compact text (pass it through :func:`to_jsonable` first:
-    that is where NaN and Infinity are rejected; orjson itself would write them as null)."""
+    that is where NaN and Infinity are rejected; orjson itself would write them as null).
+
+    Integers beyond 64 bits, which orjson refuses, are written digit for digit; everything
+    else in the same value is still written by orjson, so a float reads the same whichever
+    way its value went (``1e-05`` is ``0.00001`` both ways).
+    """
     try:
         return orjson.dumps(value).decode()
     except orjson.JSONEncodeError as error:
         if "Integer exceeds 64-bit range" in str(error):
-            return _stdlib_dumps(value)
+            try:
+                return orjson.dumps(_with_big_ints(value)).decode()
+            except orjson.JSONEncodeError as again:
+                raise TypeError(str(again)) from again
         raise TypeError(str(error)) from error
 
 
