@@ -94,8 +94,16 @@ _PAIR: Final = re.compile(
 )
 # A ``name: word`` pair that opens a sentence (``--token: use at least 12 characters``,
 # ``secret: expected a string``) is a message about the name, not its value: an unquoted
-# value after a colon that is a lower-case word followed by more words.
-_PROSE_WORD: Final = re.compile(r"[a-z]+")
+# value after a colon that is one of the words our messages open with, followed by more
+# words. The list is closed on purpose: a secret that happens to be a lower-case word
+# followed by prose (``password: hunter was refused``) is still masked.
+_SENTENCE_OPENERS: Final = frozenset(
+    {
+        "a", "an", "the", "use", "expected", "expects", "must", "should", "is", "are",
+        "was", "not", "no", "missing", "required", "needs", "cannot", "can", "got",
+        "unknown", "invalid", "empty", "at", "give", "set", "see", "only", "too",
+    }
+)  # fmt: skip
 _MORE_WORDS: Final = re.compile(r"[ \t]+[A-Za-z]")
 # ``('name', 'value')``: header lists and tuples in reprs.
 _TUPLE: Final = re.compile(
@@ -379,15 +387,15 @@ class Redaction:
 def _opens_sentence(text: str, match: re.Match[str]) -> bool:
     """The value of a ``name: value`` pair is the first word of a sentence about the name.
 
-    Only an unquoted value after a colon and a space qualifies, made of lower-case letters
-    alone and followed by another word: ``token: use at least 12 characters``. A value
-    with a digit, a capital or a symbol, a quoted one, one after ``=`` or right after the
-    colon, or one that ends the line is a value, and masked.
+    Only an unquoted value after a colon and a space qualifies, one of the words our
+    messages open with (``_SENTENCE_OPENERS``) and followed by another word: ``token: use
+    at least 12 characters``. Any other word, a quoted value, one after ``=`` or right
+    after the colon, or one that ends the line is a value, and masked.
     """
     sep = match.group("sep")
     if match.group("q1") or match.group("q2") or "=" in sep or not sep.endswith((" ", "\t")):
         return False
-    if _PROSE_WORD.fullmatch(match.group("value")) is None:
+    if match.group("value") not in _SENTENCE_OPENERS:
         return False
     return _MORE_WORDS.match(text, match.end("value")) is not None
 

@@ -75,6 +75,8 @@ def test_a_message_about_a_sensitive_name_is_not_mangled(text: str) -> None:
     [
         (f"--token: {MARK.lower()}", "--token: ***"),  # a value that ends the text
         ("token: hunter", "token: ***"),
+        ("password: hunter was refused", "password: *** was refused"),  # not an opener
+        ("api_key: supersecretvalue is invalid", "api_key: *** is invalid"),
         (f"token: {MARK} was refused", "token: *** was refused"),  # not a plain word
         ("token: abc123 expired", "token: *** expired"),
         ("token:hunter was refused", "token:*** was refused"),  # no space: a value
