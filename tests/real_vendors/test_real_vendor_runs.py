@@ -75,6 +75,7 @@ def test_the_writers_made_late_tied_deleted_and_recreated_writes(
         if any(a.deleted and not b.deleted for a, b in itertools.pairwise(states))
     ]
     assert recreated, "no order was deleted and created again"
+    assert run.history.version_collisions() == []
     for recipe in RECIPES[vendor]:
         assert run.recipes[recipe].verdict.obligations > 100
 

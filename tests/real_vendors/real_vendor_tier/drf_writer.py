@@ -120,7 +120,9 @@ def delete(book: Book, rng: random.Random) -> None:
         target = rng.choice(sorted(book.live))
         book.live.discard(target)
     with transaction.atomic():
-        order = Order.objects.filter(pk=target).first()
+        # Locked first, so the version remembered is the one deleted (a bulk update may
+        # have committed since the order was chosen).
+        order = Order.objects.select_for_update().filter(pk=target).first()
         if order is None:
             return
         order.delete()

@@ -120,6 +120,16 @@ class History:
             if not state.deleted
         }
 
+    def version_collisions(self) -> list[int]:
+        """Orders with two live states under one version number (a writer's bug: a poller
+        comparing versions could not tell them apart)."""
+        return [
+            identity
+            for identity, states in self.versions.items()
+            if len({s.key[1] for s in states if not s.deleted})
+            != sum(1 for s in states if not s.deleted)
+        ]
+
     def count(self) -> int:
         """Versions in the history, deletes included."""
         return sum(len(states) for states in self.versions.values())
