@@ -52,14 +52,9 @@ class Book:
         self.live = live
         self.gone: dict[int, int] = {}  # deleted id -> its last version
         self.next_id = next_id
-        self.counts = {
-            "update": 0,
-            "create": 0,
-            "delete": 0,
-            "recreate": 0,
-            "bulk": 0,
-            "conflict": 0,
-        }
+        self.counts = dict.fromkeys(
+            ("update", "create", "delete", "recreate", "bulk", "conflict"), 0
+        )
 
     def count(self, what: str) -> None:
         with self.lock:

@@ -10,10 +10,14 @@ with another checkout's interpreter.
 | ``quickstart`` | README quickstart: ``TimestampCursor(field, tie_break="id")``, nothing else | DRF limit/offset with ``updated_at__gte`` + ``after_id``; json-server ``updatedAt_gte`` |
 | ``overlap`` | docs/recipes.md "Epoch timestamps": the same with ``overlap="2m"`` | the same |
 | ``lag`` | docs/cursors.md ``TimestampCursor``: ``lag="30s"`` | DRF |
-| ``token`` | docs/cursors.md ``TokenCursor`` (``cursor=body["next"]``) + ``reconcile`` | DRF ``CursorPagination`` next links |
+| ``token`` | docs/cursors.md ``TokenCursor`` (``cursor=body["next"]``, ``has_more`` as the GraphQL recipe sets it) + ``reconcile`` | DRF ``CursorPagination`` next links |
 | ``snapshot`` | docs/cursors.md ``SnapshotDiff`` (deletes built in) | DRF ``PageNumberPagination``; json-server ``_page`` |
 | ``page-reconcile`` | docs/cursors.md ``PageCursor`` + ``reconcile`` | DRF ``PageNumberPagination`` |
 | ``ties`` | docs/cursors.md "Pitfall: ties at a page boundary": ``tie_break=None`` | json-server ``_limit`` smaller than a tie group |
+| ``wedge`` | the ``snapshot`` recipe, two pages a cycle | DRF pages of 50 (:func:`.scenario.run_wedge`) |
+
+When the docs change one of these examples, change its recipe here the same way: the tier
+holds the engine to what a user of the docs would write.
 """
 
 from __future__ import annotations
@@ -44,11 +48,37 @@ def _order_version(order: Any) -> Any:
 # --- Django REST Framework ------------------------------------------------------------
 
 
+def _poller(name: str, fetch: Any, cursor: Any, **options: Any) -> wk.PollerDefinition[Any]:
+    return wk.define_poller(
+        name=name,
+        identity=_order_id,
+        version=_order_version,
+        cursor=cursor,
+        fetch=fetch,
+        **{"schedule": wk.Schedule(**SCHEDULE), **options},
+    )
+
+
+def drf_pages(base: str, page_size: int) -> Callable[[wk.FetchContext[None]], Any]:
+    """docs/cursors.md's ``SnapshotDiff`` fetch over DRF's ``PageNumberPagination``."""
+
+    async def fetch_catalog(ctx: wk.FetchContext[None]) -> wk.Page[Any]:
+        response = await ctx.http.get(
+            f"{base}/orders/pages/", params={"page": ctx.page, "page_size": page_size}
+        )
+        if response.not_modified:
+            return wk.Page(items=[])
+        body = response.json()
+        return wk.Page(items=body["results"], has_more=body["next"] is not None)
+
+    return fetch_catalog
+
+
 def drf_recipe(
     name: str, base: str, *, schedule: dict[str, str] | None = None, reconcile_every: str = "30s"
 ) -> wk.PollerDefinition[Any]:
     """The poller ``name`` against the DRF vendor at ``base``."""
-    sched = wk.Schedule(**(schedule or SCHEDULE))
+    options: dict[str, Any] = {"schedule": wk.Schedule(**(schedule or SCHEDULE))}
 
     async def fetch_orders(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
         response = await ctx.http.get(
@@ -71,101 +101,54 @@ def drf_recipe(
         body = response.json()
         return wk.Page(items=body["results"], has_more=body["next"] is not None)
 
-    def timestamp(cursor: wk.TimestampCursor) -> wk.PollerDefinition[Any]:
-        return wk.define_poller(
-            name=name,
-            identity=_order_id,
-            version=_order_version,
-            cursor=cursor,
-            fetch=fetch_orders,
-            schedule=sched,
+    async def fetch_by_token(ctx: wk.FetchContext[wk.TokenPosition]) -> wk.Page[Any]:
+        # A next-link API: the token is the whole `next` URL. `has_more` says where the
+        # listing ends, as the GraphQL recipe of docs/recipes.md teaches.
+        response = await ctx.http.get(ctx.cursor.value or f"{base}/orders/cursor/")
+        body = response.json()
+        return wk.Page(
+            items=body["results"], cursor=body["next"], has_more=body["next"] is not None
         )
 
-    if name == "quickstart":
-        return timestamp(wk.TimestampCursor(field="updated_at", tie_break="id"))
-    if name == "overlap":
-        return timestamp(wk.TimestampCursor(field="updated_at", tie_break="id", overlap="2m"))
-    if name == "lag":
-        return timestamp(wk.TimestampCursor(field="updated_at", tie_break="id", lag="30s"))
-    if name == "token":
-
-        async def fetch_by_token(ctx: wk.FetchContext[wk.TokenPosition]) -> wk.Page[Any]:
-            # A next-link API: the token is the whole `next` URL.
-            response = await ctx.http.get(ctx.cursor.value or f"{base}/orders/cursor/")
-            body = response.json()
-            return wk.Page(items=body["results"], cursor=body["next"])
-
-        return wk.define_poller(
-            name=name,
-            identity=_order_id,
-            version=_order_version,
-            cursor=wk.TokenCursor(),
-            fetch=fetch_by_token,
-            schedule=sched,
-            reconcile=wk.Reconcile(every=reconcile_every, fetch=list_all_orders),
-        )
-    if name == "snapshot":
-
-        async def fetch_catalog(ctx: wk.FetchContext[None]) -> wk.Page[Any]:
-            response = await ctx.http.get(
-                f"{base}/orders/pages/", params={"page": ctx.page, "page_size": 100}
-            )
-            if response.not_modified:
-                return wk.Page(items=[])
-            body = response.json()
-            return wk.Page(items=body["results"], has_more=body["next"] is not None)
-
-        return wk.define_poller(
-            name=name,
-            identity=_order_id,
-            version=_order_version,
-            cursor=wk.SnapshotDiff(),
-            fetch=fetch_catalog,
-            schedule=sched,
-        )
-    if name == "page-reconcile":
-
-        async def fetch_products(ctx: wk.FetchContext[wk.PagePosition]) -> wk.Page[Any]:
-            response = await ctx.http.get(
-                f"{base}/orders/pages/", params={"page": ctx.cursor.page, "page_size": 100}
-            )
-            body = response.json()
-            return wk.Page(items=body["results"], has_more=body["next"] is not None)
-
-        return wk.define_poller(
-            name=name,
-            identity=_order_id,
-            version=_order_version,
-            cursor=wk.PageCursor(initial=1),
-            fetch=fetch_products,
-            schedule=sched,
-            reconcile=wk.Reconcile(every=reconcile_every, fetch=list_all_orders),
-        )
-    raise ValueError(f"no DRF recipe {name!r}; known: {', '.join(RECIPES['drf'])}")
-
-
-def drf_snapshot_wedge(base: str) -> wk.PollerDefinition[Any]:
-    """docs/cursors.md's ``SnapshotDiff`` over DRF's page numbers, two pages a cycle, so a
-    pass spans cycles (as any pass does that is cut by the page cap or a deadline)."""
-
-    async def fetch_catalog(ctx: wk.FetchContext[None]) -> wk.Page[Any]:
+    async def fetch_products(ctx: wk.FetchContext[wk.PagePosition]) -> wk.Page[Any]:
         response = await ctx.http.get(
-            f"{base}/orders/pages/", params={"page": ctx.page, "page_size": 50}
+            f"{base}/orders/pages/", params={"page": ctx.cursor.page, "page_size": 100}
         )
-        if response.not_modified:
-            return wk.Page(items=[])
         body = response.json()
         return wk.Page(items=body["results"], has_more=body["next"] is not None)
 
-    return wk.define_poller(
-        name="wedge",
-        identity=_order_id,
-        version=_order_version,
-        cursor=wk.SnapshotDiff(),
-        fetch=fetch_catalog,
-        schedule=wk.Schedule(**SCHEDULE),
-        max_pages_per_cycle=2,
-    )
+    reconcile = wk.Reconcile(every=reconcile_every, fetch=list_all_orders)
+    recipes: dict[str, Callable[[], wk.PollerDefinition[Any]]] = {
+        "quickstart": lambda: _poller(
+            name, fetch_orders, wk.TimestampCursor(field="updated_at", tie_break="id"), **options
+        ),
+        "overlap": lambda: _poller(
+            name,
+            fetch_orders,
+            wk.TimestampCursor(field="updated_at", tie_break="id", overlap="2m"),
+            **options,
+        ),
+        "lag": lambda: _poller(
+            name,
+            fetch_orders,
+            wk.TimestampCursor(field="updated_at", tie_break="id", lag="30s"),
+            **options,
+        ),
+        "token": lambda: _poller(
+            name, fetch_by_token, wk.TokenCursor(), reconcile=reconcile, **options
+        ),
+        "snapshot": lambda: _poller(name, drf_pages(base, 100), wk.SnapshotDiff(), **options),
+        "page-reconcile": lambda: _poller(
+            name, fetch_products, wk.PageCursor(initial=1), reconcile=reconcile, **options
+        ),
+        # A pass spanning cycles (as any pass cut by the page cap or a deadline does).
+        "wedge": lambda: _poller(
+            name, drf_pages(base, 50), wk.SnapshotDiff(), max_pages_per_cycle=2, **options
+        ),
+    }
+    if name not in recipes:
+        raise ValueError(f"no DRF recipe {name!r}; known: {', '.join(recipes)}")
+    return recipes[name]()
 
 
 # --- json-server ----------------------------------------------------------------------
@@ -175,7 +158,7 @@ def json_recipe(
     name: str, base: str, *, schedule: dict[str, str] | None = None, ties_limit: int = 20
 ) -> wk.PollerDefinition[Any]:
     """The poller ``name`` against json-server at ``base``."""
-    sched = wk.Schedule(**(schedule or SCHEDULE))
+    options: dict[str, Any] = {"schedule": wk.Schedule(**(schedule or SCHEDULE))}
 
     def keyset(limit: int) -> Callable[[wk.FetchContext[wk.TimestampPosition]], Any]:
         async def fetch_orders(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
@@ -203,49 +186,38 @@ def json_recipe(
 
         return fetch_orders
 
-    def timestamp(cursor: wk.TimestampCursor, limit: int) -> wk.PollerDefinition[Any]:
-        return wk.define_poller(
-            name=name,
-            identity=_order_id,
-            version=_order_version,
-            cursor=cursor,
-            fetch=keyset(limit),
-            schedule=sched,
+    async def fetch_catalog(ctx: wk.FetchContext[None]) -> wk.Page[Any]:
+        response = await ctx.http.get(
+            f"{base}/orders", params={"_page": ctx.page, "_limit": 100, "_sort": "id"}
         )
+        if response.not_modified:
+            return wk.Page(items=[])
+        total = int(response.headers["x-total-count"])
+        return wk.Page(items=response.json(), has_more=ctx.page * 100 < total)
 
-    if name == "quickstart":
-        return timestamp(wk.TimestampCursor(field="updatedAt", tie_break="id"), 100)
-    if name == "overlap":
-        return timestamp(wk.TimestampCursor(field="updatedAt", tie_break="id", overlap="2m"), 100)
-    if name == "ties":
-        return timestamp(wk.TimestampCursor(field="updatedAt"), ties_limit)
-    if name == "snapshot":
-
-        async def fetch_catalog(ctx: wk.FetchContext[None]) -> wk.Page[Any]:
-            response = await ctx.http.get(
-                f"{base}/orders", params={"_page": ctx.page, "_limit": 100, "_sort": "id"}
-            )
-            if response.not_modified:
-                return wk.Page(items=[])
-            total = int(response.headers["x-total-count"])
-            return wk.Page(items=response.json(), has_more=ctx.page * 100 < total)
-
-        return wk.define_poller(
-            name=name,
-            identity=_order_id,
-            version=_order_version,
-            cursor=wk.SnapshotDiff(),
-            fetch=fetch_catalog,
-            schedule=sched,
-        )
-    raise ValueError(f"no json-server recipe {name!r}; known: {', '.join(RECIPES['json'])}")
+    recipes: dict[str, Callable[[], wk.PollerDefinition[Any]]] = {
+        "quickstart": lambda: _poller(
+            name, keyset(100), wk.TimestampCursor(field="updatedAt", tie_break="id"), **options
+        ),
+        "overlap": lambda: _poller(
+            name,
+            keyset(100),
+            wk.TimestampCursor(field="updatedAt", tie_break="id", overlap="2m"),
+            **options,
+        ),
+        "ties": lambda: _poller(
+            name, keyset(ties_limit), wk.TimestampCursor(field="updatedAt"), **options
+        ),
+        "snapshot": lambda: _poller(name, fetch_catalog, wk.SnapshotDiff(), **options),
+    }
+    if name not in recipes:
+        raise ValueError(f"no json-server recipe {name!r}; known: {', '.join(recipes)}")
+    return recipes[name]()
 
 
 def build(vendor: str, recipe: str, base: str, **knobs: Any) -> wk.PollerDefinition[Any]:
     """The poller of ``recipe`` for ``vendor`` (``"drf"`` or ``"json"``) at ``base``."""
     if vendor == "drf":
-        if recipe == "wedge":
-            return drf_snapshot_wedge(base)
         return drf_recipe(recipe, base, **knobs)
     if vendor == "json":
         return json_recipe(recipe, base, **knobs)

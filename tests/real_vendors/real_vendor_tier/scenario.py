@@ -31,7 +31,7 @@ from typing import Any
 
 from .checks import Verdict, drf_key, evaluate, json_key, read_journal
 from .oracle import History, drf_history, json_history
-from .vendors import DrfVendor, JsonServer
+from .vendors import DrfVendor, JsonServer, Served
 from .writers import JsonWriters, json_orders, run_drf_writer, seed_drf
 
 CHILD = Path(__file__).with_name("engine_child.py")
@@ -253,7 +253,7 @@ async def _engine_stores(
 
 async def _run_engines(
     vendor_name: str,
-    vendor: DrfVendor | JsonServer,
+    vendor: Served,
     folder: Path,
     specs: Sequence[EngineSpec],
     plan: RunPlan,
@@ -326,7 +326,7 @@ async def _run_engines(
         return pollers, writes, idle_start, idle_end
 
 
-def _requests(vendor: DrfVendor | JsonServer, vendor_name: str, recipe: str) -> tuple[int, int]:
+def _requests(vendor: Served, vendor_name: str, recipe: str) -> tuple[int, int]:
     live = LIVE_PATHS.get((vendor_name, recipe), "")
     return vendor.requests(recipe), vendor.requests(recipe, live)
 
@@ -337,7 +337,7 @@ def _judge(
     pollers: Mapping[str, _Poller],
     idle: tuple[float, float],
     end: float,
-    vendor: DrfVendor | JsonServer,
+    vendor: Served,
 ) -> dict[str, RecipeResult]:
     results: dict[str, RecipeResult] = {}
     for name, poller in pollers.items():
@@ -461,6 +461,57 @@ def _check_db_file(history: History, server: JsonServer) -> None:
 # --- scripted runs ------------------------------------------------------------------------
 
 
+class TickedEngine:
+    """An engine child in ``tick()`` mode: each :meth:`tick` is one triggered ``tick()``."""
+
+    def __init__(self, child: EngineProcess, journal: Path) -> None:
+        self.child = child
+        self.journal = journal
+        self.ticks = 0
+
+    @classmethod
+    async def start(
+        cls,
+        folder: Path,
+        vendor: str,
+        recipe: str,
+        base_url: str,
+        *,
+        knobs: Mapping[str, Any] | None = None,
+        python: str = ENGINE_PYTHON,
+    ) -> TickedEngine:
+        """Start the child for ``recipe`` with a SQLite store and a journal in ``folder``."""
+        journal = folder / f"{recipe}-journal.db"
+        child = await EngineProcess.start(
+            folder,
+            f"{recipe}-1",
+            [
+                *("--vendor", vendor, "--recipe", recipe, "--base-url", base_url),
+                *("--journal", str(journal), "--sqlite", str(folder / f"{recipe}-engine.db")),
+                *("--knobs", json.dumps(dict(knobs or {})), "--tick"),
+            ],
+            python=python,
+            stdin=True,
+        )
+        await child.wait_for("ready")
+        return cls(child, journal)
+
+    async def tick(self) -> list[str]:
+        """One ``tick()``; the error messages of the cycles it ran."""
+        self.ticks += 1
+        await self.child.send("tick")
+        line = (await self.child.wait_for("ticked", self.ticks))[-1]
+        errors: list[str] = json.loads(line.split(" ", 1)[1])
+        return errors
+
+    async def close(self) -> None:
+        """Stop the child (killed if it does not stop)."""
+        if self.child.process.returncode is None:
+            with contextlib.suppress(ConnectionError):
+                await self.child.send("quit")
+            await self.child.stop()
+
+
 @dataclass
 class WedgeResult:
     """The 404-past-the-end run (see :func:`run_wedge`)."""
@@ -487,44 +538,16 @@ async def run_wedge(
     import psycopg
 
     vendor = await asyncio.to_thread(DrfVendor.start, folder / "vendor", dsn, workers=1, threads=2)
-    child: EngineProcess | None = None
+    engine: TickedEngine | None = None
     try:
         await asyncio.to_thread(seed_drf, vendor.dsn, vendor.schema, 150)
-        journal = folder / "wedge-journal.db"
-        child = await EngineProcess.start(
-            folder,
-            "wedge-1",
-            [
-                "--vendor",
-                "drf",
-                "--recipe",
-                "wedge",
-                "--base-url",
-                vendor.client_url("wedge"),
-                "--journal",
-                str(journal),
-                "--sqlite",
-                str(folder / "wedge-engine.db"),
-                "--tick",
-            ],
-            python=engine_python,
-            stdin=True,
+        engine = await TickedEngine.start(
+            folder, "drf", "wedge", vendor.client_url("wedge"), python=engine_python
         )
-        await child.wait_for("ready")
-        ticked = 0
-
-        async def tick() -> list[str]:
-            nonlocal ticked
-            ticked += 1
-            await child.send("tick")
-            line = (await child.wait_for("ticked", ticked))[-1]
-            errors: list[str] = json.loads(line.split(" ", 1)[1])
-            return errors
-
-        results = [await tick()]
+        results = [await engine.tick()]
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DELETE FROM "{vendor.schema}".orders WHERE id > 50')
-        results += [await tick() for _ in range(3)]
+        results += [await engine.tick() for _ in range(3)]
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(
                 f'UPDATE "{vendor.schema}".orders SET version = version + 1, '
@@ -532,29 +555,25 @@ async def run_wedge(
             )
         delivered_at: int | None = None
         for n in range(1, ticks_after_update + 1):
-            results.append(await tick())
-            deliveries, _, _ = read_journal(journal)
-            if any(
-                d.subject == "1" and d.data is not None and d.data.get("status") == "paid"
-                for d in deliveries
-            ):
+            results.append(await engine.tick())
+            deliveries, _, _ = read_journal(engine.journal)
+            if any(d.subject == "1" and (d.data or {}).get("status") == "paid" for d in deliveries):
                 delivered_at = n
                 break
-        await child.send("quit")
-        await child.stop()
-        deliveries, _, _ = read_journal(journal)
+        await engine.close()
+        deliveries, _, _ = read_journal(engine.journal)
         deleted = [d for d in deliveries if d.type == "deleted"]
         return WedgeResult(
             errors_before_update=results[1:4],
             ticks_to_deliver=delivered_at,
-            ticks=ticked,
+            ticks=engine.ticks,
             deleted_events=len(deleted),
             phantom_deletes=sum(1 for d in deleted if int(d.subject) <= 50),
             tick_errors=results,
         )
     finally:
-        if child is not None:
-            await child.kill()
+        if engine is not None:
+            await engine.child.kill()
         await asyncio.to_thread(vendor.stop)
 
 
@@ -584,47 +603,26 @@ async def run_ties(
     start = time.time() - 3600
     orders = json_orders(30, start=start)
     tied = json_orders(group, start=start + 60)
-    stamp = tied[0]["updatedAt"]
     for n, order in enumerate(tied):
-        order.update(id=100 + n, updatedAt=stamp)
+        order.update(id=100 + n, updatedAt=tied[0]["updatedAt"])
     later = json_orders(10, start=start + 120)
     for n, order in enumerate(later):
         order["id"] = 1000 + n
     everything = orders + tied + later
     server = await asyncio.to_thread(JsonServer.start, folder / "vendor", everything)
-    child: EngineProcess | None = None
+    engine: TickedEngine | None = None
     try:
-        journal = folder / "ties-journal.db"
-        child = await EngineProcess.start(
+        engine = await TickedEngine.start(
             folder,
-            "ties-1",
-            [
-                "--vendor",
-                "json",
-                "--recipe",
-                "ties",
-                "--base-url",
-                server.client_url("ties"),
-                "--journal",
-                str(journal),
-                "--sqlite",
-                str(folder / "ties-engine.db"),
-                "--knobs",
-                json.dumps({"ties_limit": limit}),
-                "--tick",
-            ],
+            "json",
+            "ties",
+            server.client_url("ties"),
+            knobs={"ties_limit": limit},
             python=engine_python,
-            stdin=True,
         )
-        await child.wait_for("ready")
-        results: list[list[str]] = []
-        for n in range(1, ticks + 1):
-            await child.send("tick")
-            line = (await child.wait_for("ticked", n))[-1]
-            results.append(json.loads(line.split(" ", 1)[1]))
-        await child.send("quit")
-        await child.stop()
-        deliveries, _, _ = read_journal(journal)
+        results = [await engine.tick() for _ in range(ticks)]
+        await engine.close()
+        deliveries, _, _ = read_journal(engine.journal)
         return TiesResult(
             orders=len(everything),
             group=group,
@@ -634,6 +632,6 @@ async def run_ties(
             tick_errors=results,
         )
     finally:
-        if child is not None:
-            await child.kill()
+        if engine is not None:
+            await engine.child.kill()
         await asyncio.to_thread(server.stop)

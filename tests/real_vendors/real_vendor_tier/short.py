@@ -39,9 +39,9 @@ SHORT_JSON = (
     EngineSpec("overlap", "sqlite"),
     EngineSpec("snapshot", "postgres", kills=1),
 )
-SHORT_PLAN = RunPlan(write_seconds=25, tail_seconds=22, idle_from=10, initial=300)
+SHORT_PLAN = RunPlan(write_seconds=22, tail_seconds=20, idle_from=10, initial=300)
 SHORT_JSON_PLAN = RunPlan(
-    write_seconds=25, tail_seconds=22, idle_from=10, initial=200, writers=6, bulk_size=60
+    write_seconds=22, tail_seconds=20, idle_from=10, initial=200, writers=6, bulk_size=60
 )
 
 

@@ -74,6 +74,25 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
+@dataclass
+class Served:
+    """A vendor process answering on ``base_url``, logging each request to ``access_log``.
+
+    The same API answers under ``/c/<client>/``, so the log tells the clients apart.
+    """
+
+    base_url: str
+    access_log: Path
+
+    def client_url(self, name: str) -> str:
+        """The API as the poller ``name`` sees it (its requests are logged under it)."""
+        return f"{self.base_url}/c/{name}"
+
+    def requests(self, name: str, path: str = "") -> int:
+        """Requests the vendor answered so far under :meth:`client_url` (and ``path``)."""
+        return _count(self.access_log, f"/c/{name}/{path}")
+
+
 # --- Django REST Framework over PostgreSQL, served by gunicorn --------------------------
 
 
@@ -89,7 +108,7 @@ def drf_env(dsn: str, schema: str) -> dict[str, str]:
 
 
 @dataclass
-class DrfVendor:
+class DrfVendor(Served):
     """A running DRF vendor.
 
     Attributes:
@@ -99,12 +118,10 @@ class DrfVendor:
         schema: The schema holding ``orders`` and ``orders_audit``.
     """
 
-    base_url: str
     dsn: str
     schema: str
     folder: Path
     process: subprocess.Popen[bytes]
-    access_log: Path
 
     @classmethod
     def start(
@@ -168,21 +185,20 @@ class DrfVendor:
                 stderr=err,
             )
         base_url = f"http://127.0.0.1:{port}"
-        vendor = cls(base_url, dsn, schema, folder, process, access_log)
+        vendor = cls(
+            base_url=base_url,
+            access_log=access_log,
+            dsn=dsn,
+            schema=schema,
+            folder=folder,
+            process=process,
+        )
         try:
             wait_until_up(f"{base_url}/orders/offset/?limit=1", process, error_log, 30)
         except BaseException:
             vendor.stop(drop=True)
             raise
         return vendor
-
-    def client_url(self, name: str) -> str:
-        """The API as the poller ``name`` sees it (its requests are logged under it)."""
-        return f"{self.base_url}/c/{name}"
-
-    def requests(self, name: str, path: str = "") -> int:
-        """Requests the vendor answered so far under :meth:`client_url` (and ``path``)."""
-        return _count(self.access_log, f"/c/{name}/{path}")
 
     def stop(self, *, drop: bool = True) -> None:
         """Stop gunicorn and drop the schema (unless ``drop=False``)."""
@@ -241,7 +257,7 @@ def json_server_bin(cache: Path = NPM_CACHE, *, install: bool = True) -> Path:
 
 
 @dataclass
-class JsonServer:
+class JsonServer(Served):
     """A running json-server.
 
     Attributes:
@@ -249,10 +265,8 @@ class JsonServer:
         db_file: Its database, rewritten by json-server after every write.
     """
 
-    base_url: str
     db_file: Path
     process: subprocess.Popen[bytes]
-    access_log: Path
     folder: Path
 
     @classmethod
@@ -291,21 +305,19 @@ class JsonServer:
                 stdout=out,
                 stderr=out,
             )
-        server = cls(f"http://127.0.0.1:{port}", db_file, process, access_log, folder)
+        server = cls(
+            base_url=f"http://127.0.0.1:{port}",
+            access_log=access_log,
+            db_file=db_file,
+            process=process,
+            folder=folder,
+        )
         try:
             wait_until_up(f"{server.base_url}/orders?_limit=1", process, server_log, 30)
         except BaseException:
             server.stop()
             raise
         return server
-
-    def client_url(self, name: str) -> str:
-        """The API as the poller ``name`` sees it (its requests are logged under it)."""
-        return f"{self.base_url}/c/{name}"
-
-    def requests(self, name: str, path: str = "") -> int:
-        """Requests json-server answered so far under :meth:`client_url` (and ``path``)."""
-        return _count(self.access_log, f"/c/{name}/{path}")
 
     def final_state(self) -> dict[int, dict[str, Any]]:
         """The orders in the db file now, by id."""

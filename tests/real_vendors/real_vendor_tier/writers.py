@@ -105,15 +105,8 @@ class JsonWriters:
         self.gone: dict[int, int] = {}
         self.next_id = max(self.live, default=0) + 1
         self.log: list[JsonWrite] = []
-        self.counts = {
-            "update": 0,
-            "create": 0,
-            "delete": 0,
-            "recreate": 0,
-            "bulk": 0,
-            "late": 0,
-            "failed": 0,
-        }
+        kinds = ("update", "create", "delete", "recreate", "bulk", "late", "failed")
+        self.counts = dict.fromkeys(kinds, 0)
         self._busy: set[int] = set()
 
     async def run(
@@ -236,6 +229,12 @@ class JsonWriters:
     async def _create(self, http: httpx.AsyncClient, rng: random.Random) -> None:
         identity = self.next_id
         self.next_id += 1
+        await self._post(http, rng, identity, 1, "create")
+
+    async def _post(
+        self, http: httpx.AsyncClient, rng: random.Random, identity: int, version: int, kind: str
+    ) -> None:
+        """Create order ``identity`` at ``version``: a new one, or one deleted before."""
         self._busy.add(identity)
         try:
             order = {
@@ -243,13 +242,13 @@ class JsonWriters:
                 "customer": f"c{rng.randint(0, 16)}",
                 "status": "new",
                 "amount": 25,
-                "version": 1,
+                "version": version,
                 "updatedAt": iso_ms(time.time()),
             }
             await asyncio.sleep(rng.uniform(0.5, 3.0))
             await self._send(http, "post", order)
             self.live[identity] = order
-            self.counts["create"] += 1
+            self.counts[kind] += 1
         finally:
             self._busy.discard(identity)
 
@@ -272,23 +271,8 @@ class JsonWriters:
         if not self.gone:
             return
         target = rng.choice(sorted(self.gone))
-        version = self.gone.pop(target)
-        self._busy.add(target)
-        try:
-            order = {
-                "id": target,
-                "customer": "back",
-                "status": "new",
-                "amount": 30,
-                "version": version + 1,
-                "updatedAt": iso_ms(time.time()),
-            }
-            await asyncio.sleep(rng.uniform(0.5, 3.0))
-            await self._send(http, "post", order)
-            self.live[target] = order
-            self.counts["recreate"] += 1
-        finally:
-            self._busy.discard(target)
+        # The same id comes back; its version goes on from the deleted one.
+        await self._post(http, rng, target, self.gone.pop(target) + 1, "recreate")
 
     async def _bulks(
         self, http: httpx.AsyncClient, started: float, at: Sequence[float], size: int
