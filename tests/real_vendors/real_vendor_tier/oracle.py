@@ -70,6 +70,9 @@ def stamp_us(value: Any) -> int:
 VersionKey = tuple[int, int, int]
 """``(id, version, updated_at in epoch µs)``: one version of one order."""
 
+Write = tuple[int, VersionKey, Mapping[str, Any] | None, float, float]
+"""``(id, key, row or None for a delete, visible_from, began)`` of one write."""
+
 
 @dataclass(frozen=True, slots=True)
 class Version:
@@ -135,9 +138,7 @@ class History:
         return sum(len(states) for states in self.versions.values())
 
 
-def _link(
-    writes: Iterable[tuple[int, VersionKey, Mapping[str, Any] | None, float, float]],
-) -> History:
+def _link(writes: Iterable[Write]) -> History:
     """A history from ``(id, key, row, visible_from, next_write_sent_or_same)`` rows.
 
     ``writes`` are in the order they became visible; each version stays visible until the
@@ -173,7 +174,7 @@ def drf_history(dsn: str, schema: str) -> History:
     for row in rows:
         last[(row[2], row[6])] = row
     ordered = sorted(last.values(), key=lambda row: (committed[row[6]], row[0]))
-    writes = []
+    writes: list[Write] = []
     lateness: list[float] = []
     for _, op, identity, version, updated_at, payload, txid, _ in ordered:
         at = committed[txid]
@@ -209,7 +210,7 @@ def json_history(
     initial: Iterable[Mapping[str, Any]], started: float, log: Iterable[JsonWrite]
 ) -> History:
     """The history of a json-server from its initial orders and the writers' log."""
-    writes = []
+    writes: list[Write] = []
     for order in initial:
         key = (order["id"], order["version"], stamp_us(order["updatedAt"]))
         writes.append((order["id"], key, order, started, started))

@@ -37,6 +37,11 @@ FULL_LISTING = frozenset({"snapshot", "token", "page-reconcile"})
 """Recipes that read a full listing (live or reconcile), so deletes are observable."""
 
 
+def _schedule(knobs: dict[str, str] | None) -> wk.Schedule:
+    chosen = knobs or SCHEDULE
+    return wk.Schedule(min=chosen["min"], max=chosen["max"])
+
+
 def _order_id(order: Any) -> Any:
     return order["id"]
 
@@ -55,7 +60,7 @@ def _poller(name: str, fetch: Any, cursor: Any, **options: Any) -> wk.PollerDefi
         version=_order_version,
         cursor=cursor,
         fetch=fetch,
-        **{"schedule": wk.Schedule(**SCHEDULE), **options},
+        **{"schedule": _schedule(None), **options},
     )
 
 
@@ -78,7 +83,7 @@ def drf_recipe(
     name: str, base: str, *, schedule: dict[str, str] | None = None, reconcile_every: str = "30s"
 ) -> wk.PollerDefinition[Any]:
     """The poller ``name`` against the DRF vendor at ``base``."""
-    options: dict[str, Any] = {"schedule": wk.Schedule(**(schedule or SCHEDULE))}
+    options: dict[str, Any] = {"schedule": _schedule(schedule)}
 
     async def fetch_orders(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
         response = await ctx.http.get(
@@ -158,7 +163,7 @@ def json_recipe(
     name: str, base: str, *, schedule: dict[str, str] | None = None, ties_limit: int = 20
 ) -> wk.PollerDefinition[Any]:
     """The poller ``name`` against json-server at ``base``."""
-    options: dict[str, Any] = {"schedule": wk.Schedule(**(schedule or SCHEDULE))}
+    options: dict[str, Any] = {"schedule": _schedule(schedule)}
 
     def keyset(limit: int) -> Callable[[wk.FetchContext[wk.TimestampPosition]], Any]:
         async def fetch_orders(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:

@@ -380,15 +380,18 @@ async def run_drf(
 ) -> RunResult:
     """One run against the DRF vendor (started here unless given)."""
     started = time.monotonic()
-    own = vendor is None
-    vendor = vendor or await asyncio.to_thread(DrfVendor.start, folder / "vendor", dsn)
+    running: DrfVendor = (
+        vendor
+        if vendor is not None
+        else await asyncio.to_thread(DrfVendor.start, folder / "vendor", dsn)
+    )
     try:
-        await asyncio.to_thread(seed_drf, vendor.dsn, vendor.schema, plan.initial)
+        await asyncio.to_thread(seed_drf, running.dsn, running.schema, plan.initial)
 
         async def write() -> dict[str, int]:
             return await run_drf_writer(
-                vendor.dsn,
-                vendor.schema,
+                running.dsn,
+                running.schema,
                 seconds=plan.write_seconds,
                 threads=plan.writers,
                 seed=plan.seed,
@@ -397,14 +400,14 @@ async def run_drf(
             )
 
         pollers, writes, idle_start, idle_end = await _run_engines(
-            "drf", vendor, folder, specs, plan, dsn, write
+            "drf", running, folder, specs, plan, dsn, write
         )
         end = time.time()
-        history = await asyncio.to_thread(drf_history, vendor.dsn, vendor.schema)
-        results = _judge("drf", history, pollers, (idle_start, idle_end), end, vendor)
+        history = await asyncio.to_thread(drf_history, running.dsn, running.schema)
+        results = _judge("drf", history, pollers, (idle_start, idle_end), end, running)
     finally:
-        if own:
-            await asyncio.to_thread(vendor.stop)
+        if vendor is None:  # started here
+            await asyncio.to_thread(running.stop)
     return RunResult("drf", history, writes, results, time.monotonic() - started)
 
 
