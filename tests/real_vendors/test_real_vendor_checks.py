@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from real_vendor_tier.checks import Delivery, evaluate, json_key
+from real_vendor_tier.checks import DELETE_SETTLE_S, Delivery, evaluate, json_key
 from real_vendor_tier.oracle import JsonWrite, json_history
 
 T0 = 1_000.0
@@ -30,12 +30,14 @@ def delivery(
     return Delivery(event_id, kind, subject, "live", item, instance, at)
 
 
-def judge(deliveries: list[Delivery], *, killed: tuple[str, ...] = ()) -> dict[str, Any]:
+def judge(
+    deliveries: list[Delivery], *, killed: tuple[str, ...] = (), end: float = T0 + 80
+) -> dict[str, Any]:
     verdict = evaluate(
         history(),
         deliveries,
         key_of=json_key,
-        end=T0 + 60,
+        end=end,
         deletes_observable=True,
         killed=killed,
     )
@@ -70,6 +72,11 @@ def test_a_delete_before_the_vendor_deleted_is_a_phantom() -> None:
 def test_a_missing_delete_is_a_wrong_final_state_where_deletes_are_observable() -> None:
     got = judge(GOOD[:3])
     assert (got["wrong_final"], got["deletes_undelivered"]) == (1, 1)
+
+
+def test_a_delete_two_passes_could_not_have_confirmed_yet_is_not_judged() -> None:
+    got = judge(GOOD[:3], end=T0 + 40 + DELETE_SETTLE_S - 1)
+    assert (got["wrong_final"], got["deletes_undelivered"]) == (0, 0)
 
 
 def test_duplicates_are_explained_only_by_a_killed_first_delivery() -> None:

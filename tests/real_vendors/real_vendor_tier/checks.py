@@ -6,7 +6,8 @@ delivery of every process that ran it) and returns a :class:`Verdict`:
 - **obligations / missed**: every version that surely stayed visible 10 s or more must
   have been delivered (an event whose item is that version);
 - **wrong final states**: each order's last event must be the vendor's final state; an
-  order deleted at the end counts only where deletes are observable (full listings);
+  order deleted at the end counts only where deletes are observable (full listings), and
+  only once the delete is :data:`DELETE_SETTLE_S` old (two passes must confirm it);
 - **phantom deletes**: a ``deleted`` event needs a delete at the vendor after the version
   the poller had delivered before it, and before the event;
 - **unexplained duplicates**: an event delivered twice must have been delivered first by
@@ -15,7 +16,8 @@ delivery of every process that ran it) and returns a :class:`Verdict`:
 - **unknown versions**: an event whose item matches no version the vendor ever had
   (always a bug in the tier or the engine);
 - **delete latency**: from a delete's commit to its ``deleted`` event, for deletes that
-  stayed deleted 10 s or more.
+  stayed deleted :data:`DELETE_SETTLE_S` or more (the others count as undelivered only
+  when no event came).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from typing import Any
 from .oracle import History, Version, VersionKey, stamp_us
 
 VISIBLE_S = 10.0
+DELETE_SETTLE_S = 25.0
+"""How long a delete is given before its absence is judged: a full listing reports it after
+two complete passes that agree, and at the tier's schedule (5 s, growing by half on idle
+cycles) two passes after a delete can take 5 + 7.5 + 11.25 s."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +161,7 @@ def evaluate(
         per_order.setdefault(identity, []).append((delivery, state))
 
     _obligations(verdict, history, delivered_keys, end)
-    _final_states(verdict, history, per_order, deletes_observable)
+    _final_states(verdict, history, per_order, deletes_observable, end)
     _deletes(verdict, history, per_order, end, deletes_observable)
     _order(verdict, history, per_order)
     return verdict
@@ -180,13 +186,14 @@ def _final_states(
     history: History,
     per_order: Mapping[int, list[tuple[Delivery, Version | None]]],
     deletes_observable: bool,
+    end: float,
 ) -> None:
     for identity, final in history.final().items():
         events = per_order.get(identity, [])
         last = events[-1] if events else None
         if final.deleted:
-            if not deletes_observable or not events:
-                continue  # never delivered at all and gone: nothing to be wrong about
+            if not deletes_observable or not events or final.visible_for(end) < DELETE_SETTLE_S:
+                continue  # not observable, never known, or not confirmable yet
             if last is None or last[0].type != "deleted":
                 verdict.wrong_final.append(identity)
         elif (
@@ -222,16 +229,17 @@ def _deletes(
         if not events:
             continue  # the poller never knew the order
         for state in states:
-            if not state.deleted or state.visible_for(end) < VISIBLE_S:
+            if not state.deleted:
                 continue
             seen = [
                 delivery.at
                 for delivery, _ in events
                 if delivery.type == "deleted" and delivery.at >= state.visible_from
             ]
-            if seen:
+            settled = state.visible_for(end) >= DELETE_SETTLE_S
+            if seen and (settled or state.visible_until is None):
                 verdict.delete_latency.append(min(seen) - state.visible_from)
-            else:
+            elif settled:
                 verdict.deletes_undelivered += 1
 
 
