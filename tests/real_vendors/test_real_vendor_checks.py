@@ -93,3 +93,17 @@ def test_going_back_to_an_older_version_is_an_order_violation() -> None:
 def test_an_item_no_version_of_the_vendor_matches_is_unknown() -> None:
     invented = delivery("e5", "updated", order(2, 7, 9), T0 + 22)
     assert judge([*GOOD, invented])["unknown_versions"] == 1
+
+
+def test_a_delete_undone_by_a_recreation_may_go_unreported() -> None:
+    log = [
+        JsonWrite("delete", {"id": 1}, T0 + 9, T0 + 10, 200),
+        JsonWrite("post", order(1, 2, 50), T0 + 49, T0 + 50, 200),
+    ]
+    recreated = json_history([order(1, 1, 1)], T0, log)
+    deliveries = [
+        delivery("e1", "created", order(1, 1, 1), T0 + 1),
+        delivery("e2", "updated", order(1, 2, 50), T0 + 52),
+    ]
+    verdict = evaluate(recreated, deliveries, key_of=json_key, end=T0 + 80, deletes_observable=True)
+    assert (verdict.deletes_undelivered, verdict.wrong_final, verdict.delete_latency) == (0, [], [])
