@@ -107,3 +107,18 @@ def test_a_delete_undone_by_a_recreation_may_go_unreported() -> None:
     ]
     verdict = evaluate(recreated, deliveries, key_of=json_key, end=T0 + 80, deletes_observable=True)
     assert (verdict.deletes_undelivered, verdict.wrong_final, verdict.delete_latency) == (0, [], [])
+
+
+def test_a_deleted_event_is_timed_against_the_delete_just_before_it() -> None:
+    log = [
+        JsonWrite("delete", {"id": 1}, T0 + 9, T0 + 10, 200),
+        JsonWrite("post", order(1, 2, 20), T0 + 19, T0 + 20, 200),
+        JsonWrite("delete", {"id": 1}, T0 + 29, T0 + 30, 200),
+    ]
+    twice = json_history([order(1, 1, 1)], T0, log)
+    deliveries = [
+        delivery("e1", "created", order(1, 1, 1), T0 + 1),
+        delivery("e2", "deleted", None, T0 + 36),
+    ]
+    verdict = evaluate(twice, deliveries, key_of=json_key, end=T0 + 80, deletes_observable=True)
+    assert (verdict.delete_latency, verdict.deletes_undelivered) == ([6.0], 0)

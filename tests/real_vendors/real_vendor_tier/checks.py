@@ -228,13 +228,14 @@ def _deletes(
         events = per_order.get(identity, [])
         if not events:
             continue  # the poller never knew the order
-        for state in states:
-            if not state.deleted:
-                continue
+        gone = [state for state in states if state.deleted]
+        for n, state in enumerate(gone):
+            # A `deleted` event belongs to the latest delete before it.
+            before = gone[n + 1].visible_from if n + 1 < len(gone) else float("inf")
             seen = [
                 delivery.at
                 for delivery, _ in events
-                if delivery.type == "deleted" and delivery.at >= state.visible_from
+                if delivery.type == "deleted" and state.visible_from <= delivery.at < before
             ]
             if seen:
                 verdict.delete_latency.append(min(seen) - state.visible_from)
