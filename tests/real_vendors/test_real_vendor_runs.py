@@ -124,6 +124,7 @@ def test_overlap_delivers_every_version_visible_10s(
 def test_snapshot_deletes_arrive(short_tier: ShortTier, vendor: str) -> None:
     got = figures(short_tier, vendor, "snapshot")
     print(got)
+    assert got["deletes_seen"] > 0  # the run had deletes that stood, and they arrived
     assert got["deletes_undelivered"] == 0
 
 

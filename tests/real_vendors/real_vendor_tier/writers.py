@@ -184,11 +184,11 @@ class JsonWriters:
     async def _client(self, http: httpx.AsyncClient, rng: random.Random, until: float) -> None:
         while time.monotonic() < until:
             roll = rng.random()
-            if roll < 0.68:
+            if roll < 0.62:
                 await self._update(http, rng)
-            elif roll < 0.80:
+            elif roll < 0.76:
                 await self._create(http, rng)
-            elif roll < 0.90:
+            elif roll < 0.92:
                 await self._delete(http, rng)
             else:
                 await self._recreate(http, rng)
