@@ -154,9 +154,13 @@ class DrfVendor(Served):
             text=True,
             check=False,
         )
-        if migrated.returncode != 0:
-            raise RuntimeError(f"migrate failed: {migrated.stderr[-3000:]}")
-        install_audit(dsn, schema)
+        try:
+            if migrated.returncode != 0:
+                raise RuntimeError(f"migrate failed: {migrated.stderr[-3000:]}")
+            install_audit(dsn, schema)
+        except BaseException:
+            _drop_schema(dsn, schema)
+            raise
         port = port or free_port()
         access_log = folder / "gunicorn-access.log"
         error_log = folder / "gunicorn.log"
@@ -204,10 +208,14 @@ class DrfVendor(Served):
         """Stop gunicorn and drop the schema (unless ``drop=False``)."""
         _terminate(self.process)
         if drop:
-            import psycopg
+            _drop_schema(self.dsn, self.schema)
 
-            with psycopg.connect(self.dsn, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+def _drop_schema(dsn: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def _count(log: Path, marker: str) -> int:
