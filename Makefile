@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help demo test lint typecheck arch unit bench bench-scale chaos conformance mutants services clean format
+.PHONY: help demo test lint typecheck arch unit bench bench-scale chaos conformance mutants real-vendors services clean format
 
 help:
 	@echo "make demo         run the demo: a simulated vendor API polled into ./watukuy-demo.db"
@@ -15,6 +15,7 @@ help:
 	@echo "make chaos        long chaos sweep (SEEDS=200 STEPS=150), then the inbox crash loop (INBOX_RUNS=300)"
 	@echo "make conformance  long conformance sweep on all four stores (EXAMPLES=10 STORES=all)"
 	@echo "make mutants      every mutant of tests/guarantees/ledger.py must be killed (ONLY=name,...)"
+	@echo "make real-vendors the long real-vendor run (DRF over PostgreSQL, json-server), figures"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -69,6 +70,14 @@ conformance: $(STAMP)
 
 mutants: $(STAMP)
 	$(BIN)/python tests/guarantees/mutants.py $(if $(ONLY),--only $(ONLY))
+
+# The real-vendor tier's long run: RV_RUNS runs of RV_WRITE s of writes each; ENGINE_PYTHON
+# runs the engines with another checkout's interpreter (its .venv/bin/python).
+RV_RUNS ?= 3
+RV_WRITE ?= 120
+real-vendors: $(STAMP)
+	$(BIN)/python tests/real_vendors/run.py --runs $(RV_RUNS) --write $(RV_WRITE) \
+		$(if $(ENGINE_PYTHON),--engine-python $(ENGINE_PYTHON)) $(if $(RV_JSON),--json $(RV_JSON))
 
 services:
 	scripts/ensure-services
