@@ -1,9 +1,5 @@
 """The short real-vendor run: pollers written from our docs, held against the vendors'
 own history (see ``conftest.py`` for what runs, ``real_vendor_tier`` for how).
-
-Tests marked ``xfail(strict=True)`` name a fix of issue 34 that is not on this branch:
-when it lands, the test passes, strict xfail turns that into a failure, and the marker
-must go.
 """
 
 from __future__ import annotations
@@ -16,23 +12,6 @@ from real_vendor_tier.scenario import RunResult
 from real_vendor_tier.short import ShortTier
 
 pytestmark = pytest.mark.slow
-
-NEEDS_LOOKBACK = pytest.mark.xfail(
-    strict=True,
-    reason="needs TimestampCursor's default late-commit lookback (issue 34)",
-)
-NEEDS_PASS_RESTART = pytest.mark.xfail(
-    strict=True,
-    reason="needs resumed passes that restart when a page keeps failing (issue 34)",
-)
-NEEDS_TOKEN_KEPT = pytest.mark.xfail(
-    strict=True,
-    reason="needs TokenCursor keeping the last page's token on a None next token (issue 34)",
-)
-NEEDS_TIE_STALL_ERROR = pytest.mark.xfail(
-    strict=True,
-    reason="needs stalled tie groups failed with an error naming the sizes (issue 34)",
-)
 
 RECIPES = {
     "drf": ("quickstart", "overlap", "token", "snapshot"),
@@ -131,7 +110,6 @@ def test_snapshot_deletes_arrive(short_tier: ShortTier, vendor: str) -> None:
 # --- issue 34's done-when lines ------------------------------------------------------------
 
 
-@NEEDS_LOOKBACK
 @pytest.mark.parametrize("vendor", ["drf", "json"])
 def test_quickstart_delivers_every_version_visible_10s(short_tier: ShortTier, vendor: str) -> None:
     got = figures(short_tier, vendor, "quickstart")
@@ -139,14 +117,12 @@ def test_quickstart_delivers_every_version_visible_10s(short_tier: ShortTier, ve
     assert got["missed"] == 0, got
 
 
-@NEEDS_LOOKBACK
 @pytest.mark.parametrize("vendor", ["drf", "json"])
 def test_quickstart_ends_in_the_vendors_final_state(short_tier: ShortTier, vendor: str) -> None:
     got = figures(short_tier, vendor, "quickstart")
     assert got["wrong_final"] == 0, got
 
 
-@NEEDS_TOKEN_KEPT
 def test_token_recipe_reads_one_page_per_idle_cycle(short_tier: ShortTier) -> None:
     got = figures(short_tier, "drf", "token")
     print(got)
@@ -164,7 +140,6 @@ def test_a_pass_whose_last_page_vanished_fails_and_deletes_nothing_live(
     assert wedge.phantom_deletes == 0
 
 
-@NEEDS_PASS_RESTART
 def test_a_pass_whose_last_page_vanished_recovers(short_tier: ShortTier) -> None:
     wedge = short_tier.get("wedge")
     assert wedge.ticks_to_deliver is not None, wedge.tick_errors
@@ -173,7 +148,6 @@ def test_a_pass_whose_last_page_vanished_recovers(short_tier: ShortTier) -> None
 ISO_STAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z?")
 
 
-@NEEDS_TIE_STALL_ERROR
 def test_a_tie_group_larger_than_the_page_fails_with_what_to_change(short_tier: ShortTier) -> None:
     ties = short_tier.get("ties")
     print(ties)
