@@ -336,6 +336,13 @@ async def run_replicas(kind: str, config: ReplicasConfig, folder: Path) -> Repli
             )
             await asyncio.sleep(config.before_kill_s)
             victim = replicas[1] if len(replicas) > 1 else replicas[0]
+            # A takeover needs something to take over: on a loaded machine the victim may
+            # not have polled a key yet, so wait (bounded) until it has.
+            give_up = time.monotonic() + 60
+            while time.monotonic() < give_up and not any(
+                poll.client == victim.instance for poll in polls_from_log(api.log)
+            ):
+                await asyncio.sleep(0.2)
             victim.process.send_signal(signal.SIGKILL)
             kill_at = now_ms()
             await victim.process.wait()
