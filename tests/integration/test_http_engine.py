@@ -272,3 +272,95 @@ async def test_a_304_grows_the_interval_and_never_deletes_on_a_timestamp_poller(
     state = await world.store.load_state(PKey("orders"))
     assert state is not None
     assert state.last_reconcile_at == start + 25_000  # a complete (if unchanged) listing
+
+
+# --- a fetch that reads the body of a 304 -----------------------------------------------
+
+
+def unchecked_timestamp_fetch(limit: int) -> Any:
+    """The README quickstart's fetch: it reads the body without checking `not_modified`."""
+
+    async def fetch(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
+        response = await ctx.http.get(
+            f"{BASE}/items",
+            params={"since": ctx.cursor.value, "after_id": ctx.cursor.tie_break, "limit": limit},
+        )
+        body = response.json()
+        return wk.Page(items=body["data"], has_more=body["has_more"])
+
+    return fetch
+
+
+def unchecked_token_fetch(limit: int) -> Any:
+    """A next-token fetch that keeps the last token and never checks `not_modified`."""
+
+    async def fetch(ctx: wk.FetchContext[wk.TokenPosition]) -> wk.Page[Any]:
+        response = await ctx.http.get(
+            f"{BASE}/items/token", params={"cursor": ctx.cursor.value, "limit": limit}
+        )
+        body = response.json()
+        return wk.Page(items=body["data"], cursor=body["next"], has_more=body["next"] is not None)
+
+    return fetch
+
+
+async def test_a_fetch_that_reads_a_304_body_gets_an_unchanged_page_not_a_failure(
+    world: World,
+) -> None:
+    seed(world, 3)
+    world.api.set_etags(True)
+    schedules = Schedules()
+    engine = world.engine(
+        orders(
+            fetch=unchecked_timestamp_fetch(limit=10),
+            cursor=wk.TimestampCursor(field="updated_at", tie_break="id", overlap=0),
+            schedule=wk.Schedule(min="10s", max="10m", jitter=0),
+        ),
+        hooks=schedules,
+    )
+    recorder = Recorder()
+    engine.on("orders", recorder)
+    start = world.clock.now()
+    for offset in (0, 10_000, 25_000):
+        await world.clock.advance_to(start + offset)
+        result = await engine.tick()
+        assert [r.error for r in result.polled] == [None]
+    world.api.update("item-002", status="paid")
+    await world.clock.advance_to(schedules.seen[-1].next_due_at)
+    last = await engine.tick()
+
+    assert [r.status for r in world.api.log] == [200, 200, 304, 200]
+    assert [r.error for r in last.polled] == [None]
+    # The 304 was read as an idle cycle (not a failure), and the change after it arrived.
+    assert schedules.reasons[2] == "not-modified"
+    report = (await engine.inspect())["pollers"][0]
+    assert report["schedule"]["consecutive_failures"] == 0
+    assert [(e.type, e.subject) for e in recorder.events][-1] == ("updated", "item-002")
+
+
+async def test_a_token_fetch_that_reads_a_304_body_keeps_its_token(world: World) -> None:
+    seed(world, 3)
+    world.api.set_etags(True)
+    schedules = Schedules()
+    engine = world.engine(
+        wk.define_poller(
+            name="orders",
+            identity=lambda o: o["id"],
+            cursor=wk.TokenCursor(),
+            fetch=unchecked_token_fetch(limit=2),
+            schedule=wk.Schedule(min="10s", max="10m", jitter=0),
+        ),
+        hooks=schedules,
+    )
+    engine.on("orders", Recorder())
+    for _ in range(4):
+        result = await engine.tick()
+        assert [r.error for r in result.polled] == [None]
+        await world.clock.advance_to(schedules.seen[-1].next_due_at)
+
+    asked = [(r.query.get("cursor"), r.status) for r in world.api.log]
+    last_token = asked[1][0]
+    assert last_token is not None
+    # Cycle 1 reads both pages and keeps the last page's token; the same request in cycles
+    # 2-4 is answered 304, read as unchanged, and keeps that token: never the first page.
+    assert asked == [(None, 200), *[(last_token, 200)], *[(last_token, 304)] * 3]

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Final, Self, cast
 import httpx
 
 from watukuy.model import json as wkjson
-from watukuy.model.errors import ErrorCode, HttpError, WatukuyError
+from watukuy.model.errors import ErrorCode, HttpError, NotModifiedError, WatukuyError
 from watukuy.model.rows import RateLimitInfo
 
 __all__ = ["MAX_ERROR_BODY", "BodyError", "HttpResponse", "read_error_text"]
@@ -40,7 +40,8 @@ class HttpResponse:
     Attributes:
         status: HTTP status code (also ``status_code``).
         ok: True for 2xx and for ``304 Not Modified``.
-        not_modified: True for ``304 Not Modified`` (there is no body then).
+        not_modified: True for ``304 Not Modified`` (there is no body then: reading it
+            raises :class:`~watukuy.model.errors.NotModifiedError`).
         headers: Response headers (case-insensitive).
         url: The URL requested, query string included.
         rate_limit: Rate-limit headers of this response, parsed, or ``None``.
@@ -120,10 +121,9 @@ class HttpResponse:
 
     def _require_body(self) -> None:
         if self.not_modified:
-            raise WatukuyError(
-                f"{self.url} answered 304 Not Modified, which has no body; "
-                "check response.not_modified before reading it",
-                code="INVALID_STATE",
+            raise NotModifiedError(
+                f"{self._shown_url} answered 304 Not Modified, which has no body; "
+                "check response.not_modified before reading it"
             )
 
     @property
@@ -131,7 +131,8 @@ class HttpResponse:
         """The body as bytes.
 
         Raises:
-            WatukuyError: The response is a 304 (code ``INVALID_STATE``).
+            NotModifiedError: The response is a 304 (code ``INVALID_STATE``); escaping
+                ``fetch``, it reads as an unchanged page.
         """
         self._require_body()
         return self.raw.content
@@ -141,7 +142,8 @@ class HttpResponse:
         """The body decoded with the response charset (UTF-8 when none is given).
 
         Raises:
-            WatukuyError: The response is a 304 (code ``INVALID_STATE``).
+            NotModifiedError: The response is a 304 (code ``INVALID_STATE``); escaping
+                ``fetch``, it reads as an unchanged page.
         """
         self._require_body()
         return self.raw.text
@@ -150,7 +152,8 @@ class HttpResponse:
         """The body parsed as JSON.
 
         Raises:
-            WatukuyError: The response is a 304 (code ``INVALID_STATE``).
+            NotModifiedError: The response is a 304 (code ``INVALID_STATE``); escaping
+                ``fetch``, it reads as an unchanged page.
             BodyError: The body is not JSON, or not valid UTF-8 (a fetch failure for the
                 scheduler). The message says what came instead: status, content type, the
                 first bytes and the URL (credentials masked).

@@ -7,6 +7,7 @@ The tree::
     ├── ConfigError               CONFIG: bad poller/engine configuration or operation argument
     ├── LeaseLostError            LEASE_LOST: a fenced write met a newer lease epoch
     ├── HttpError                 HTTP: a non-2xx (other than 304) answer from ``ctx.http``
+    ├── NotModifiedError          INVALID_STATE: the body of a ``304 Not Modified`` was read
     ├── StoreError                STORE: a store adapter failed; the driver error is ``__cause__``
     ├── ValidationError           VALIDATION: an item failed the schema (``on_invalid="fail"``)
     ├── HandlerError              HANDLER: wraps a handler failure when it is serialised
@@ -30,6 +31,7 @@ __all__ = [
     "HandlerError",
     "HttpError",
     "LeaseLostError",
+    "NotModifiedError",
     "ReplayUnavailableError",
     "SerializedError",
     "StoreError",
@@ -132,6 +134,20 @@ class LeaseLostError(WatukuyError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.poller, self.partition, self.epoch))
+
+
+class NotModifiedError(WatukuyError):
+    """``fetch`` read the body (``json()``, ``text``, ``content``) of a ``304 Not Modified``
+    answer, which has none.
+
+    Raised by the responses of ``ctx.http``. When it escapes ``fetch``, the lane does not
+    count a failure: it reads the page as ``Page(items=[], has_more=False)``, which is what
+    a ``fetch`` that checks ``response.not_modified`` returns. The listing is as it was
+    when the validator was stored, so nothing is new and the cursor keeps its place. Code
+    ``INVALID_STATE``.
+    """
+
+    default_code: ClassVar[ErrorCode] = "INVALID_STATE"
 
 
 class HttpError(WatukuyError):

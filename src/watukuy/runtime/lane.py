@@ -49,6 +49,7 @@ from watukuy.model.errors import (
     ConfigError,
     HttpError,
     LeaseLostError,
+    NotModifiedError,
     SerializedError,
     StoreError,
     ValidationError,
@@ -272,6 +273,10 @@ def _consume(future: asyncio.Future[Any]) -> None:
         future.exception()  # read, so that asyncio does not log it as never retrieved
 
 
+_UNCHANGED: Page[Any] = Page(items=(), has_more=False)
+"""The page a ``304 Not Modified`` stands for: nothing new, the cursor keeps its place."""
+
+
 class _Fetch:
     """One call of ``fetch``, running in a task of its own from the moment it is made."""
 
@@ -292,6 +297,12 @@ class _Fetch:
     async def _run(self, source: _PageSource) -> Page[Any] | None:
         try:
             return await source.next(self.ctx)
+        except NotModifiedError:
+            if not self.observations.not_modified:
+                raise  # not this page's own 304: a failure like any other
+            # `fetch` read the body of this page's 304: the page is as it was, which is
+            # what a fetch that checks `response.not_modified` says.
+            return _UNCHANGED
         finally:
             self.duration_ms = self._clock.now() - self._started
 

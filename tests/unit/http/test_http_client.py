@@ -20,6 +20,7 @@ from watukuy.model.errors import (
     ConfigError,
     HttpError,
     LeaseLostError,
+    NotModifiedError,
     StoreError,
     WatukuyError,
 )
@@ -193,7 +194,7 @@ async def test_304_is_ok_not_modified_and_has_no_body(world: World) -> None:
     assert (res.status, res.ok, res.not_modified) == (304, True, True)
     assert world.observations.not_modified is True
     for read in (lambda: res.json(), lambda: res.text, lambda: res.content):
-        with pytest.raises(WatukuyError, match="304 Not Modified, which has no body") as caught:
+        with pytest.raises(NotModifiedError, match="304 Not Modified, which has no body") as caught:
             read()
         assert caught.value.code == "INVALID_STATE"
     assert world.store.sets == []
