@@ -32,6 +32,7 @@ from real_vendor_tier.scenario import (
     RunPlan,
     run_drf,
     run_json,
+    run_not_modified,
     run_ties,
     run_wedge,
 )
@@ -72,6 +73,7 @@ COLUMNS = (
     ("idle_requests_per_min", "idle req/min"),
     ("idle_live_requests_per_cycle", "live req/idle cycle"),
     ("errors", "errors"),
+    ("answered_304", "304s"),
 )
 
 
@@ -102,10 +104,19 @@ async def one_run(number: int, args: argparse.Namespace, folder: Path) -> dict[s
     if "drf" in args.vendors:
         jobs["drf"] = run_drf(folder / "drf", POSTGRES_URL, LONG_DRF, plan)
         jobs["wedge"] = run_wedge(folder / "wedge", POSTGRES_URL, engine_python=args.engine_python)
+        jobs["wedge-gone"] = run_wedge(
+            folder / "wedge-gone",
+            POSTGRES_URL,
+            recipe="wedge-gone",
+            engine_python=args.engine_python,
+        )
     if "json" in args.vendors:
         json_plan = RunPlan(**{**plan.__dict__, "writers": 6, "bulk_size": 60})
         jobs["json"] = run_json(folder / "json", LONG_JSON, json_plan, dsn=POSTGRES_URL)
         jobs["ties"] = run_ties(folder / "ties", engine_python=args.engine_python)
+        jobs["not-modified"] = run_not_modified(
+            folder / "not-modified", engine_python=args.engine_python
+        )
     results = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
     report: dict[str, Any] = {"run": number}
     for vendor in ("drf", "json"):
@@ -124,14 +135,19 @@ async def one_run(number: int, args: argparse.Namespace, folder: Path) -> dict[s
             )
             print(f"commit/answer minus stamp (s): {run.lateness()}; run took {run.seconds:.0f} s")
             print(table(rows))
-    if "wedge" in results:
-        wedge = results["wedge"]
-        report["wedge"] = wedge.__dict__
+    for name, fetch in (
+        ("wedge", "raises on the 404"),
+        ("wedge-gone", "the docs' Page(gone=True)"),
+    ):
+        if name not in results:
+            continue
+        wedge = results[name]
+        report[name] = wedge.__dict__
         print(
-            f"\nwedge (DRF page numbers, last page gone mid-pass): errors in the 3 ticks after "
-            f"the cut: {[len(e) for e in wedge.errors_before_update]}; update delivered after "
-            f"{wedge.ticks_to_deliver} tick(s) (None: not within 8); deleted events "
-            f"{wedge.deleted_events}, phantom {wedge.phantom_deletes}"
+            f"\n{name} (DRF page numbers, last page gone mid-pass; fetch: {fetch}): errors in "
+            f"the 3 ticks after the cut: {[len(e) for e in wedge.errors_before_update]}; update "
+            f"delivered after {wedge.ticks_to_deliver} tick(s) (None: not within 8); deleted "
+            f"events {wedge.deleted_events}, phantom {wedge.phantom_deletes}"
         )
     if "ties" in results:
         ties = results["ties"]
@@ -141,6 +157,15 @@ async def one_run(number: int, args: argparse.Namespace, folder: Path) -> dict[s
             f"{ties.delivered} of {ties.orders} orders delivered in {len(ties.tick_errors)} "
             f"ticks, {ties.requests} requests, errors {sum(len(e) for e in ties.tick_errors)}: "
             f"{next((e for e in ties.tick_errors if e), [])[:1]}"
+        )
+    if "not-modified" in results:
+        unchanged = results["not-modified"]
+        report["not-modified"] = unchanged.__dict__
+        print(
+            f"not-modified (json-server, the quickstart's fetch reads 304 bodies): "
+            f"{unchanged.answered_304} answers 304 in {len(unchanged.tick_errors)} ticks, "
+            f"errors {sum(len(e) for e in unchanged.tick_errors)}, update after them "
+            f"delivered: {unchanged.update_delivered}"
         )
     return report
 

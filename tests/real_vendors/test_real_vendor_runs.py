@@ -156,3 +156,33 @@ def test_a_tie_group_larger_than_the_page_fails_with_what_to_change(short_tier: 
         re.search(rf"\b{ties.limit}\b", message) and re.search(r"tie[_ -]?break", message)
         for message in messages
     ), messages
+
+
+def test_the_docs_fetch_abandons_a_pass_whose_last_page_vanished(short_tier: ShortTier) -> None:
+    # The snapshot recipe's fetch (docs/cursors.md) answers DRF's 404 past the end with
+    # Page(gone=True): the pass is abandoned at once, no cycle fails, nothing is deleted.
+    wedge = short_tier.get("wedge_gone")
+    print(wedge)
+    assert wedge.tick_errors[0] == []
+    assert wedge.errors_before_update == [[], [], []]
+    assert wedge.ticks_to_deliver is not None, wedge.tick_errors
+    assert wedge.phantom_deletes == 0
+
+
+@pytest.mark.parametrize("recipe", ["quickstart", "overlap", "snapshot"])
+def test_no_json_server_cycle_fails(short_tier: ShortTier, recipe: str) -> None:
+    # json-server answers the engine's conditional requests with 304; the quickstart's
+    # fetch reads the body without checking `not_modified`, the snapshot's checks it.
+    got = figures(short_tier, "json", recipe)
+    print(got)
+    assert got["errors"] == 0, run_of(short_tier, "json").recipes[recipe].errors
+
+
+def test_a_304_body_read_by_the_quickstart_fetch_is_an_unchanged_page(
+    short_tier: ShortTier,
+) -> None:
+    unchanged = short_tier.get("not_modified")
+    print(unchanged)
+    assert unchanged.answered_304 >= 2, "json-server answered no 304: the rule went untested"
+    assert unchanged.tick_errors == [[]] * len(unchanged.tick_errors)
+    assert unchanged.update_delivered

@@ -29,17 +29,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from .checks import Verdict, drf_key, evaluate, json_key, read_journal
 from .oracle import History, drf_history, json_history
 from .vendors import DrfVendor, JsonServer, Served
-from .writers import JsonWriters, json_orders, run_drf_writer, seed_drf
+from .writers import JsonWriters, iso_ms, json_orders, run_drf_writer, seed_drf
 
 CHILD = Path(__file__).with_name("engine_child.py")
 ENGINE_PYTHON = os.environ.get("WATUKUY_RV_ENGINE_PYTHON") or sys.executable
 LIVE_PATHS = {
     ("drf", "token"): "orders/cursor/",
     ("drf", "snapshot"): "orders/pages/",
-    ("drf", "page-reconcile"): "orders/pages/",
+    # Its reconcile listing reads the same path with `?ordering=id&page=...`.
+    ("drf", "page-reconcile"): "orders/pages/?page=",
 }
 
 
@@ -105,6 +108,7 @@ class RecipeResult:
     idle_seconds: float
     errors: list[dict[str, Any]]
     cycles: int
+    not_modified: int = 0
 
     def figures(self) -> dict[str, Any]:
         """Everything a report prints for this recipe."""
@@ -118,6 +122,7 @@ class RecipeResult:
             "requests": self.requests,
             "cycles": self.cycles,
             "errors": len(self.errors),
+            "answered_304": self.not_modified,
             "idle_requests_per_min": None if per_minute is None else round(per_minute, 1),
             "idle_live_requests_per_cycle": None if per_cycle is None else round(per_cycle, 2),
         }
@@ -366,6 +371,7 @@ def _judge(
             idle_seconds=idle[1] - idle[0],
             errors=errors,
             cycles=sum(1 for poll in polls if poll["lane"] == "live"),
+            not_modified=vendor.answered(name, 304),
         )
     return results
 
@@ -528,7 +534,12 @@ class WedgeResult:
 
 
 async def run_wedge(
-    folder: Path, dsn: str, *, ticks_after_update: int = 8, engine_python: str = ENGINE_PYTHON
+    folder: Path,
+    dsn: str,
+    *,
+    recipe: str = "wedge",
+    ticks_after_update: int = 8,
+    engine_python: str = ENGINE_PYTHON,
 ) -> WedgeResult:
     """A ``SnapshotDiff`` pass over DRF page numbers whose last page vanishes under it.
 
@@ -536,7 +547,9 @@ async def run_wedge(
     ``tick()`` reads pages 1-2, then another client deletes orders 51-150, so page 3 answers
     ``404 {"detail": "Invalid page."}``. Three ticks later order 1 is updated; the run
     counts the ticks until that update is delivered (``None``: never, within
-    ``ticks_after_update``).
+    ``ticks_after_update``). ``recipe``: ``"wedge"``, a fetch that raises on that ``404``
+    (the engine's safety net), or ``"wedge-gone"``, the docs' fetch, which returns
+    ``Page(gone=True)`` for it.
     """
     import psycopg
 
@@ -545,7 +558,7 @@ async def run_wedge(
     try:
         await asyncio.to_thread(seed_drf, vendor.dsn, vendor.schema, 150)
         engine = await TickedEngine.start(
-            folder, "drf", "wedge", vendor.client_url("wedge"), python=engine_python
+            folder, "drf", recipe, vendor.client_url(recipe), python=engine_python
         )
         results = [await engine.tick()]
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -633,6 +646,52 @@ async def run_ties(
             delivered=len({d.subject for d in deliveries}),
             requests=server.requests("ties"),
             tick_errors=results,
+        )
+    finally:
+        if engine is not None:
+            await engine.child.kill()
+        await asyncio.to_thread(server.stop)
+
+
+@dataclass
+class NotModifiedResult:
+    """The 304 run (see :func:`run_not_modified`)."""
+
+    answered_304: int
+    tick_errors: list[list[str]]
+    update_delivered: bool
+
+
+async def run_not_modified(
+    folder: Path, *, ticks: int = 6, engine_python: str = ENGINE_PYTHON
+) -> NotModifiedResult:
+    """json-server on 20 orders that do not change, polled ``ticks`` times by the
+    ``quickstart`` recipe, whose fetch reads the body without checking ``not_modified``:
+    json-server answers the engine's repeated conditional request with ``304``. Then one
+    order is updated, and two more ticks must deliver it."""
+    orders = json_orders(20, start=time.time() - 600)
+    server = await asyncio.to_thread(JsonServer.start, folder / "vendor", orders)
+    engine: TickedEngine | None = None
+    try:
+        engine = await TickedEngine.start(
+            folder, "json", "quickstart", server.client_url("quickstart"), python=engine_python
+        )
+        results = [await engine.tick() for _ in range(ticks)]
+        changed = {**orders[0], "version": orders[0]["version"] + 1, "status": "paid"}
+        changed["updatedAt"] = iso_ms(time.time())
+        async with httpx.AsyncClient(base_url=server.base_url) as http:
+            answer = await http.put(f"/orders/{changed['id']}", json=changed)
+            answer.raise_for_status()
+        results += [await engine.tick() for _ in range(2)]
+        await engine.close()
+        deliveries, _, _ = read_journal(engine.journal)
+        return NotModifiedResult(
+            answered_304=server.answered("quickstart", 304),
+            tick_errors=results,
+            update_delivered=any(
+                d.subject == str(changed["id"]) and (d.data or {}).get("status") == "paid"
+                for d in deliveries
+            ),
         )
     finally:
         if engine is not None:

@@ -1,7 +1,8 @@
 """The short run of ``make test`` (pytest only): what runs, on what, for how long.
 
-:func:`run_short_tier` runs the DRF and json-server runs, the vanished-last-page run and
-the tie-group run at once (about a minute of wall time, most of it the writers' and the
+:func:`run_short_tier` runs the DRF and json-server runs, the two vanished-last-page runs
+(a fetch that raises on the ``404``, and the docs' fetch), the tie-group run and the
+``304`` run at once (about a minute of wall time, most of it the writers' and the
 idle window's), and returns a :class:`ShortTier`.
 """
 
@@ -17,12 +18,14 @@ import pytest
 
 from .scenario import (
     EngineSpec,
+    NotModifiedResult,
     RunPlan,
     RunResult,
     TiesResult,
     WedgeResult,
     run_drf,
     run_json,
+    run_not_modified,
     run_ties,
     run_wedge,
 )
@@ -53,6 +56,8 @@ class ShortTier:
     json: RunResult | str
     wedge: WedgeResult | str
     ties: TiesResult | str
+    wedge_gone: WedgeResult | str
+    not_modified: NotModifiedResult | str
 
     def get(self, name: str) -> Any:
         """The result ``name``, or skip (fail under CI) with why it could not run."""
@@ -97,6 +102,14 @@ async def run_short_tier(folder: Path, dsn: str | None) -> ShortTier:
         else missing(node_missing or no_postgres),
         guarded(run_wedge(folder / "wedge", dsn)) if dsn else missing(no_postgres),
         guarded(run_ties(folder / "ties")) if node_missing is None else missing(node_missing),
+        guarded(run_wedge(folder / "wedge-gone", dsn, recipe="wedge-gone"))
+        if dsn
+        else missing(no_postgres),
     ]
-    drf, json, wedge, ties = await asyncio.gather(*jobs)
-    return ShortTier(drf, json, wedge, ties)
+    jobs.append(
+        guarded(run_not_modified(folder / "not-modified"))
+        if node_missing is None
+        else missing(node_missing)
+    )
+    drf, json, wedge, ties, wedge_gone, not_modified = await asyncio.gather(*jobs)
+    return ShortTier(drf, json, wedge, ties, wedge_gone, not_modified)

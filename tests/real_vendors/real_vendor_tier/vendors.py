@@ -92,6 +92,14 @@ class Served:
         """Requests the vendor answered so far under :meth:`client_url` (and ``path``)."""
         return _count(self.access_log, f"/c/{name}/{path}")
 
+    def answered(self, name: str, status: int) -> int:
+        """Requests under :meth:`client_url` that the vendor answered with ``status``."""
+        if not self.access_log.exists():
+            return 0
+        marker, ending = f"/c/{name}/".encode(), f" {status}".encode()
+        with self.access_log.open("rb") as lines:
+            return sum(1 for line in lines if marker in line and line.rstrip().endswith(ending))
+
 
 # --- Django REST Framework over PostgreSQL, served by gunicorn --------------------------
 
@@ -179,7 +187,7 @@ class DrfVendor(Served):
                     "--access-logfile",
                     str(access_log),
                     "--access-logformat",
-                    "%(m)s %(U)s %(s)s",
+                    "%(m)s %(U)s?%(q)s %(s)s",
                     "--chdir",
                     str(HERE),
                     "drf_site.wsgi:application",

@@ -22,7 +22,6 @@ from watukuy.model.errors import (
     LeaseLostError,
     NotModifiedError,
     StoreError,
-    WatukuyError,
 )
 from watukuy.model.http_port import BudgetGate, HttpFactory
 from watukuy.model.options import Budget
