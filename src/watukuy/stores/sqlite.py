@@ -41,8 +41,10 @@ from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError, LeaseLostError, SerializedError
 from watukuy.model.rows import (
     CommitBatch,
+    ItemMark,
     ItemRow,
     Lease,
+    ListingLink,
     LoggedEvent,
     OutboxRow,
     ParkedKind,
@@ -58,7 +60,12 @@ from watukuy.model.rows import (
     state_from_fields,
     state_to_fields,
 )
-from watukuy.stores._commit_rows import shared_event_fields, shared_item_fields
+from watukuy.stores._commit_rows import (
+    LinkRow,
+    link_rows,
+    shared_event_fields,
+    shared_item_fields,
+)
 from watukuy.stores._errors import store_errors, wrap_store_error
 
 __all__ = ["SqliteStore", "sqlite_migrations"]
@@ -72,7 +79,9 @@ _PREFIX: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|")
 _MIGRATION_FILE: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
 # The newest version in sql/sqlite (a test keeps the two equal): a store whose database is
 # at it skips reading the migration files, and importlib.resources, on every start.
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
+# UPDATE ... FROM, which writes a page's links in one statement, is in SQLite since 3.33.
+_UPDATE_FROM: Final = sqlite3.sqlite_version_info >= (3, 33)
 # Bound parameters per IN (...) list; old SQLite builds allow 999 in total.
 _IN_CHUNK: Final = 500
 # Bound parameters per multi-row statement, at most (SQLite allows 32,766 since 3.32).
@@ -82,6 +91,7 @@ _RUN_MIN: Final = 64
 _K: Final = 'poller = ? AND "partition" = ?'
 # The columns of the reads that come back in one step (see _in_one_step).
 _ITEM_COLUMNS: Final = "identity, version, hash, schema_version, payload, seen_at, revision"
+_MARK_COLUMNS: Final = "identity, seen_pass, link_read, link_prev, link_next"
 _OUTBOX_COLUMNS: Final = "event_id, seq, event, attempts, next_attempt_at, last_error, created_at"
 _KEY_COLUMNS: Final = 'poller, "partition"'
 
@@ -182,6 +192,27 @@ def _insert_selected(
         count = min(per, count_all - start)
         sql = _selected_rows_sql(head, select, width, count, tail)
         conn.execute(sql, (*shared, *values[start * width : (start + count) * width]))
+
+
+def _update_links(
+    conn: sqlite3.Connection,
+    limit: int,
+    sql: _Sql,
+    k: tuple[str, str],
+    links: Sequence[LinkRow],
+) -> None:
+    """Write ``links`` on the rows of key ``k`` that exist, as many per statement as
+    ``limit`` parameters allow: one ``UPDATE ... FROM (VALUES ...)`` joined on the primary
+    key (one statement steps once, see :func:`_insert_rows`), or, on a library older than
+    3.33 (no ``UPDATE ... FROM``), one ``UPDATE`` per link."""
+    if not _UPDATE_FROM:  # pragma: no cover - libraries before 3.33
+        conn.executemany(sql.link_item, [(*link[1:], *k, link[0]) for link in links])
+        return
+    per = max(1, (limit - len(k)) // 4)
+    for start in range(0, len(links), per):
+        chunk = links[start : start + per]
+        statement = _rows_sql(sql.links_head, 4, len(chunk), sql.links_tail)
+        conn.execute(statement, [*itertools.chain.from_iterable(chunk), *k])
 
 
 def _in_lists(
@@ -349,6 +380,19 @@ class _Sql:
             "seen_at = excluded.seen_at, revision = excluded.revision"
         )
         self.mark_items_in = f"UPDATE {i} SET seen_pass = ? WHERE {_K} AND identity IN "
+        # Links, like marks, are only written on rows that exist; an upsert keeps them.
+        self.links_head = (
+            f"UPDATE {i} AS i SET link_read = v.column2, link_prev = v.column3, "
+            "link_next = v.column4 FROM (VALUES "
+        )
+        self.links_tail = (
+            ') AS v WHERE i.poller = ? AND i."partition" = ? AND i.identity = v.column1'
+        )
+        self.link_item = (
+            f"UPDATE {i} SET link_read = ?, link_prev = ?, link_next = ? "
+            f"WHERE {_K} AND identity = ?"
+        )
+        self.marks_in = f"SELECT {_MARK_COLUMNS} FROM {i} WHERE {_K} AND identity IN "
         self.unseen_first = (
             f"SELECT identity FROM {i} WHERE {_K} AND seen_pass < ? ORDER BY identity LIMIT ?"
         )
@@ -898,6 +942,29 @@ class SqliteStore:
 
         return await self._call("load_versions", read)
 
+    async def load_marks(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemMark]:
+        """The seen mark and listing link of each stored identity among ``identities``
+        (one ``IN`` list per chunk of identities, read in one step)."""
+        wanted = list(dict.fromkeys(identities))
+        if not wanted:
+            return {}
+
+        def read(conn: sqlite3.Connection) -> dict[str, ItemMark]:
+            out: dict[str, ItemMark] = {}
+            step = max(1, min(_IN_CHUNK, self._parameters - 2))
+            for start in range(0, len(wanted), step):
+                chunk = wanted[start : start + step]
+                sql = self._sql.marks_in + "(" + ",".join("?" * len(chunk)) + ")"
+                params = (key.poller, key.partition, *chunk)
+                for identity, seen, read_, prev, next_ in self._read_rows(
+                    conn, sql, _MARK_COLUMNS, params
+                ):
+                    link = None if read_ is None else ListingLink(read_, prev, next_)
+                    out[identity] = ItemMark(seen, link)
+            return out
+
+        return await self._call("load_marks", read)
+
     async def stream_identities(
         self, key: PKey, batch_size: int = 1000
     ) -> AsyncIterator[list[str]]:
@@ -974,6 +1041,7 @@ class SqliteStore:
         seen = list(dict.fromkeys(batch.seen))
         deletes = list(dict.fromkeys(batch.deletes))
         revived = list(dict.fromkeys(batch.revived))
+        links = link_rows(batch.links) if batch.links else None
         events = _event_rows(p, q, batch.events)
         log = [(p, q, r.sequence, r.event, now) for r in batch.events] if batch.log else None
         parked = [
@@ -1019,6 +1087,8 @@ class SqliteStore:
             if deletes:
                 _in_lists(conn, limit, sql.entomb_items_in, (now, *k), deletes)
                 _in_lists(conn, limit, sql.delete_items_in, k, deletes)
+            if links:
+                _update_links(conn, limit, sql, k, links)
             if events is not None:
                 _insert_selected(conn, limit, sql.insert_event_columns, events)
             if log:
