@@ -401,7 +401,8 @@ class ItemContract:
         # and links hold any identity text, the longest included.
         lease = await _acquire(store)
         odd = longest_identity(7)
-        rows = [item_row(i) for i in ("a", "b", odd)]
+        # Hashes are digests: the odd identity's row gets a plain one, as in real commits.
+        rows = [item_row(i, hash=f"hash-{n}") for n, i in enumerate(("a", "b", odd))]
         await store.commit_poll(KEY, lease, batch(upserts=rows))
         await store.commit_poll(
             KEY,

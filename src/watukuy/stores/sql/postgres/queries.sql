@@ -191,6 +191,35 @@ FROM (
 ) AS hit
 WHERE i.ctid = hit.row_id
 
+-- name: link_items
+-- CommitBatch.links, after the deletes: rows are found by the probes of mark_items, and an
+-- identity with no stored row (never stored, or deleted by this commit) finds none.
+UPDATE {items} AS i SET link_read = hit.link_read, link_prev = hit.link_prev,
+    link_next = hit.link_next
+FROM (
+    SELECT u.link_read, u.link_prev, u.link_next, f.row_id
+    FROM (SELECT %s::text AS poller, %s::text AS part) AS k
+    CROSS JOIN unnest(%b::text[], %b::bigint[], %b::text[], %b::text[])
+        AS u(identity, link_read, link_prev, link_next)
+    CROSS JOIN LATERAL (
+        SELECT x.ctid AS row_id FROM {items} AS x
+        WHERE x.poller = k.poller AND x."partition" = k.part AND x.identity = u.identity
+        OFFSET 0
+    ) AS f
+) AS hit
+WHERE i.ctid = hit.row_id
+
+-- name: load_marks
+-- The probes of load_versions, reading the seen mark and the link only.
+SELECT f.identity, f.seen_pass, f.link_read, f.link_prev, f.link_next
+FROM (SELECT %s::text AS poller, %s::text AS part) AS k
+CROSS JOIN unnest(%b::text[]) AS w(identity)
+CROSS JOIN LATERAL (
+    SELECT x.identity, x.seen_pass, x.link_read, x.link_prev, x.link_next FROM {items} AS x
+    WHERE x.poller = k.poller AND x."partition" = k.part AND x.identity = w.identity
+    OFFSET 0
+) AS f
+
 -- name: count_items
 SELECT count(*) FROM {items} WHERE poller = %s AND "partition" = %s
 
