@@ -698,10 +698,10 @@ class RedisStore:
         for start in range(0, len(wanted), _MARKS_BATCH):
             chunk = wanted[start : start + _MARKS_BATCH]
             reply = await self._eval("load_marks", "load_marks", keys, chunk)
-            for n, identity in enumerate(chunk):
-                mark, link = reply[2 * n], reply[2 * n + 1]
-                if mark is not None:
-                    out[identity] = ItemMark(int(mark), None if link is None else _link_of(link))
+            for identity, line in zip(chunk, _text(reply).split("\n"), strict=True):
+                if line:
+                    mark, _, link = line.partition(" ")
+                    out[identity] = ItemMark(int(mark), _link_of(link) if link else None)
         return out
 
     async def stream_identities(
