@@ -749,12 +749,13 @@ class PostgresStore:
         if revived:
             statements.append(("revive", (_encoded(revived),)))
         marked = [identity for identity in dict.fromkeys(batch.seen) if identity not in gone]
-        if marked:
+        if marked and not batch.links:
             statements.append(("mark_items", (int(batch.seen_pass), _encoded(marked))))
         if deleted:
             statements.append(("delete_items", (_encoded(deleted), batch.now)))
         if batch.links:
-            statements.append(_link_statement(link_rows(batch.links)))
+            links = link_rows(batch.links)
+            statements.append(_mark_and_link_statement(int(batch.seen_pass), marked, links))
         if events:
             statements.append(_event_statement(events))
         if logged:
@@ -951,19 +952,25 @@ def _item_statement(items: Sequence[ItemRow]) -> tuple[str, tuple[Any, ...]]:
     )
 
 
-def _link_statement(links: Sequence[LinkRow]) -> tuple[str, tuple[Any, ...]]:
-    """The write of a commit's listing links: one array per column (identities and
-    neighbours encoded like every key column, see :func:`_enc`)."""
-    for _, read, _, _ in links:
+def _mark_and_link_statement(
+    seen_pass: int, marked: Sequence[str], links: Sequence[LinkRow]
+) -> tuple[str, tuple[Any, ...]]:
+    """The seen marks and listing links of a commit as one update: one array per column,
+    a row per identity, ``None`` where the identity has no mark or no link to write
+    (identities and neighbours encoded like every key column, see :func:`_enc`)."""
+    rows: dict[str, list[Any]] = {identity: [seen_pass, None, None, None] for identity in marked}
+    for identity, read, prev, next_ in links:
         if not _MIN_BIGINT <= read <= _MAX_BIGINT:
             raise ValueError(f"a listing link's read must fit in 64 bits, got {read!r}")
+        rows.setdefault(identity, [None, None, None, None])[1:] = (read, prev, next_)
     return (
-        "link_items",
+        "mark_and_link_items",
         (
-            [_enc(link[0]) for link in links],
-            [link[1] for link in links],
-            [_enc_or_none(link[2]) for link in links],
-            [_enc_or_none(link[3]) for link in links],
+            [_enc(identity) for identity in rows],
+            [row[0] for row in rows.values()],
+            [row[1] for row in rows.values()],
+            [_enc_or_none(row[2]) for row in rows.values()],
+            [_enc_or_none(row[3]) for row in rows.values()],
         ),
     )
 
