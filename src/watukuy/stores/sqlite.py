@@ -194,24 +194,40 @@ def _insert_selected(
         conn.execute(sql, (*shared, *values[start * width : (start + count) * width]))
 
 
-def _update_links(
+# One row of the update that writes a commit's marks and links: identity, seen pass (None:
+# keep the mark), read (None: keep the link), prev, next.
+_MarkLinkRow = tuple[str, int | None, int | None, str | None, str | None]
+
+
+def _mark_and_link_rows(
+    seen_pass: int, marked: Sequence[str], links: Sequence[LinkRow]
+) -> list[_MarkLinkRow]:
+    """A commit's seen marks and listing links as one row per identity."""
+    rows: dict[str, _MarkLinkRow] = {i: (i, seen_pass, None, None, None) for i in marked}
+    for identity, read, prev, next_ in links:
+        mark = rows[identity][1] if identity in rows else None
+        rows[identity] = (identity, mark, read, prev, next_)
+    return list(rows.values())
+
+
+def _mark_and_link(
     conn: sqlite3.Connection,
     limit: int,
     sql: _Sql,
     k: tuple[str, str],
-    links: Sequence[LinkRow],
+    rows: Sequence[_MarkLinkRow],
 ) -> None:
-    """Write ``links`` on the rows of key ``k`` that exist, as many per statement as
+    """Write marks and links on the rows of key ``k`` that exist, as many per statement as
     ``limit`` parameters allow: one ``UPDATE ... FROM (VALUES ...)`` joined on the primary
     key (one statement steps once, see :func:`_insert_rows`), or, on a library older than
-    3.33 (no ``UPDATE ... FROM``), one ``UPDATE`` per link."""
+    3.33 (no ``UPDATE ... FROM``), one ``UPDATE`` per row."""
     if not _UPDATE_FROM:  # pragma: no cover - libraries before 3.33
-        conn.executemany(sql.link_item, [(*link[1:], *k, link[0]) for link in links])
+        conn.executemany(sql.mark_and_link_item, [(*row, *k) for row in rows])
         return
-    per = max(1, (limit - len(k)) // 4)
-    for start in range(0, len(links), per):
-        chunk = links[start : start + per]
-        statement = _rows_sql(sql.links_head, 4, len(chunk), sql.links_tail)
+    per = max(1, (limit - len(k)) // 5)
+    for start in range(0, len(rows), per):
+        chunk = rows[start : start + per]
+        statement = _rows_sql(sql.mark_and_link_head, 5, len(chunk), sql.mark_and_link_tail)
         conn.execute(statement, [*itertools.chain.from_iterable(chunk), *k])
 
 
@@ -380,17 +396,29 @@ class _Sql:
             "seen_at = excluded.seen_at, revision = excluded.revision"
         )
         self.mark_items_in = f"UPDATE {i} SET seen_pass = ? WHERE {_K} AND identity IN "
-        # Links, like marks, are only written on rows that exist; an upsert keeps them.
-        self.links_head = (
-            f"UPDATE {i} AS i SET link_read = v.column2, link_prev = v.column3, "
-            "link_next = v.column4 FROM (VALUES "
+        # Links, like marks, are only written on rows that exist; an upsert keeps them. A
+        # commit with links writes its marks in the same statement, after the deletes (a
+        # deleted row takes no mark either way): one write of each row instead of two. A
+        # NULL pass keeps the mark, a NULL read keeps the link.
+        keep_or_set = (
+            "seen_pass = coalesce({pass_}, seen_pass), link_read = coalesce({read}, link_read), "
+            "link_prev = CASE WHEN {read} IS NULL THEN link_prev ELSE {prev} END, "
+            "link_next = CASE WHEN {read} IS NULL THEN link_next ELSE {next} END"
         )
-        self.links_tail = (
+        self.mark_and_link_head = (
+            f"UPDATE {i} AS i SET "
+            + keep_or_set.format(
+                pass_="v.column2", read="v.column3", prev="v.column4", next="v.column5"
+            )
+            + " FROM (VALUES "
+        )
+        self.mark_and_link_tail = (
             ') AS v WHERE i.poller = ? AND i."partition" = ? AND i.identity = v.column1'
         )
-        self.link_item = (
-            f"UPDATE {i} SET link_read = ?, link_prev = ?, link_next = ? "
-            f"WHERE {_K} AND identity = ?"
+        self.mark_and_link_item = (
+            f"UPDATE {i} SET "
+            + keep_or_set.format(pass_="?2", read="?3", prev="?4", next="?5")
+            + ' WHERE poller = ?6 AND "partition" = ?7 AND identity = ?1'
         )
         self.marks_in = f"SELECT {_MARK_COLUMNS} FROM {i} WHERE {_K} AND identity IN "
         self.unseen_first = (
@@ -1041,7 +1069,10 @@ class SqliteStore:
         seen = list(dict.fromkeys(batch.seen))
         deletes = list(dict.fromkeys(batch.deletes))
         revived = list(dict.fromkeys(batch.revived))
-        links = link_rows(batch.links) if batch.links else None
+        links = None
+        if batch.links:
+            links = _mark_and_link_rows(int(batch.seen_pass), seen, link_rows(batch.links))
+            seen = []  # written with the links
         events = _event_rows(p, q, batch.events)
         log = [(p, q, r.sequence, r.event, now) for r in batch.events] if batch.log else None
         parked = [
@@ -1088,7 +1119,7 @@ class SqliteStore:
                 _in_lists(conn, limit, sql.entomb_items_in, (now, *k), deletes)
                 _in_lists(conn, limit, sql.delete_items_in, k, deletes)
             if links:
-                _update_links(conn, limit, sql, k, links)
+                _mark_and_link(conn, limit, sql, k, links)
             if events is not None:
                 _insert_selected(conn, limit, sql.insert_event_columns, events)
             if log:
