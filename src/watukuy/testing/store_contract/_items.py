@@ -423,6 +423,29 @@ class ItemContract:
             odd: ItemMark(9, ListingLink(4, "a", "")),
         }
 
+    async def test_a_mark_without_a_link_keeps_the_link_and_none_neighbours_are_written(
+        self, store: StateStore
+    ) -> None:
+        # A commit that marks two rows and links one: the other keeps its link whole, and
+        # the new link's None neighbours replace the old ones (None is not "keep").
+        lease = await _acquire(store)
+        old = {"a": ListingLink(0, "z", "b"), "b": ListingLink(0, "a", "c")}
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row("a"), item_row("b")], links=old)
+        )
+        new = ListingLink(1, None, "")
+        await store.commit_poll(KEY, lease, batch(seen=["a", "b"], seen_pass=2, links={"b": new}))
+        assert await store.load_marks(KEY, ["a", "b"]) == {
+            "a": ItemMark(2, old["a"]),
+            "b": ItemMark(2, new),
+        }
+        # Marks alone keep every link.
+        await store.commit_poll(KEY, lease, batch(seen=["a", "b"], seen_pass=3))
+        assert await store.load_marks(KEY, ["a", "b"]) == {
+            "a": ItemMark(3, old["a"]),
+            "b": ItemMark(3, new),
+        }
+
     async def test_a_bad_link_fails_the_batch_and_writes_nothing(self, store: StateStore) -> None:
         lease = await _acquire(store)
         await store.commit_poll(KEY, lease, batch(upserts=[item_row("a")]))
