@@ -237,6 +237,19 @@ GUARANTEES: dict[str, Guarantee] = {
             f"{MEM}::test_stream_identities_orders_by_code_point",
         ),
     ),
+    "store: listing links": Guarantee(
+        "links land after the marks and deletes on stored rows only; upserts keep them",
+        tuple(
+            f"{store}::{test}"
+            for store in (MEM, SQL, PG, RD)
+            for test in (
+                "test_links_are_written_on_existing_rows_and_kept_by_upserts",
+                "test_links_deletes_and_marks_of_one_batch_apply_in_order",
+                "test_a_mark_without_a_link_keeps_the_link_and_none_neighbours_are_written",
+                "test_a_bad_link_fails_the_batch_and_writes_nothing",
+            )
+        ),
+    ),
 }
 
 
@@ -815,5 +828,39 @@ MUTANTS: tuple[Mutant, ...] = (
         [("\n    and redis.call('HGET', KEYS[1], 'lease_epoch') == ARGV[2]", "")],
         f"{RD}::test_fenced_writes_reject_stale_leases",
         bug="the Redis scripts' fence compares only the owner",
+    ),
+    _m(
+        "sqlite-upsert-drops-the-link",
+        "store: listing links",
+        SQLITE,
+        [
+            (
+                '"seen_at = excluded.seen_at, revision = excluded.revision"',
+                '"seen_at = excluded.seen_at, revision = excluded.revision, link_read = NULL"',
+            )
+        ],
+        f"{SQL}::test_links_are_written_on_existing_rows_and_kept_by_upserts",
+        bug="an upsert of a stored row forgets its listing link",
+    ),
+    _m(
+        "postgres-a-mark-overwrites-the-link",
+        "store: listing links",
+        "src/watukuy/stores/sql/postgres/queries.sql",
+        [
+            (
+                "    link_prev = CASE WHEN hit.link_read IS NULL THEN i.link_prev ELSE hit.link_prev END,\n",
+                "    link_prev = hit.link_prev,\n",
+            )
+        ],
+        f"{PG}::test_a_mark_without_a_link_keeps_the_link_and_none_neighbours_are_written",
+        bug="a row marked without a link by a commit with links loses its prev neighbour",
+    ),
+    _m(
+        "redis-a-delete-keeps-the-link",
+        "store: listing links",
+        "src/watukuy/stores/lua/commit.lua",
+        [("  bulk('HDEL', KEYS[20], gone)\n", "")],
+        f"{RD}::test_links_are_written_on_existing_rows_and_kept_by_upserts",
+        bug="a deleted row's link survives it and a re-created row inherits it",
     ),
 )

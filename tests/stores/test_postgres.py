@@ -22,7 +22,9 @@ from watukuy.model.errors import ConfigError, StoreError
 from watukuy.model.ports import StateStore
 from watukuy.model.rows import (
     CommitBatch,
+    ItemMark,
     Lease,
+    ListingLink,
     OutboxRow,
     PKey,
     StatePatch,
@@ -341,6 +343,76 @@ async def test_a_version_4_schema_escapes_the_keys_it_already_holds(
         )
     finally:
         await store.close()
+
+
+async def test_a_version_6_schema_keeps_its_rows_and_marks_and_gains_links(
+    postgres_url: str, pg_schema: str
+) -> None:
+    # Yesterday's schema (versions 1 to 6) with rows and seen marks written by yesterday's
+    # code; today's store adds the link columns in place and writes links on those rows.
+    await _schema_at(postgres_url, pg_schema, 6)
+    await _query(
+        postgres_url,
+        f'INSERT INTO "{pg_schema}".pollers (poller, "partition", state, lease_owner, lease_epoch,'
+        " lease_expires_at) VALUES ('orders', '', %s, 'node-a', 3, %s)",
+        wkjson.dumps(state_to_fields(empty_poller_state(T0))),
+        T0 + TTL,
+    )
+    for identity, seen in (("a", 7), ("b\x01", 0)):
+        await _query(
+            postgres_url,
+            f'INSERT INTO "{pg_schema}".items (poller, "partition", identity, version, hash,'
+            " schema_version, payload, seen_at, revision, seen_pass)"
+            " VALUES ('orders', '', %s, 'v1', 'h1', 1, NULL, 5, 2, %s)",
+            identity.replace("\x01", "\x01\x02"),
+            seen,
+        )
+    store = PostgresStore(postgres_url, schema=pg_schema, table_prefix="")
+    try:
+        await store.migrate()
+        versions = await _query(
+            postgres_url, f'SELECT version, name FROM "{pg_schema}".migrations ORDER BY version'
+        )
+        assert versions == _SHIPPED
+        rows = await store.load_versions(KEY, ["a", "b\x01"])
+        assert {i: r.revision for i, r in rows.items()} == {"a": 2, "b\x01": 2}
+        assert await store.load_marks(KEY, ["a", "b\x01", "c"]) == {
+            "a": ItemMark(7),
+            "b\x01": ItemMark(0),
+        }
+        links = {"a": ListingLink(0, None, "b\x01"), "b\x01": ListingLink(0, "a", "\x00")}
+        await store.commit_poll(KEY, Lease("node-a", 3, T0 + TTL), batch(links=links))
+        assert await store.load_marks(KEY, ["a", "b\x01"]) == {
+            "a": ItemMark(7, links["a"]),
+            "b\x01": ItemMark(0, links["b\x01"]),
+        }
+    finally:
+        await store.close()
+
+
+async def test_links_and_marks_of_thousands_of_rows_round_trip(
+    postgres_store: PostgresStore,
+) -> None:
+    # load_marks reads in statements of up to 1,000 identities; a commit writes every link
+    # of a page in one statement, and a read past the bigint range fails before any write.
+    store = postgres_store
+    lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+    assert lease is not None
+    ids = [f"i{n:05d}" for n in range(2500)]
+    links = {i: ListingLink(n // 100, ids[n - 1] if n else None, None) for n, i in enumerate(ids)}
+    await store.commit_poll(
+        KEY,
+        lease,
+        batch(upserts=[item_row(i) for i in ids], seen=ids[::2], seen_pass=3, links=links),
+    )
+    marks = await store.load_marks(KEY, [*reversed(ids), "absent", ids[0]])
+    assert marks == {i: ItemMark(0 if n % 2 else 3, links[i]) for n, i in enumerate(ids)}
+    with pytest.raises(ValueError, match="64 bits"):
+        await store.commit_poll(
+            KEY, lease, batch(deletes=ids[:1], links={ids[1]: ListingLink(2**63)})
+        )
+    assert await store.count_items(KEY) == len(ids)
+    assert (await store.load_marks(KEY, ids[1:2]))[ids[1]] == ItemMark(0, links[ids[1]])
 
 
 async def _chunks(store: PostgresStore, key: PKey) -> list[list[str]]:

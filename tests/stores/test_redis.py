@@ -19,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from watukuy.model.errors import ConfigError, StoreError
 from watukuy.model.ports import StateStore
-from watukuy.model.rows import Lease, PKey, StatePatch, Validator
+from watukuy.model.rows import ItemMark, Lease, ListingLink, PKey, StatePatch, Validator
 from watukuy.stores.redis import RedisStore
 from watukuy.testing.store_contract import (
     KEY,
@@ -160,6 +160,9 @@ async def test_every_key_of_a_partition_shares_one_hash_slot(
             batch(
                 state_patch={"wake_at": T0},
                 upserts=[item_row("a")],
+                seen=["a"],
+                seen_pass=1,
+                links={"a": ListingLink(0, None, "b")},
                 events=[outbox_row("e1", 1, attempts=1, last_error={"message": "x"})],
                 parked=[parked_poison("p1", 0, hold_key="h"), parked_invalid("p2")],
                 log=True,
@@ -185,8 +188,9 @@ async def test_every_key_of_a_partition_shares_one_hash_slot(
         "orders:a%3A%7Bb%7D%7Cc%2F%C3%A9%F0%9F%98%80",
     ]
     assert all(len(slots) == 1 for slots in per_tag.values())
-    # The known-keys set, 17 keys per partition, and one due index per poller.
-    assert len(names) == 1 + 3 * 17 + 3
+    # The known-keys set, 19 keys per partition (seen marks and links included), and one
+    # due index per poller.
+    assert len(names) == 1 + 3 * 19 + 3
     assert f"{redis_prefix}{{orders%3Ax}}:due" in names
     assert await redis_store.list_keys() == sorted(awkward)
 
@@ -217,6 +221,9 @@ async def test_each_fenced_write_is_one_command(redis_url: str, redis_prefix: st
                     state_patch={"sequence": 2_000, "wake_at": T0 + 1},
                     upserts=[item_row(f"i{n}") for n in range(2_000)],
                     deletes=["i3"],
+                    seen=[f"i{n}" for n in range(2_000)],
+                    seen_pass=1,
+                    links={f"i{n}": ListingLink(n // 100, None, None) for n in range(2_000)},
                     events=[outbox_row(f"e{n}", n) for n in range(2_000)],
                     parked=[parked_invalid("p1")],
                     log=True,
@@ -240,6 +247,40 @@ async def test_each_fenced_write_is_one_command(redis_url: str, redis_prefix: st
         await store.save_state_unfenced(KEY, {"wake_at": T0 + 5}, T0)
         assert client.commands == ["EVALSHA"]  # the known-keys set is updated in the script
         assert await store.due_keys("orders", T0 + 5) == [("", T0 + 5)]
+    finally:
+        await client.aclose()
+
+
+async def test_links_live_in_their_own_hash_and_leave_with_their_rows(
+    redis_url: str, redis_prefix: str
+) -> None:
+    client = _CountingRedis.from_url(redis_url)
+    try:
+        store = RedisStore(client, prefix=redis_prefix)
+        await store.migrate()
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        links_key = f"{redis_prefix}{{orders:}}:links"
+        ids = [f"i{n:04d}" for n in range(2_500)]
+        links = {i: ListingLink(n, None if n % 2 else "", ids[0]) for n, i in enumerate(ids)}
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row(i) for i in ids], links=links))
+        assert await client.hlen(links_key) == len(ids)
+        # load_marks reads 1,000 identities per script, and no row.
+        client.commands.clear()
+        marks = await store.load_marks(KEY, [*ids, "absent"])
+        assert client.commands == ["EVALSHA"] * 3
+        assert marks == {i: ItemMark(0, links[i]) for i in ids}
+        # A delete takes the link with the row; clear_items and delete_key take the hash.
+        await store.commit_poll(KEY, lease, batch(deletes=ids[:10]))
+        assert await client.hlen(links_key) == len(ids) - 10
+        await store.clear_items(KEY)
+        assert await client.exists(links_key) == 0
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row("a")], links={"a": ListingLink(1)})
+        )
+        assert await client.hget(links_key, "a") == b"[1,null,null]"
+        await store.delete_key(KEY)
+        assert await client.exists(links_key) == 0
     finally:
         await client.aclose()
 

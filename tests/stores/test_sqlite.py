@@ -16,7 +16,15 @@ import pytest
 from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError, LeaseLostError, StoreError
 from watukuy.model.ports import StateStore, StoreThread
-from watukuy.model.rows import Lease, ListingState, PKey, empty_poller_state, state_to_fields
+from watukuy.model.rows import (
+    ItemMark,
+    Lease,
+    ListingLink,
+    ListingState,
+    PKey,
+    empty_poller_state,
+    state_to_fields,
+)
 from watukuy.stores import MemoryStore, store_from_url
 from watukuy.stores.sqlite import SCHEMA_VERSION, SqliteStore, sqlite_migrations
 from watukuy.testing.store_contract import (
@@ -298,7 +306,7 @@ async def test_a_version_2_database_keeps_its_items_and_starts_them_unseen(
     conn.close()
     store = SqliteStore(db)
     await store.migrate()
-    assert raw.execute("SELECT max(version) FROM watukuy_migrations").fetchone() == (5,)
+    assert raw.execute("SELECT max(version) FROM watukuy_migrations").fetchone() == _SHIPPED[-1]
     state = await store.load_state(KEY)
     assert state is not None
     assert (state.sequence, state.listing, state.held_deletes) == (3, ListingState(), None)
@@ -307,6 +315,60 @@ async def test_a_version_2_database_keeps_its_items_and_starts_them_unseen(
     lease = Lease("node-a", 1, T0 + TTL)
     await store.commit_poll(KEY, lease, batch(seen=["b"], seen_pass=1))
     assert [i async for chunk in store.stream_unseen(KEY, 1) for i in chunk] == ["a"]
+    await store.close()
+
+
+# --- listing links (migration 6) ------------------------------------------------------------
+
+
+async def test_a_version_5_database_keeps_its_rows_and_marks_and_gains_links(
+    db: Path, raw: sqlite3.Connection
+) -> None:
+    # Yesterday's schema (versions 1 to 5), with rows and seen marks written by yesterday's
+    # code; today's store upgrades it in place and writes links on those rows.
+    yesterday = [(v, script) for v, script in sqlite_migrations() if v <= 5]
+    assert [v for v, _ in yesterday] == [1, 2, 3, 4, 5]
+    raw.execute(
+        "CREATE TABLE watukuy_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT "
+        "NULL DEFAULT (CAST(strftime('%s', 'now') AS INTEGER) * 1000))"
+    )
+    for version, script in yesterday:
+        raw.executescript(script)
+        raw.execute("INSERT INTO watukuy_migrations (version) VALUES (?)", (version,))
+    raw.execute(
+        'INSERT INTO watukuy_pollers (poller, "partition", state, wake_at, lease_owner, '
+        "lease_epoch, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            "orders",
+            "",
+            wkjson.dumps(state_to_fields(empty_poller_state(T0))),
+            T0,
+            "node-a",
+            1,
+            T0 + TTL,
+        ),
+    )
+    raw.executemany(
+        'INSERT INTO watukuy_items (poller, "partition", identity, version, hash, '
+        "schema_version, payload, seen_at, revision, seen_pass) "
+        "VALUES ('orders', '', ?, 'v', ?, 1, NULL, ?, 2, ?)",
+        [("a", "h-a", T0, 7), ("b", "h-b", T0, 0)],
+    )
+    store = SqliteStore(db)
+    await store.migrate()
+    assert raw.execute("SELECT version FROM watukuy_migrations").fetchall() == _SHIPPED
+    columns = {row[1] for row in raw.execute("PRAGMA table_info(watukuy_items)")}
+    assert {"link_read", "link_prev", "link_next"} <= columns
+    rows = await store.load_versions(KEY, ["a", "b"])
+    assert {i: (r.hash, r.revision) for i, r in rows.items()} == {"a": ("h-a", 2), "b": ("h-b", 2)}
+    # Old rows keep their marks and have no link until a commit writes one.
+    assert await store.load_marks(KEY, ["a", "b"]) == {"a": ItemMark(7), "b": ItemMark(0)}
+    lease = Lease("node-a", 1, T0 + TTL)
+    await store.commit_poll(KEY, lease, batch(links={"b": ListingLink(2, "a", None)}))
+    assert await store.load_marks(KEY, ["a", "b"]) == {
+        "a": ItemMark(7),
+        "b": ItemMark(0, ListingLink(2, "a", None)),
+    }
     await store.close()
 
 
@@ -557,10 +619,26 @@ async def test_a_commit_longer_than_a_statement_writes_every_row_exactly(
         item_row(f"i{n:03d}", payload=f'{{"n":{n}}}', revision=n, seen_at=at(n))
         for n in range(1, 101)
     ]
-    await store.commit_poll(KEY, lease, batch(events=events, upserts=items))
+    # Links land on rows that exist only: the odd ones are written by a later commit.
+    links = {f"i{n:03d}": ListingLink(n, f"i{n - 1:03d}", None) for n in range(1, 102)}
+    await store.commit_poll(
+        KEY,
+        lease,
+        batch(
+            events=events,
+            upserts=items,
+            links={i: link for i, link in links.items() if int(i[1:]) % 2 == 0},
+        ),
+    )
     assert await store.load_pending(KEY, 1000) == events
     assert await store.load_versions(KEY, [row.identity for row in items]) == {
         row.identity: row for row in items
+    }
+    await store.commit_poll(
+        KEY, lease, batch(links={i: link for i, link in links.items() if int(i[1:]) % 2})
+    )
+    assert await store.load_marks(KEY, list(links)) == {
+        row.identity: ItemMark(0, links[row.identity]) for row in items
     }
     await store.close()
 
@@ -570,6 +648,7 @@ async def _reads(store: SqliteStore) -> tuple[object, ...]:
     identities = [chunk async for chunk in store.stream_identities(KEY, batch_size=7)]
     unseen = [chunk async for chunk in store.stream_unseen(KEY, before=10, batch_size=7)]
     return (
+        await store.load_marks(KEY, [f"i{n:02d}" for n in range(100)]),
         await store.load_pending(KEY, 50),
         await store.load_pending(KEY, 50, after_sequence=3),
         await store.load_versions(KEY, [f"i{n:02d}" for n in range(0, 30, 2)]),
@@ -590,12 +669,17 @@ async def test_multi_row_reads_answer_the_same_row_by_row(db: Path) -> None:
     lease = await _lease(store)
     events = [outbox_row(f"e{n:02d}", n // 2, last_error=None) for n in range(40, 0, -1)]
     items = [item_row(f"i{n:02d}", payload=f'{{"n":{n}}}', version=None) for n in range(20)]
-    await store.commit_poll(KEY, lease, batch(events=events, upserts=items))
+    links = {f"i{n:02d}": ListingLink(n, None if n % 3 else "\u00e9", "") for n in range(0, 20, 2)}
+    await store.commit_poll(
+        KEY, lease, batch(events=events, upserts=items, seen=["i03"], seen_pass=4, links=links)
+    )
     for partition in ("b", "a", "c"):
         await _lease(store, PKey(KEY.poller, partition))
     at_once = await _reads(store)
-    assert [row.event_id for row in at_once[0]][:4] == ["e01", "e02", "e03", "e04"]
-    assert at_once[3]["i07"] == items[7]
+    assert [row.event_id for row in at_once[1]][:4] == ["e01", "e02", "e03", "e04"]
+    assert at_once[4]["i07"] == items[7]
+    assert at_once[0]["i03"] == ItemMark(4, None)
+    assert at_once[0]["i06"] == ItemMark(0, ListingLink(6, "\u00e9", ""))
     await store._call("limit", lambda conn: conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 300))
     with pytest.raises(StoreError):  # the limit holds: a long event is refused
         await store.commit_poll(KEY, lease, batch(events=[outbox_row("long", 99, event="x" * 400)]))

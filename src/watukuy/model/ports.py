@@ -16,6 +16,7 @@ from .errors import ConfigError, SerializedError
 from .records import dataclass
 from .rows import (
     CommitBatch,
+    ItemMark,
     ItemRow,
     Lease,
     LoggedEvent,
@@ -317,6 +318,12 @@ class StateStore(Protocol):
         (an upsert keeps the mark of an existing row). A full listing marks what it lists
         with its pass id; the rows left below a pass's id are what it did not see.
         """
+        ...
+
+    async def load_marks(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemMark]:
+        """The seen mark and :class:`~watukuy.model.rows.ListingLink` of each stored
+        identity among ``identities`` (absent ones are left out). A row's link is the last
+        one a ``commit_poll`` wrote in ``CommitBatch.links``; ``None`` before that."""
         ...
 
     async def count_items(self, key: PKey) -> int:

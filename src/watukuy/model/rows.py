@@ -34,9 +34,11 @@ __all__ = [
     "CommitBatch",
     "EventCounts",
     "HeldDeletes",
+    "ItemMark",
     "ItemRow",
     "Lane",
     "Lease",
+    "ListingLink",
     "ListingPass",
     "ListingState",
     "LoggedEvent",
@@ -545,6 +547,44 @@ class LoggedEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ListingLink:
+    """Where a full listing last saw an identity, kept on its snapshot row.
+
+    A full listing of an offset-paged API proves an identity absent when the place it had
+    in the listing's order falls inside one page read (see docs/guarantees.md). Each row
+    keeps what that needs: which page read of its pass listed it, and its neighbours in
+    the listing's order at the time.
+
+    Attributes:
+        read: The index (from 0) of the committed page read, within the pass of the row's
+            seen mark, that listed it.
+        prev: The identity listed just before it in that pass (across page reads), or
+            ``None`` when it was the first or the one before is not known.
+        next: The identity listed just after it, or ``None`` (the last, or not known yet).
+    """
+
+    read: int
+    prev: str | None = None
+    next: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemMark:
+    """A snapshot row's seen mark with its :class:`ListingLink`, as
+    :meth:`~watukuy.model.ports.StateStore.load_marks` returns it.
+
+    Attributes:
+        seen: The seen mark (the id of the last full-listing pass that listed the row;
+            ``0`` for a row no pass listed).
+        link: Where that listing saw it, or ``None`` when no link was written (a row
+            that no linked listing has seen since it was created).
+    """
+
+    seen: int
+    link: ListingLink | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CommitBatch:
     """Everything one page commits, in one store transaction.
 
@@ -562,6 +602,9 @@ class CommitBatch:
         now: The commit time (epoch ms), used for log and outbox timestamps.
         revived: Identities whose tombstone the upserts replace (re-created items): their
             tombstones are dropped in the same transaction.
+        links: :class:`ListingLink` values written on existing rows, after the upserts,
+            the seen marks and the deletes (a row that does not exist then is skipped).
+            A row's link is only changed by this; an upsert keeps it, a new row has none.
     """
 
     state_patch: StatePatch = field(default_factory=lambda: StatePatch())
@@ -574,6 +617,7 @@ class CommitBatch:
     parked: Sequence[ParkedRow] = ()
     now: int = 0
     revived: Sequence[str] = ()
+    links: Mapping[str, ListingLink] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

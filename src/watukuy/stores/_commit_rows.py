@@ -4,15 +4,21 @@ A page's snapshot rows all carry the poller's schema version and the commit time
 ``seen_at``; its new events all have no attempt, retry time nor error yet, and the commit
 time as ``created_at``. A store that writes these values once per statement instead of
 once per row binds fewer parameters (SQLite) or dumps fewer array elements (PostgreSQL).
+
+The listing links of a commit are checked here too, once for every store, before any of
+them opens a transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from watukuy.model.rows import ItemRow, OutboxRow
+from watukuy.model.rows import ItemRow, ListingLink, OutboxRow
 
-__all__ = ["shared_event_fields", "shared_item_fields"]
+__all__ = ["LinkRow", "link_rows", "shared_event_fields", "shared_item_fields"]
+
+LinkRow = tuple[str, int, str | None, str | None]
+"""One listing link of a commit, flat: identity, read, prev, next."""
 
 
 def shared_item_fields(rows: Sequence[ItemRow]) -> tuple[int, int] | None:
@@ -36,3 +42,18 @@ def shared_event_fields(rows: Sequence[OutboxRow]) -> tuple[int, int] | None:
     ):
         return attempts, created_at
     return None
+
+
+def link_rows(links: Mapping[str, ListingLink]) -> list[LinkRow]:
+    """``CommitBatch.links`` as flat rows, or ``TypeError`` for a value that is not a
+    :class:`ListingLink` with an int ``read`` and str-or-``None`` neighbours (raised before
+    the store writes anything, so a bad link fails the whole batch)."""
+    out: list[LinkRow] = []
+    for identity, link in links.items():
+        if type(link) is not ListingLink or type(link.read) is not int:
+            raise TypeError(f"expected a ListingLink with an int read, got {link!r}")
+        prev, next_ = link.prev, link.next
+        if not (prev is None or type(prev) is str) or not (next_ is None or type(next_) is str):
+            raise TypeError(f"expected str or None neighbours, got {link!r}")
+        out.append((str(identity), link.read, prev, next_))
+    return out

@@ -26,8 +26,10 @@ from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError, LeaseLostError, SerializedError
 from watukuy.model.rows import (
     CommitBatch,
+    ItemMark,
     ItemRow,
     Lease,
+    ListingLink,
     LoggedEvent,
     OutboxRow,
     ParkedKind,
@@ -91,6 +93,7 @@ class _Key:
     expires_at: int | None = None
     items: dict[str, ItemRow] = field(default_factory=dict)
     seen: dict[str, int] = field(default_factory=dict)  # seen mark by identity (0: absent)
+    links: dict[str, ListingLink] = field(default_factory=dict)  # listing link by identity
     items_written: int = 0  # bumped by every upsert, so walks know when to re-sort
     tombstones: dict[str, Tombstone] = field(default_factory=dict)
     outbox: dict[str, OutboxRow] = field(default_factory=dict)
@@ -325,6 +328,7 @@ class MemoryStore:
                 record.tombstones[row.identity] = _tombstone(row, "cleared", row.seen_at)
             record.items.clear()
             record.seen.clear()
+            record.links.clear()
 
     async def load_tombstones(self, key: PKey, identities: Sequence[str]) -> dict[str, Tombstone]:
         """The tombstones of those identities that have one."""
@@ -404,6 +408,18 @@ class MemoryStore:
             if unseen:
                 yield unseen
 
+    async def load_marks(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemMark]:
+        """The seen mark and listing link of each stored identity among ``identities``."""
+        record = self._keys.get(key)
+        if record is None:
+            return {}
+        items, seen, links = record.items, record.seen, record.links
+        return {
+            identity: ItemMark(seen.get(identity, 0), links.get(identity))
+            for identity in identities
+            if identity in items
+        }
+
     async def count_items(self, key: PKey) -> int:
         """Size of the key's snapshot."""
         record = self._keys.get(key)
@@ -428,6 +444,7 @@ class MemoryStore:
         revived = list(batch.revived)
         seen_list = list(batch.seen)
         seen_pass = int(batch.seen_pass)
+        new_links = {str(identity): _link(link) for identity, link in batch.links.items()}
         events = batch.events if type(batch.events) in (list, tuple) else list(batch.events)
         # One pass over the events both finds error dictionaries to encode and fails early
         # on anything that is not an outbox row.
@@ -458,11 +475,16 @@ class MemoryStore:
         tombstones = record.tombstones
         for identity in revived:
             tombstones.pop(identity, None)
+        links = record.links
         for identity in deletes:
             gone = items.pop(identity, None)
             seen.pop(identity, None)
+            links.pop(identity, None)
             if gone is not None:
                 tombstones[identity] = _tombstone(gone, "deleted", now)
+        for identity, link in new_links.items():
+            if identity in items:
+                links[identity] = link
         outbox, outbox_errors = record.outbox, record.outbox_errors
         if events:
             record.outbox_order = None
@@ -692,6 +714,16 @@ def _tombstone(row: ItemRow, reason: TombstoneReason, removed_at: int) -> Tombst
     return Tombstone(
         row.identity, row.version, row.hash, row.schema_version, row.revision, reason, removed_at
     )
+
+
+def _link(link: ListingLink) -> ListingLink:
+    """``link`` checked: a :class:`ListingLink` with an int read and str-or-None
+    neighbours, or ``TypeError`` (before anything is written)."""
+    if type(link) is not ListingLink or type(link.read) is not int:
+        raise TypeError(f"expected a ListingLink, got {link!r}")
+    if not all(n is None or type(n) is str for n in (link.prev, link.next)):
+        raise TypeError(f"expected str or None neighbours, got {link!r}")
+    return link
 
 
 def _rows(rows: Sequence[R], kind: type[R]) -> Sequence[R]:

@@ -52,8 +52,10 @@ from watukuy.model.durations import Duration
 from watukuy.model.errors import ConfigError, LeaseLostError, SerializedError, StoreError
 from watukuy.model.rows import (
     CommitBatch,
+    ItemMark,
     ItemRow,
     Lease,
+    ListingLink,
     LoggedEvent,
     OutboxRow,
     ParkedKind,
@@ -69,7 +71,12 @@ from watukuy.model.rows import (
     state_from_fields,
     state_to_fields,
 )
-from watukuy.stores._commit_rows import shared_event_fields, shared_item_fields
+from watukuy.stores._commit_rows import (
+    LinkRow,
+    link_rows,
+    shared_event_fields,
+    shared_item_fields,
+)
 from watukuy.stores._errors import store_errors
 from watukuy.stores._pg_timeouts import (
     Guard,
@@ -97,7 +104,7 @@ _MIGRATION_FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 _SQL_DIR = resources.files("watukuy.stores").joinpath("sql", "postgres")
 # The newest version in sql/postgres (a test keeps the two equal): a schema already at it
 # costs a start two round trips, and no migration file is read.
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 _TABLES = (
     "pollers",
     "items",
@@ -121,6 +128,8 @@ _CHILD_DELETES = (
 # Store options a URL DSN may carry next to the timeouts; libpq would refuse them.
 _URL_OPTIONS = ("schema", "table_prefix")
 _MIN_BIGINT, _MAX_BIGINT = -(2**63), 2**63 - 1
+# load_marks: identities per statement (the statements of one call share a connection).
+_MARKS_CHUNK: Final = 1000
 # The store's own pool: a key that runs holds at most a commit (or an ack) and a renewal at
 # once, so 20 connections let 10 keys run without a renewal waiting behind their commits.
 # psycopg_pool's default of 4 made renewals queue as soon as a few keys ran together. None is
@@ -644,6 +653,26 @@ class PostgresStore:
         rows = await self._fetch("load_versions", "load_versions", params)
         return {_dec(row[0]): ItemRow(_dec(row[0]), _dec_or_none(row[1]), *row[2:]) for row in rows}
 
+    async def load_marks(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemMark]:
+        """The seen mark and listing link of each stored identity among ``identities``:
+        one primary-key probe per identity, up to 1,000 identities per statement."""
+        wanted = list(dict.fromkeys(identities))
+        if not wanted:
+            return {}
+        out: dict[str, ItemMark] = {}
+        async with self._connection("load_marks") as conn:
+            for start in range(0, len(wanted), _MARKS_CHUNK):
+                chunk = _encoded(wanted[start : start + _MARKS_CHUNK])
+                cur = await conn.execute(self._q["load_marks"], (*_k(key), chunk))
+                for identity, seen, read, prev, next_ in await cur.fetchall():
+                    link = (
+                        None
+                        if read is None
+                        else ListingLink(read, _dec_or_none(prev), _dec_or_none(next_))
+                    )
+                    out[_dec(identity)] = ItemMark(seen, link)
+        return out
+
     async def stream_identities(
         self, key: PKey, batch_size: int = 1000
     ) -> AsyncIterator[list[str]]:
@@ -720,10 +749,13 @@ class PostgresStore:
         if revived:
             statements.append(("revive", (_encoded(revived),)))
         marked = [identity for identity in dict.fromkeys(batch.seen) if identity not in gone]
-        if marked:
+        if marked and not batch.links:
             statements.append(("mark_items", (int(batch.seen_pass), _encoded(marked))))
         if deleted:
             statements.append(("delete_items", (_encoded(deleted), batch.now)))
+        if batch.links:
+            links = link_rows(batch.links)
+            statements.append(_mark_and_link_statement(int(batch.seen_pass), marked, links))
         if events:
             statements.append(_event_statement(events))
         if logged:
@@ -920,6 +952,29 @@ def _item_statement(items: Sequence[ItemRow]) -> tuple[str, tuple[Any, ...]]:
     )
 
 
+def _mark_and_link_statement(
+    seen_pass: int, marked: Sequence[str], links: Sequence[LinkRow]
+) -> tuple[str, tuple[Any, ...]]:
+    """The seen marks and listing links of a commit as one update: one array per column,
+    a row per identity, ``None`` where the identity has no mark or no link to write
+    (identities and neighbours encoded like every key column, see :func:`_enc`)."""
+    rows: dict[str, list[Any]] = {identity: [seen_pass, None, None, None] for identity in marked}
+    for identity, read, prev, next_ in links:
+        if not _MIN_BIGINT <= read <= _MAX_BIGINT:
+            raise ValueError(f"a listing link's read must fit in 64 bits, got {read!r}")
+        rows.setdefault(identity, [None, None, None, None])[1:] = (read, prev, next_)
+    return (
+        "mark_and_link_items",
+        (
+            [_enc(identity) for identity in rows],
+            [row[0] for row in rows.values()],
+            [row[1] for row in rows.values()],
+            [_enc_or_none(row[2]) for row in rows.values()],
+            [_enc_or_none(row[3]) for row in rows.values()],
+        ),
+    )
+
+
 def _event_statement(events: Sequence[OutboxRow]) -> tuple[str, tuple[Any, ...]]:
     """The upsert of a commit's outbox rows: new events (no attempt, retry time nor error
     yet, one creation time) bind those once and three arrays; others one array per column."""
@@ -962,6 +1017,10 @@ def _dec(text: str) -> str:
 
 def _dec_or_none(text: str | None) -> str | None:
     return None if text is None else _dec(text)
+
+
+def _enc_or_none(text: str | None) -> str | None:
+    return None if text is None else _enc(text)
 
 
 def _encoded(texts: Iterable[str]) -> list[str]:

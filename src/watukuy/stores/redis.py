@@ -60,6 +60,7 @@ Layout under ``<prefix>{<tag>}:``::
     tombs       hash   identity -> "<reason>:<removed_at>:<the items row it was>"
     tombtime    zset   identity by removed_at (for prune_tombstones)
     seen        hash   identity -> seen mark of a full-listing pass (absent: 0)
+    links       hash   identity -> JSON [read, prev, next], its listing link (absent: none)
     parkpoison  zset   poison id by parked_at  } the parked-row indexes list_parked reads
     parkinvalid zset   invalid id by parked_at }  (built from ``parked`` when missing)
 
@@ -82,8 +83,10 @@ from watukuy.model.errors import ConfigError, LeaseLostError, SerializedError
 from watukuy.model.ports import BudgetPolicy, check_budget_args
 from watukuy.model.rows import (
     CommitBatch,
+    ItemMark,
     ItemRow,
     Lease,
+    ListingLink,
     LoggedEvent,
     OutboxRow,
     ParkedKind,
@@ -100,6 +103,7 @@ from watukuy.model.rows import (
     state_from_fields,
     state_to_fields,
 )
+from watukuy.stores._commit_rows import link_rows
 from watukuy.stores._errors import store_errors
 from watukuy.stores._redis_durability import warn_if_not_persistent
 
@@ -130,11 +134,14 @@ _STORE_SCRIPTS = (
     "read_log",
     "prune_log",
     "clear_items",
+    "load_marks",
     "prune_tombstones",
     "list_parked",
     "index_parked",
 )
 _PRUNE_BATCH = 1000
+# load_marks: identities per script call, so a long list never holds the server for long.
+_MARKS_BATCH = 1000
 # Cluster: how many known-keys entries each due_keys call checks (the rolling audit).
 _AUDIT_COUNT = 16
 # read_log: a time window of at most _WINDOW_MAX entries is read from the time index in one
@@ -199,6 +206,12 @@ def _item_fields(value: bytes | str) -> tuple[Any, ...]:
     if len(fields) == 5:
         fields.append(0)
     return tuple(fields)
+
+
+def _link_of(value: bytes | str) -> ListingLink:
+    """A ``links`` value (JSON ``[read, prev, next]``) as a :class:`ListingLink`."""
+    read, prev, next_ = json.loads(value)
+    return ListingLink(read, prev, next_)
 
 
 def _envelope_sequence(row: ParkedRow) -> int:
@@ -280,6 +293,7 @@ class _Keys(NamedTuple):
     tombs: str
     tombtime: str
     seen: str
+    links: str
     parkpoison: str
     parkinvalid: str
 
@@ -608,14 +622,14 @@ class RedisStore:
         the server for long; a commit between two batches is kept or moved whole.
         """
         k = self._keys(key)
-        keys = [k.items, k.ids, k.tombs, k.tombtime, k.seen]
+        keys = [k.items, k.ids, k.tombs, k.tombtime, k.seen, k.links]
         while True:
             with store_errors("clear_items"):
                 batch = await self._redis.zrange(k.ids, 0, _PRUNE_BATCH - 1)
             if not batch:
                 # Rows without an ids entry cannot exist; a leftover hash goes anyway.
                 with store_errors("clear_items"):
-                    await self._redis.unlink(k.items, k.seen)
+                    await self._redis.unlink(k.items, k.seen, k.links)
                 return
             await self._eval("clear_items", "clear_items", keys, [_text(i) for i in batch])
 
@@ -672,6 +686,22 @@ class RedisStore:
         for identity, value in zip(identities, values, strict=True):
             if value is not None:
                 out[identity] = ItemRow(identity, *_item_fields(value))
+        return out
+
+    async def load_marks(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemMark]:
+        """The seen mark and listing link of each stored identity among ``identities``:
+        one script per 1,000 identities, which reads neither payloads nor rows."""
+        wanted = list(dict.fromkeys(identities))
+        k = self._keys(key)
+        keys = [k.items, k.seen, k.links]
+        out: dict[str, ItemMark] = {}
+        for start in range(0, len(wanted), _MARKS_BATCH):
+            chunk = wanted[start : start + _MARKS_BATCH]
+            reply = await self._eval("load_marks", "load_marks", keys, chunk)
+            for identity, line in zip(chunk, _text(reply).split("\n"), strict=True):
+                if line:
+                    mark, _, link = line.partition(" ")
+                    out[identity] = ItemMark(int(mark), _link_of(link) if link else None)
         return out
 
     async def stream_identities(
@@ -733,7 +763,15 @@ class RedisStore:
             args += (row.identity, json.dumps(item))
         args += (len(batch.revived), *batch.revived)
         args += (int(batch.seen_pass), len(batch.seen), *batch.seen)
-        args += (len(batch.deletes), *batch.deletes, len(batch.events))
+        args += (len(batch.deletes), *batch.deletes)
+        if batch.links:
+            links = link_rows(batch.links)
+            args.append(len(links))
+            for identity, read, prev, next_ in links:
+                args += (identity, json.dumps([read, prev, next_]))
+        else:
+            args.append(0)
+        args.append(len(batch.events))
         extras: list[Any] = []
         for event in batch.events:
             args += (event.event_id, event.sequence, _outbox_form(event))
@@ -774,6 +812,7 @@ class RedisStore:
             k.seen,
             k.parkpoison,
             k.parkinvalid,
+            k.links,
             *self._script_due(key),
         ]
         paused = await self._fenced("commit_poll", "commit", key, lease, keys, args)

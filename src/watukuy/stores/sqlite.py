@@ -41,8 +41,10 @@ from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError, LeaseLostError, SerializedError
 from watukuy.model.rows import (
     CommitBatch,
+    ItemMark,
     ItemRow,
     Lease,
+    ListingLink,
     LoggedEvent,
     OutboxRow,
     ParkedKind,
@@ -58,7 +60,12 @@ from watukuy.model.rows import (
     state_from_fields,
     state_to_fields,
 )
-from watukuy.stores._commit_rows import shared_event_fields, shared_item_fields
+from watukuy.stores._commit_rows import (
+    LinkRow,
+    link_rows,
+    shared_event_fields,
+    shared_item_fields,
+)
 from watukuy.stores._errors import store_errors, wrap_store_error
 
 __all__ = ["SqliteStore", "sqlite_migrations"]
@@ -72,7 +79,9 @@ _PREFIX: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|")
 _MIGRATION_FILE: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
 # The newest version in sql/sqlite (a test keeps the two equal): a store whose database is
 # at it skips reading the migration files, and importlib.resources, on every start.
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
+# UPDATE ... FROM, which writes a page's links in one statement, is in SQLite since 3.33.
+_UPDATE_FROM: Final = sqlite3.sqlite_version_info >= (3, 33)
 # Bound parameters per IN (...) list; old SQLite builds allow 999 in total.
 _IN_CHUNK: Final = 500
 # Bound parameters per multi-row statement, at most (SQLite allows 32,766 since 3.32).
@@ -82,6 +91,7 @@ _RUN_MIN: Final = 64
 _K: Final = 'poller = ? AND "partition" = ?'
 # The columns of the reads that come back in one step (see _in_one_step).
 _ITEM_COLUMNS: Final = "identity, version, hash, schema_version, payload, seen_at, revision"
+_MARK_COLUMNS: Final = "identity, seen_pass, link_read, link_prev, link_next"
 _OUTBOX_COLUMNS: Final = "event_id, seq, event, attempts, next_attempt_at, last_error, created_at"
 _KEY_COLUMNS: Final = 'poller, "partition"'
 
@@ -182,6 +192,43 @@ def _insert_selected(
         count = min(per, count_all - start)
         sql = _selected_rows_sql(head, select, width, count, tail)
         conn.execute(sql, (*shared, *values[start * width : (start + count) * width]))
+
+
+# One row of the update that writes a commit's marks and links: identity, seen pass (None:
+# keep the mark), read (None: keep the link), prev, next.
+_MarkLinkRow = tuple[str, int | None, int | None, str | None, str | None]
+
+
+def _mark_and_link_rows(
+    seen_pass: int, marked: Sequence[str], links: Sequence[LinkRow]
+) -> list[_MarkLinkRow]:
+    """A commit's seen marks and listing links as one row per identity."""
+    rows: dict[str, _MarkLinkRow] = {i: (i, seen_pass, None, None, None) for i in marked}
+    for identity, read, prev, next_ in links:
+        mark = rows[identity][1] if identity in rows else None
+        rows[identity] = (identity, mark, read, prev, next_)
+    return list(rows.values())
+
+
+def _mark_and_link(
+    conn: sqlite3.Connection,
+    limit: int,
+    sql: _Sql,
+    k: tuple[str, str],
+    rows: Sequence[_MarkLinkRow],
+) -> None:
+    """Write marks and links on the rows of key ``k`` that exist, as many per statement as
+    ``limit`` parameters allow: one ``UPDATE ... FROM (VALUES ...)`` joined on the primary
+    key (one statement steps once, see :func:`_insert_rows`), or, on a library older than
+    3.33 (no ``UPDATE ... FROM``), one ``UPDATE`` per row."""
+    if not _UPDATE_FROM:  # pragma: no cover - libraries before 3.33
+        conn.executemany(sql.mark_and_link_item, [(*row, *k) for row in rows])
+        return
+    per = max(1, (limit - len(k)) // 5)
+    for start in range(0, len(rows), per):
+        chunk = rows[start : start + per]
+        statement = _rows_sql(sql.mark_and_link_head, 5, len(chunk), sql.mark_and_link_tail)
+        conn.execute(statement, [*itertools.chain.from_iterable(chunk), *k])
 
 
 def _in_lists(
@@ -349,6 +396,31 @@ class _Sql:
             "seen_at = excluded.seen_at, revision = excluded.revision"
         )
         self.mark_items_in = f"UPDATE {i} SET seen_pass = ? WHERE {_K} AND identity IN "
+        # Links, like marks, are only written on rows that exist; an upsert keeps them. A
+        # commit with links writes its marks in the same statement, after the deletes (a
+        # deleted row takes no mark either way): one write of each row instead of two. A
+        # NULL pass keeps the mark, a NULL read keeps the link.
+        keep_or_set = (
+            "seen_pass = coalesce({pass_}, seen_pass), link_read = coalesce({read}, link_read), "
+            "link_prev = CASE WHEN {read} IS NULL THEN link_prev ELSE {prev} END, "
+            "link_next = CASE WHEN {read} IS NULL THEN link_next ELSE {next} END"
+        )
+        self.mark_and_link_head = (
+            f"UPDATE {i} AS i SET "
+            + keep_or_set.format(
+                pass_="v.column2", read="v.column3", prev="v.column4", next="v.column5"
+            )
+            + " FROM (VALUES "
+        )
+        self.mark_and_link_tail = (
+            ') AS v WHERE i.poller = ? AND i."partition" = ? AND i.identity = v.column1'
+        )
+        self.mark_and_link_item = (
+            f"UPDATE {i} SET "
+            + keep_or_set.format(pass_="?2", read="?3", prev="?4", next="?5")
+            + ' WHERE poller = ?6 AND "partition" = ?7 AND identity = ?1'
+        )
+        self.marks_in = f"SELECT {_MARK_COLUMNS} FROM {i} WHERE {_K} AND identity IN "
         self.unseen_first = (
             f"SELECT identity FROM {i} WHERE {_K} AND seen_pass < ? ORDER BY identity LIMIT ?"
         )
@@ -898,6 +970,29 @@ class SqliteStore:
 
         return await self._call("load_versions", read)
 
+    async def load_marks(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemMark]:
+        """The seen mark and listing link of each stored identity among ``identities``
+        (one ``IN`` list per chunk of identities, read in one step)."""
+        wanted = list(dict.fromkeys(identities))
+        if not wanted:
+            return {}
+
+        def read(conn: sqlite3.Connection) -> dict[str, ItemMark]:
+            out: dict[str, ItemMark] = {}
+            step = max(1, min(_IN_CHUNK, self._parameters - 2))
+            for start in range(0, len(wanted), step):
+                chunk = wanted[start : start + step]
+                sql = self._sql.marks_in + "(" + ",".join("?" * len(chunk)) + ")"
+                params = (key.poller, key.partition, *chunk)
+                for identity, seen, read_, prev, next_ in self._read_rows(
+                    conn, sql, _MARK_COLUMNS, params
+                ):
+                    link = None if read_ is None else ListingLink(read_, prev, next_)
+                    out[identity] = ItemMark(seen, link)
+            return out
+
+        return await self._call("load_marks", read)
+
     async def stream_identities(
         self, key: PKey, batch_size: int = 1000
     ) -> AsyncIterator[list[str]]:
@@ -974,6 +1069,10 @@ class SqliteStore:
         seen = list(dict.fromkeys(batch.seen))
         deletes = list(dict.fromkeys(batch.deletes))
         revived = list(dict.fromkeys(batch.revived))
+        links = None
+        if batch.links:
+            links = _mark_and_link_rows(int(batch.seen_pass), seen, link_rows(batch.links))
+            seen = []  # written with the links
         events = _event_rows(p, q, batch.events)
         log = [(p, q, r.sequence, r.event, now) for r in batch.events] if batch.log else None
         parked = [
@@ -1019,6 +1118,8 @@ class SqliteStore:
             if deletes:
                 _in_lists(conn, limit, sql.entomb_items_in, (now, *k), deletes)
                 _in_lists(conn, limit, sql.delete_items_in, k, deletes)
+            if links:
+                _mark_and_link(conn, limit, sql, k, links)
             if events is not None:
                 _insert_selected(conn, limit, sql.insert_event_columns, events)
             if log:

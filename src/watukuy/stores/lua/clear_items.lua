@@ -1,6 +1,6 @@
 -- Move the snapshot rows of the identities in ARGV to tombstones ("cleared:<seen_at>:<row>",
 -- aged by the row's seen_at, the fifth element of its JSON array).
--- KEYS: items, ids, tombs, tombtime, seen.  Returns how many rows moved.
+-- KEYS: items, ids, tombs, tombtime, seen, links.  Returns how many rows moved.
 local moved = 0
 for j = 1, #ARGV do
   local identity = ARGV[j]
@@ -15,5 +15,6 @@ for j = 1, #ARGV do
   end
   redis.call('ZREM', KEYS[2], identity)
   redis.call('HDEL', KEYS[5], identity)
+  redis.call('HDEL', KEYS[6], identity)
 end
 return moved

@@ -1,6 +1,7 @@
 -- One page, all or nothing.
 -- KEYS: meta, state, items, ids, outbox, rows, attempts, errors, parked, retry, hold,
---       log, logrows, logtime, tombs, tombtime, seen, poison index, invalid index[, due].
+--       log, logrows, logtime, tombs, tombtime, seen, poison index, invalid index, links
+--       [, due].
 -- ARGV: owner, epoch, now, partition, then the sections, each a count and its entries:
 --       (field, value)                      state patch
 --       (identity, row)                     item upserts
@@ -8,6 +9,8 @@
 --       the seen pass, then (identity)      seen marks of stored identities
 --       (identity)                          item deletes (each row leaves a tombstone,
 --                                           "deleted:<now>:<row>", aged by `now`)
+--       (identity, link)                    listing links of stored identities, link =
+--                                           JSON [read, prev, next]
 --       (id, seq, row)                      outbox rows, row = "<seq>:<created_at>:<event>"
 --       (id, attempts, error)               delivery data of the outbox rows that carry any
 --       (seq, entry)                        log entries, entry = "<now>:<event>"
@@ -15,7 +18,7 @@
 -- `error` is '' or the JSON of [last_error, next_attempt_at]; `hold` is '' or '+' and the
 -- held key; `retry` is '' or the outbox form of the event.
 -- Entries apply in order, so a repeated id ends with its last row, and deletes follow
--- upserts. Returns 0 when the lease is lost (nothing written), 1 when committed.
+-- upserts; links follow the deletes. Returns 0 when the lease is lost (nothing written), 1 when committed.
 if not fenced() then
   return 0
 end
@@ -25,7 +28,7 @@ local i = 5
 local n = tonumber(ARGV[i])
 if n > 0 then
   patch_state(KEYS[2], slice(i + 1, 2 * n))
-  sync_due(KEYS[2], KEYS[20], ARGV[4])
+  sync_due(KEYS[2], KEYS[21], ARGV[4])
 end
 i = i + 1 + 2 * n
 
@@ -74,8 +77,19 @@ if n > 0 then
   bulk('HDEL', KEYS[3], gone)
   bulk('ZREM', KEYS[4], gone)
   bulk('HDEL', KEYS[17], gone)
+  bulk('HDEL', KEYS[20], gone)
 end
 i = i + 1 + n
+
+-- Upserts keep an existing link (it lives in its own hash); a link needs a stored row.
+n = tonumber(ARGV[i])
+for j = 0, n - 1 do
+  local identity = ARGV[i + 1 + 2 * j]
+  if redis.call('HEXISTS', KEYS[3], identity) == 1 then
+    redis.call('HSET', KEYS[20], identity, ARGV[i + 2 + 2 * j])
+  end
+end
+i = i + 1 + 2 * n
 
 n = tonumber(ARGV[i])
 if n > 0 then

@@ -9,6 +9,7 @@ from watukuy.model.errors import SerializedError
 from watukuy.model.ports import StateStore
 from watukuy.model.rows import (
     CommitBatch,
+    ItemMark,
     ItemRow,
     Lease,
     LoggedEvent,
@@ -125,6 +126,11 @@ class ForwardingStore:
         """Forwarded."""
         self._enter("load_versions")
         return await self._run(self.inner.load_versions(key, identities))
+
+    async def load_marks(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemMark]:
+        """Forwarded."""
+        self._enter("load_marks")
+        return await self._run(self.inner.load_marks(key, identities))
 
     async def load_tombstones(self, key: PKey, identities: Sequence[str]) -> dict[str, Tombstone]:
         """Forwarded."""

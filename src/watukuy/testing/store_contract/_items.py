@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from watukuy.diff import MAX_IDENTITY_BYTES
+from watukuy.model.errors import StoreError
 from watukuy.model.late import Lookback
 from watukuy.model.ports import StateStore
-from watukuy.model.rows import ListingPass, ListingState, PKey, Tombstone
+from watukuy.model.rows import ItemMark, ListingLink, ListingPass, ListingState, PKey, Tombstone
 
 from ._support import (
     KEY,
@@ -341,6 +344,118 @@ class ItemContract:
             return
         assert await _unseen(store, KEY, 3) == ["a"]
         assert await store.count_items(KEY) == 1
+
+    # --- listing links (proof of absence for deletes) ----------------------------
+
+    async def test_links_are_written_on_existing_rows_and_kept_by_upserts(
+        self, store: StateStore
+    ) -> None:
+        lease = await _acquire(store)
+        rows = [item_row(i) for i in ("a", "b", "c")]
+        await store.commit_poll(
+            KEY,
+            lease,
+            batch(
+                upserts=rows,
+                seen=["a", "b", "c"],
+                seen_pass=4,
+                links={
+                    "a": ListingLink(0, None, "b"),
+                    "b": ListingLink(0, "a", "c"),
+                    "c": ListingLink(1, "b", None),
+                    "ghost": ListingLink(1, "c", None),
+                },
+            ),
+        )
+        marks = await store.load_marks(KEY, ["a", "b", "c", "ghost", "nobody"])
+        assert marks == {
+            "a": ItemMark(4, ListingLink(0, None, "b")),
+            "b": ItemMark(4, ListingLink(0, "a", "c")),
+            "c": ItemMark(4, ListingLink(1, "b", None)),
+        }
+        # An upsert keeps the link and the mark; a link alone changes only the link.
+        changed = item_row("b", hash="hash-b2", seen_at=T0 + 5)
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[changed], links={"c": ListingLink(1, "b", "z")})
+        )
+        marks = await store.load_marks(KEY, ["b", "c"])
+        assert marks == {
+            "b": ItemMark(4, ListingLink(0, "a", "c")),
+            "c": ItemMark(4, ListingLink(1, "b", "z")),
+        }
+        # A new row has mark 0 and no link; a deleted one has neither, and comes back bare.
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("d")], deletes=["a"]))
+        assert await store.load_marks(KEY, ["a", "d"]) == {"d": ItemMark(0, None)}
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("a")], revived=["a"]))
+        assert await store.load_marks(KEY, ["a"]) == {"a": ItemMark(0, None)}
+        # Links of another key are apart; clear_items drops them with the rows.
+        assert await store.load_marks(KEY_B, ["b"]) == {}
+        await store.clear_items(KEY)
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("b")]))
+        assert await store.load_marks(KEY, ["b"]) == {"b": ItemMark(0, None)}
+
+    async def test_links_deletes_and_marks_of_one_batch_apply_in_order(
+        self, store: StateStore
+    ) -> None:
+        # Marks, then deletes, then links: a link for a row the batch deletes is skipped,
+        # and links hold any identity text, the longest included.
+        lease = await _acquire(store)
+        odd = longest_identity(7)
+        # Hashes are digests: the odd identity's row gets a plain one, as in real commits.
+        rows = [item_row(i, hash=f"hash-{n}") for n, i in enumerate(("a", "b", odd))]
+        await store.commit_poll(KEY, lease, batch(upserts=rows))
+        await store.commit_poll(
+            KEY,
+            lease,
+            batch(
+                seen=["a", odd],
+                seen_pass=9,
+                deletes=["b"],
+                links={
+                    "a": ListingLink(3, "\u00e9|x", odd),
+                    "b": ListingLink(3, "a", odd),
+                    odd: ListingLink(4, "a", ""),
+                },
+            ),
+        )
+        assert await store.load_marks(KEY, ["a", "b", odd]) == {
+            "a": ItemMark(9, ListingLink(3, "\u00e9|x", odd)),
+            odd: ItemMark(9, ListingLink(4, "a", "")),
+        }
+
+    async def test_a_mark_without_a_link_keeps_the_link_and_none_neighbours_are_written(
+        self, store: StateStore
+    ) -> None:
+        # A commit that marks two rows and links one: the other keeps its link whole, and
+        # the new link's None neighbours replace the old ones (None is not "keep").
+        lease = await _acquire(store)
+        old = {"a": ListingLink(0, "z", "b"), "b": ListingLink(0, "a", "c")}
+        await store.commit_poll(
+            KEY, lease, batch(upserts=[item_row("a"), item_row("b")], links=old)
+        )
+        new = ListingLink(1, None, "")
+        await store.commit_poll(KEY, lease, batch(seen=["a", "b"], seen_pass=2, links={"b": new}))
+        assert await store.load_marks(KEY, ["a", "b"]) == {
+            "a": ItemMark(2, old["a"]),
+            "b": ItemMark(2, new),
+        }
+        # Marks alone keep every link.
+        await store.commit_poll(KEY, lease, batch(seen=["a", "b"], seen_pass=3))
+        assert await store.load_marks(KEY, ["a", "b"]) == {
+            "a": ItemMark(3, old["a"]),
+            "b": ItemMark(3, new),
+        }
+
+    async def test_a_bad_link_fails_the_batch_and_writes_nothing(self, store: StateStore) -> None:
+        lease = await _acquire(store)
+        await store.commit_poll(KEY, lease, batch(upserts=[item_row("a")]))
+        bad = batch(
+            upserts=[item_row("b")],
+            links={"a": ListingLink("3", None, None)},  # type: ignore[arg-type]
+        )
+        with pytest.raises((TypeError, ValueError, StoreError)):
+            await store.commit_poll(KEY, lease, bad)
+        assert await store.load_marks(KEY, ["a", "b"]) == {"a": ItemMark(0, None)}
 
     async def test_late_arrivals_and_the_lookback_survive_patches(self, store: StateStore) -> None:
         lease = await _acquire(store)

@@ -191,6 +191,41 @@ FROM (
 ) AS hit
 WHERE i.ctid = hit.row_id
 
+-- name: mark_and_link_items
+-- mark_items and CommitBatch.links in one statement, after the deletes (a page of a linked
+-- listing marks and links the same rows: one new row version each instead of two). A NULL
+-- pass leaves the mark, a NULL read leaves the link. Rows are found by the probes of
+-- mark_items, and an identity with no stored row (never stored, or deleted by this commit)
+-- finds none.
+UPDATE {items} AS i SET
+    seen_pass = coalesce(hit.pass, i.seen_pass),
+    link_read = coalesce(hit.link_read, i.link_read),
+    link_prev = CASE WHEN hit.link_read IS NULL THEN i.link_prev ELSE hit.link_prev END,
+    link_next = CASE WHEN hit.link_read IS NULL THEN i.link_next ELSE hit.link_next END
+FROM (
+    SELECT u.pass, u.link_read, u.link_prev, u.link_next, f.row_id
+    FROM (SELECT %s::text AS poller, %s::text AS part) AS k
+    CROSS JOIN unnest(%b::text[], %b::bigint[], %b::bigint[], %b::text[], %b::text[])
+        AS u(identity, pass, link_read, link_prev, link_next)
+    CROSS JOIN LATERAL (
+        SELECT x.ctid AS row_id FROM {items} AS x
+        WHERE x.poller = k.poller AND x."partition" = k.part AND x.identity = u.identity
+        OFFSET 0
+    ) AS f
+) AS hit
+WHERE i.ctid = hit.row_id
+
+-- name: load_marks
+-- The probes of load_versions, reading the seen mark and the link only.
+SELECT f.identity, f.seen_pass, f.link_read, f.link_prev, f.link_next
+FROM (SELECT %s::text AS poller, %s::text AS part) AS k
+CROSS JOIN unnest(%b::text[]) AS w(identity)
+CROSS JOIN LATERAL (
+    SELECT x.identity, x.seen_pass, x.link_read, x.link_prev, x.link_next FROM {items} AS x
+    WHERE x.poller = k.poller AND x."partition" = k.part AND x.identity = w.identity
+    OFFSET 0
+) AS f
+
 -- name: count_items
 SELECT count(*) FROM {items} WHERE poller = %s AND "partition" = %s
 
