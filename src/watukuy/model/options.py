@@ -43,6 +43,7 @@ PoisonAction = Literal["park", "halt"]
 AckMode = Literal["auto", "manual"]
 Fairness = Literal["round-robin", "weighted"]
 Paging = Literal["offset", "keyset"]
+ListingOrder = Literal["fixed", "changing"]
 
 
 def _set(obj: object, name: str, value: Any) -> None:
@@ -326,6 +327,7 @@ class Deletes:
     guard_release_passes: int | None = None
     verify: Callable[..., Any] | None = None
     paging: Paging = "offset"
+    order: ListingOrder = "fixed"
 
     def __post_init__(self) -> None:
         _positive_int(self.confirm_passes, "deletes.confirm_passes")
@@ -343,8 +345,23 @@ class Deletes:
             raise ConfigError(
                 f"expected 'offset' or 'keyset', got {self.paging!r}", field="deletes.paging"
             )
+        if self.order not in ("fixed", "changing"):
+            raise ConfigError(
+                f"expected 'fixed' or 'changing', got {self.order!r}", field="deletes.order"
+            )
         if self.verify is not None and not callable(self.verify):
             raise ConfigError(f"expected a callable, got {self.verify!r}", field="deletes.verify")
+
+    @property
+    def proves(self) -> bool:
+        """True when a pass proves identities absent one by one (offset paging, a fixed
+        order, no ``verify``, at least two confirming passes): see docs/guarantees.md."""
+        return (
+            self.paging == "offset"
+            and self.order == "fixed"
+            and self.verify is None
+            and self.confirm_passes > 1
+        )
 
     def holds(self, deletes: int, snapshot: int) -> bool:
         """True when the guard holds ``deletes`` out of a snapshot of ``snapshot`` rows."""

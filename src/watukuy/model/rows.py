@@ -44,6 +44,7 @@ __all__ = [
     "LoggedEvent",
     "OutboxRow",
     "PKey",
+    "PROVEN_LIMIT",
     "ParkedKind",
     "ParkedRow",
     "PollSummary",
@@ -55,6 +56,7 @@ __all__ = [
     "StoreCapabilities",
     "Tombstone",
     "TombstoneReason",
+    "UNPROVEN_PASSES",
     "Validator",
     "apply_patch",
     "delivery_consumer",
@@ -254,6 +256,19 @@ class ListingPass:
             pass finds no deletes and confirms nothing.
         last_abandoned_at: When the last pass was abandoned (epoch ms).
         last_abandoned: Why, in words.
+        tail: The last identity the pass in progress listed (``None`` before its first
+            item, or when its next page read must not be linked to it); the next page
+            read's first item links back to it (see :class:`ListingLink`).
+        tail_read: The page read (from 0) of the pass that listed :attr:`tail`.
+        tail_prev: The identity listed just before :attr:`tail` (its link's ``prev``).
+        proven: Identities that a complete pass proved absent from the listing (their
+            place in the listing's order fell inside one of its page reads, see
+            docs/guarantees.md) and that no pass listed since; at most
+            ``PROVEN_LIMIT`` of them.
+        history: Ids of the latest complete passes that listed every identity (newest
+            last, at most ``UNPROVEN_PASSES``), to tell how long a delete has waited.
+        unproven: Delete candidates that have waited ``UNPROVEN_PASSES`` complete passes
+            without a proof or passes that agree, counted at the last end of a pass.
     """
 
     pass_id: int | None = None
@@ -277,6 +292,20 @@ class ListingPass:
     abandoned: int = 0
     last_abandoned_at: int | None = None
     last_abandoned: str | None = None
+    tail: str | None = None
+    tail_read: int = 0
+    tail_prev: str | None = None
+    proven: tuple[str, ...] = ()
+    history: tuple[int, ...] = ()
+    unproven: int = 0
+
+
+PROVEN_LIMIT = 10_000
+"""At most this many identities are kept in :attr:`ListingPass.proven`."""
+
+UNPROVEN_PASSES = 8
+"""A delete candidate that has waited this many complete passes without a proof is
+reported (:attr:`ListingPass.unproven`, a WARNING)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -742,6 +771,10 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 def _backfill_to_json(backfill: BackfillState | None) -> dict[str, Any] | None:
     if backfill is None:
         return None
@@ -787,6 +820,12 @@ def _pass_to_json(progress: ListingPass) -> dict[str, Any]:
         "abandoned": progress.abandoned,
         "last_abandoned_at": progress.last_abandoned_at,
         "last_abandoned": progress.last_abandoned,
+        "tail": progress.tail,
+        "tail_read": progress.tail_read,
+        "tail_prev": progress.tail_prev,
+        "proven": list(progress.proven),
+        "history": list(progress.history),
+        "unproven": progress.unproven,
     }
 
 
@@ -813,6 +852,12 @@ def _pass_from_json(data: Mapping[str, Any]) -> ListingPass:
         abandoned=int(data.get("abandoned") or 0),
         last_abandoned_at=_optional_int(data.get("last_abandoned_at")),
         last_abandoned=data.get("last_abandoned"),
+        tail=_optional_str(data.get("tail")),
+        tail_read=int(data.get("tail_read") or 0),
+        tail_prev=_optional_str(data.get("tail_prev")),
+        proven=tuple(str(i) for i in data.get("proven") or ()),
+        history=tuple(int(i) for i in data.get("history") or ()),
+        unproven=int(data.get("unproven") or 0),
     )
 
 

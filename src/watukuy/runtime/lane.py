@@ -26,7 +26,7 @@ import dataclasses
 import inspect
 import logging
 import reprlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from watukuy.cursor import CursorStrategy, TimestampStrategy, start_over
@@ -68,11 +68,15 @@ from watukuy.model.page import InvalidPageError, Page, coerce_page
 from watukuy.model.partition import Partition
 from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
+    PROVEN_LIMIT,
+    UNPROVEN_PASSES,
     CommitBatch,
     EventCounts,
     HeldDeletes,
+    ItemMark,
     ItemRow,
     Lane,
+    ListingLink,
     ListingPass,
     ListingState,
     OutboxRow,
@@ -104,6 +108,12 @@ _IDENTITY_BATCH = 1000
 # Items hashed (or events written) between two turns of the event loop (see _turn).
 _HASH_STEP = 250
 _DISAGREEMENT_WARNING = 3
+# A proof walks at most this many rows on each side of a missed identity.
+_WALK_STEPS = 64
+# Beyond this many rows missed by a pass, the rest are not looked at for a proof.
+_EVIDENCE_LIMIT = 10_000
+# The link of a row marked by an incremental lane during a pass: no page read listed it.
+_UNREAD = ListingLink(read=-1)
 # Fetch failures in a row at the same page of a pass (past its first page) that abandon it.
 # Two: one failure may be a blip worth resuming after (the pages before it are not read
 # again); a second at the same page, after a backoff, most likely means the page is gone
@@ -130,6 +140,9 @@ _NO_PASS: dict[str, Any] = {
     "listed": False,
     "failed_page": 0,
     "page_failures": 0,
+    "tail": None,
+    "tail_read": 0,
+    "tail_prev": None,
 }
 
 
@@ -1130,9 +1143,18 @@ class LaneCycle:
         progress = self._pass
         seen: list[str] = []
         seen_pass = 0
+        links: dict[str, ListingLink] = {}
         if progress is not None and progress.pass_id is not None:
             # The page's identities get the pass's seen mark, and the pass its next cursor,
             # in the page's own transaction: a cut pass resumes here, on any replica.
+            tail: dict[str, Any] = {}
+            if poller.deletes.proves and not selection.not_modified:
+                # A read is a window of the listing only when every item it returned is
+                # here once, in the order it came (none held back, none twice).
+                whole = len(kept) == len(selection.page.items) and len(identities) + len(
+                    invalid
+                ) == len(kept)
+                links, tail = await self._links(progress, identities, whole=whole)
             patch["listing"] = self._listing_with(
                 dataclasses.replace(
                     progress,
@@ -1142,6 +1164,7 @@ class LaneCycle:
                     invalid=progress.invalid + len(invalid),
                     not_modified=progress.not_modified or selection.not_modified,
                     listed=bool(done) and not self._page_source_is_generator,
+                    **tail,
                 )
             )
             seen, seen_pass = identities, progress.pass_id
@@ -1150,6 +1173,10 @@ class LaneCycle:
             # in progress (reconcile), which cannot have started after the latest pass id.
             seen = [row.identity for row in upserts]
             seen_pass = state.listing.counter
+            if poller.deletes.proves:
+                # Their mark is the pass's, but no page read of it listed them: a link that
+                # says so keeps a proof from taking an older read for one of this pass.
+                links = dict.fromkeys(seen, _UNREAD)
         batch = CommitBatch(
             state_patch=patch,
             upserts=upserts,
@@ -1160,6 +1187,7 @@ class LaneCycle:
             parked=parked,
             now=now,
             revived=[change.identity for change in diff.changes if change.identity in tombstones],
+            links=links,
         )
         started = deps.clock.now()
         commit = asyncio.ensure_future(deps.store.commit_poll(self._key, self._keeper.lease, batch))
@@ -1186,6 +1214,62 @@ class LaneCycle:
             state=after,
             late=late,
         )
+
+    async def _links(
+        self, progress: ListingPass, identities: list[str], *, whole: bool
+    ) -> tuple[dict[str, ListingLink], dict[str, Any]]:
+        """The listing links one page read of a full-listing pass writes, and the pass's
+        new tail (see :class:`ListingLink` and docs/guarantees.md).
+
+        Inside a read, neighbours are neighbours in the listing's order. Across reads the
+        first item links back to the pass's tail, and the tail forward to it, only when the
+        read repeats nothing the pass listed before (the tail itself, first, excepted): a
+        read that repeats something began before the end of the previous one (items were
+        inserted before the reading position), and its first item may lie before the tail.
+        A read that is not a window of the listing (an item held back or listed twice)
+        links nothing: its rows get a link that no proof takes for a read of the pass.
+        """
+        read = progress.pages
+        order: list[str] = []
+        for identity in identities:
+            if not order or order[-1] != identity:
+                order.append(identity)
+        if not whole or len(set(order)) != len(order):
+            return dict.fromkeys(order, _UNREAD), {"tail": None}
+        if not order:
+            return {}, {}
+        tail, tail_prev = progress.tail, progress.tail_prev
+        cross = tail is not None and read > 0
+        if cross:
+            marks = await self._deps.store.load_marks(self._key, order)
+            repeated = [
+                n
+                for n, identity in enumerate(order)
+                if (mark := marks.get(identity)) is not None and mark.seen == progress.pass_id
+            ]
+            cross = not repeated or (repeated == [0] and order[0] == tail)
+        links: dict[str, ListingLink] = {}
+        first_prev: str | None = None
+        if cross:
+            assert tail is not None
+            if order[0] == tail:
+                first_prev = tail_prev
+            else:
+                first_prev = tail
+                links[tail] = ListingLink(progress.tail_read, tail_prev, order[0])
+        last = len(order) - 1
+        for n, identity in enumerate(order):
+            links[identity] = ListingLink(
+                read,
+                order[n - 1] if n else first_prev,
+                order[n + 1] if n < last else None,
+            )
+        new_tail = {
+            "tail": order[-1],
+            "tail_read": read,
+            "tail_prev": order[-2] if last else first_prev,
+        }
+        return links, new_tail
 
     def _late_page(
         self,
@@ -1477,6 +1561,7 @@ class LaneCycle:
         clean = progress.clean
         last_missed, last_repeats = progress.last_missed, progress.last_repeats
         disagreed = progress.disagreed
+        proven, history, unproven = progress.proven, progress.history, progress.unproven
         # A listing answered 304 is only ever one page (see _idle): it is the previous pass
         # again, and confirms that pass when it was complete (its marks stand for both).
         repeat = (
@@ -1497,7 +1582,11 @@ class LaneCycle:
             self._logger.info("full listing pass %d: %s", pass_id, outcome)
         else:
             last_clean = True
+            # The candidates the previous end of a pass already had: deletes that waited
+            # for a proof or for passes that agree are not lost by this pass.
+            before = clean[0] if len(clean) >= rules.confirm_passes else None
             clean = (*clean, clean[-1] if repeat else pass_id)[-rules.confirm_passes :]
+            history = (*history, clean[-1])[-UNPROVEN_PASSES:]
             # The pair of confirming passes is judged only where it decides anything:
             # verify= rules phantoms out by itself, one pass has nothing to agree with, and
             # a keyset listing cannot shift a live item out of a pass.
@@ -1509,6 +1598,9 @@ class LaneCycle:
                 repeats: int | None = max(progress.items - listed, 0)
             else:
                 repeats = progress.last_repeats if repeat else None
+            note = ""
+            if rules.proves and not repeat:
+                proven, note = await self._prove(progress, pass_id, missed)
             if len(clean) < rules.confirm_passes:
                 outcome = f"no deletes yet: {len(clean)} of {rules.confirm_passes} complete passes"
             else:
@@ -1520,21 +1612,35 @@ class LaneCycle:
                     older = clean[-2]
                     still = count if older == below else await self._count_unseen(older)
                     why = self._disagreement(progress, older, clean[-1], missed, still)
+                only: dict[str, int] | None = None  # proven candidates and their marks
                 if why is not None:
                     disagreed += 1
                     held = await self._recount_held(held)
-                    outcome = (
-                        f"{why}; {count} delete(s) wait for passes that agree, "
-                        "or give Deletes(verify=)"
-                    )
+                    if rules.proves:
+                        only = await self._marks_below(proven, below)
+                ours = held if held is not None and held.lane == self._lane else None
+                if why is not None and not only:
+                    wait = "for passes that agree"
+                    if rules.proves:
+                        wait = "for a proof or passes that agree"
+                    outcome = f"{why}; {count} delete(s) wait {wait}, or give Deletes(verify=)"
                     self._report_disagreement(disagreed, outcome)
                 else:
-                    disagreed = 0
+                    if why is None:
+                        disagreed = 0
+                    deletable = count if only is None else len(only)
+                    # The guard judges what this pass newly lost; a hold already in place
+                    # keeps being judged whole (an outage that goes on stays held).
+                    new = deletable
+                    if ours is None and before is not None:
+                        if only is None:
+                            new -= await self._count_unseen(before)
+                        else:
+                            new -= sum(1 for seen in only.values() if seen < before)
                     snapshot = await self._deps.store.count_items(self._key)
-                    ours = held if held is not None and held.lane == self._lane else None
                     passes = ours.passes + 1 if ours is not None else 1
                     release = rules.guard_release_passes
-                    if rules.holds(count, snapshot) and (release is None or passes <= release):
+                    if rules.holds(new, snapshot) and (release is None or passes <= release):
                         held = HeldDeletes(
                             lane=self._lane,
                             below=below,
@@ -1547,12 +1653,32 @@ class LaneCycle:
                         outcome = f"held {count} delete(s) of {snapshot} (mass-delete guard)"
                         await self._report_held(held)
                     else:
-                        state, emitted = await self._emit_deletes(state, below)
+                        chosen = None if only is None else set(only)
+                        state, emitted = await self._emit_deletes(state, below, only=chosen)
                         if ours is not None:
                             held = None
                         outcome = f"deleted {emitted}"
+                        if why is not None:
+                            outcome = (
+                                f"deleted {emitted} proven absent; {why}; "
+                                f"{count - emitted} other delete(s) wait for a proof or "
+                                "passes that agree, or give Deletes(verify=)"
+                            )
+                            self._report_disagreement(disagreed, outcome)
                         if emitted and missed is not None:
                             missed = await self._count_unseen(clean[-1])
+                if emitted:
+                    proven = await self._still_missed(proven, clean[-1])
+                unproven = 0
+                if len(history) == UNPROVEN_PASSES and (held is None or held.lane != self._lane):
+                    unproven = await self._count_unseen(history[0])
+                    if unproven:
+                        outcome += (
+                            f"; {unproven} delete(s) unproven after {UNPROVEN_PASSES} "
+                            "complete passes"
+                        )
+                        self._report_unproven(unproven, progress.unproven, progress.completed)
+            outcome += note
             last_missed, last_repeats = missed, repeats
         closed = _between_passes(
             progress,
@@ -1564,6 +1690,9 @@ class LaneCycle:
             last_missed=last_missed,
             last_repeats=last_repeats,
             disagreed=disagreed,
+            proven=proven,
+            history=history,
+            unproven=unproven,
         )
         patch: StatePatch = {
             "listing": self._listing_with(closed),
@@ -1572,6 +1701,117 @@ class LaneCycle:
         }
         await self._deps.store.save_state(self._key, self._keeper.lease, patch)
         return apply_patch(state, patch), emitted
+
+    # --- proofs of absence ------------------------------------------------------------------
+
+    async def _prove(
+        self, progress: ListingPass, pass_id: int, missed: int | None
+    ) -> tuple[tuple[str, ...], str]:
+        """The identities proven absent so far, with those the pass ``pass_id`` (complete)
+        proves now, and a note for ``last_outcome`` when some rows were not examined.
+
+        A row the pass missed is proven absent when its place in the listing's order fell
+        inside one page read of the pass: the nearest rows the pass listed on each side of
+        it (found by walking its links through rows the pass did not list) came in the same
+        read, or the one before it came in the last read (which ran to the end of the
+        listing), or the one after it in the first (which began at its start). Under a
+        fixed order one read is a window of the listing at one moment, so the row was not
+        there then. See docs/guarantees.md.
+        """
+        kept = await self._still_missed(progress.proven, pass_id)
+        known = set(kept)
+        examine: list[str] = []
+        seen_rows = 0
+        async for batch in self._deps.store.stream_unseen(self._key, pass_id, _IDENTITY_BATCH):
+            seen_rows += len(batch)
+            examine.extend(identity for identity in batch if identity not in known)
+            if len(examine) >= _EVIDENCE_LIMIT:
+                break
+        examine = examine[:_EVIDENCE_LIMIT]
+        note = ""
+        total = missed if missed is not None else seen_rows
+        if total - len(known) > len(examine):
+            skipped = total - len(known) - len(examine)
+            note = f"; {skipped} missed row(s) beyond {_EVIDENCE_LIMIT} not examined for a proof"
+        found = await self._evidence(pass_id, progress.pages - 1, examine) if examine else []
+        return (*kept, *found)[:PROVEN_LIMIT], note
+
+    async def _evidence(self, pass_id: int, final_read: int, missed: list[str]) -> list[str]:
+        """Those of ``missed`` (rows the pass ``pass_id`` did not list) that it proves
+        absent (see :meth:`_prove`). Every row is read once, 1,000 at a time."""
+        store = self._deps.store
+        cache: dict[str, ItemMark | None] = {}
+
+        async def load(identities: list[str]) -> None:
+            need = [i for i in dict.fromkeys(identities) if i not in cache]
+            for start in range(0, len(need), _IDENTITY_BATCH):
+                chunk = need[start : start + _IDENTITY_BATCH]
+                marks = await store.load_marks(self._key, chunk)
+                for identity in chunk:
+                    cache[identity] = marks.get(identity)
+
+        await load(missed)
+        # The walks, one step a round on each side: the identity reached so far.
+        back: dict[str, str | None] = {}
+        ahead: dict[str, str | None] = {}
+        for identity in missed:
+            mark = cache.get(identity)
+            if mark is not None and mark.link is not None and mark.link.read >= 0:
+                back[identity] = mark.link.prev
+                ahead[identity] = mark.link.next
+        found_back: dict[str, int] = {}
+        found_ahead: dict[str, int] = {}
+        for _ in range(_WALK_STEPS):
+            if not back and not ahead:
+                break
+            await load([i for i in (*back.values(), *ahead.values()) if i is not None])
+            for walks, found, forward in ((back, found_back, False), (ahead, found_ahead, True)):
+                for identity, current in list(walks.items()):
+                    mark = None if current is None else cache.get(current)
+                    if mark is None or mark.link is None:
+                        del walks[identity]  # the chain ends: that side is not found
+                    elif mark.seen == pass_id:
+                        if mark.link.read >= 0:
+                            found[identity] = mark.link.read
+                        del walks[identity]
+                    else:
+                        walks[identity] = mark.link.next if forward else mark.link.prev
+        proven: list[str] = []
+        for identity in missed:
+            before, after = found_back.get(identity), found_ahead.get(identity)
+            if (
+                (before is not None and before == after)
+                or (before is not None and before == final_read)
+                or after == 0
+            ):
+                proven.append(identity)
+        return proven
+
+    async def _marks_below(self, identities: Sequence[str], below: int) -> dict[str, int]:
+        """The seen marks of those stored ``identities`` whose mark is below ``below``."""
+        found: dict[str, int] = {}
+        for start in range(0, len(identities), _IDENTITY_BATCH):
+            chunk = identities[start : start + _IDENTITY_BATCH]
+            marks = await self._deps.store.load_marks(self._key, chunk)
+            found.update((i, m.seen) for i, m in marks.items() if m.seen < below)
+        return found
+
+    async def _still_missed(self, identities: Sequence[str], below: int) -> tuple[str, ...]:
+        """``identities`` pruned of rows listed by a pass from ``below`` on, or deleted."""
+        marks = await self._marks_below(identities, below)
+        return tuple(identity for identity in identities if identity in marks)
+
+    def _report_unproven(self, unproven: int, before: int, completed: int) -> None:
+        if before == 0 or completed % 10 == 0:
+            self._logger.warning(
+                "full listing: %d delete(s) have waited %d complete passes without a proof or "
+                "passes that agree (the listing keeps changing where they were); give "
+                "Deletes(verify=), or confirm them with engine.deletes.confirm() / "
+                "`watukuy deletes confirm` once you know they are gone",
+                unproven,
+                UNPROVEN_PASSES,
+                extra={"unproven": unproven},
+            )
 
     def _disagreement(
         self, progress: ListingPass, older: int, newer: int, missed: int, still: int
@@ -1618,8 +1858,8 @@ class LaneCycle:
     def _report_disagreement(self, disagreed: int, outcome: str) -> None:
         if disagreed == _DISAGREEMENT_WARNING or (disagreed and disagreed % 10 == 0):
             self._logger.warning(
-                "full listing: %d pass(es) in a row disagreed with the one before, no deletes "
-                "meanwhile: %s",
+                "full listing: %d pass(es) in a row disagreed with the one before (only "
+                "deletes proven one by one go out meanwhile): %s",
                 disagreed,
                 outcome,
                 extra={"disagreed": disagreed},
@@ -1700,15 +1940,74 @@ class LaneCycle:
         self._logger.info("emitted %d confirmed delete(s)", emitted)
         return apply_patch(state, patch), emitted
 
-    async def _emit_deletes(self, state: PollerState, below: int) -> tuple[PollerState, int]:
-        """Emit ``deleted`` for every stored identity whose seen mark is below ``below``,
-        one committed batch at a time (a run cut half-way resumes with the rest)."""
+    async def _splice(self, deleted: list[str]) -> dict[str, ListingLink]:
+        """The links that close the gaps ``deleted`` leaves in the listing's chains: the
+        row before a run of deleted rows links forward to the row after it, and back.
+        Only links that pointed into the run change (a row relisted since keeps its own)."""
+        if not deleted:
+            return {}
+        store = self._deps.store
+        gone = set(deleted)
+        marks: dict[str, ItemMark] = {}
+        for start in range(0, len(deleted), _IDENTITY_BATCH):
+            marks.update(
+                await store.load_marks(self._key, deleted[start : start + _IDENTITY_BATCH])
+            )
+
+        def beyond(identity: str, forward: bool) -> str | None:
+            """The first row past the run of deleted rows from ``identity`` on."""
+            current: str | None = identity
+            for _ in range(_WALK_STEPS):
+                if current is None or current not in gone:
+                    return current
+                link = marks[current].link if current in marks else None
+                if link is None:
+                    return None
+                current = link.next if forward else link.prev
+            return None
+
+        ends: dict[str, tuple[str | None, str | None]] = {}
+        for identity in deleted:
+            link = marks[identity].link if identity in marks else None
+            if link is None:
+                continue
+            before, after = beyond(identity, False), beyond(identity, True)
+            ends[identity] = (before, after)
+        neighbours = sorted({n for pair in ends.values() for n in pair if n is not None})
+        current_links: dict[str, ItemMark] = {}
+        for start in range(0, len(neighbours), _IDENTITY_BATCH):
+            chunk = neighbours[start : start + _IDENTITY_BATCH]
+            current_links.update(await store.load_marks(self._key, chunk))
+        links: dict[str, ListingLink] = {}
+        for before, after in ends.values():
+            if before is not None:
+                mark = current_links.get(before)
+                link = links.get(before) or (mark.link if mark is not None else None)
+                if link is not None and link.next in gone:
+                    links[before] = dataclasses.replace(link, next=after)
+            if after is not None:
+                mark = current_links.get(after)
+                link = links.get(after) or (mark.link if mark is not None else None)
+                if link is not None and link.prev in gone:
+                    links[after] = dataclasses.replace(link, prev=before)
+        return links
+
+    async def _emit_deletes(
+        self, state: PollerState, below: int, *, only: set[str] | None = None
+    ) -> tuple[PollerState, int]:
+        """Emit ``deleted`` for every stored identity whose seen mark is below ``below``
+        (and that is among ``only``, when given), one committed batch at a time (a run cut
+        half-way resumes with the rest)."""
         deps = self._deps
         poller = self._poller
         emitted = 0
         # The walk pages by the last identity, so deleting what it already passed is safe.
         verify = poller.deletes.verify
         async for candidates in deps.store.stream_unseen(self._key, below, _IDENTITY_BATCH):
+            if only is not None:
+                candidates = [identity for identity in candidates if identity in only]
+                if not candidates:
+                    continue
             chunk, present = candidates, list[str]()
             if verify is not None:
                 chunk, present = await self._verify(verify, candidates)
@@ -1738,10 +2037,12 @@ class LaneCycle:
                 rows.append(outbox_row)
                 events.append(event)
             patch: StatePatch = {"sequence": sequence, "updated_at": now}
+            links = await self._splice(chunk) if poller.deletes.proves else {}
             await self._commit(
                 CommitBatch(
                     state_patch=patch,
                     deletes=chunk,
+                    links=links,
                     # Still there: seen now, by the newest pass, so no pass in progress
                     # proposes it again.
                     seen=present,

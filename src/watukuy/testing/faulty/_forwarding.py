@@ -9,6 +9,7 @@ from watukuy.model.errors import SerializedError
 from watukuy.model.ports import StateStore
 from watukuy.model.rows import (
     CommitBatch,
+    ItemMark,
     ItemRow,
     Lease,
     LoggedEvent,
@@ -153,6 +154,11 @@ class ForwardingStore:
         async for batch in self.inner.stream_unseen(key, before, batch_size):
             yield batch
             self._enter("stream_unseen")
+
+    async def load_marks(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemMark]:
+        """Forwarded."""
+        self._enter("load_marks")
+        return await self._run(self.inner.load_marks(key, identities))
 
     async def count_items(self, key: PKey) -> int:
         """Forwarded."""
