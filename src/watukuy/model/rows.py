@@ -28,6 +28,7 @@ from .late import (
 from .records import dataclass, fast_init
 
 __all__ = [
+    "BRIDGE_LIMIT",
     "BackfillState",
     "DEFAULT_CONSUMER",
     "CircuitState",
@@ -269,6 +270,9 @@ class ListingPass:
             last, at most ``UNPROVEN_PASSES``), to tell how long a delete has waited.
         unproven: Delete candidates that have waited ``UNPROVEN_PASSES`` complete passes
             without a proof or passes that agree, counted at the last end of a pass.
+        bridges: ``(identity, prev, next)`` of the rows this lane deleted last (at most
+            ``BRIDGE_LIMIT``, newest last): a proof that walks the links of a row not
+            listed since into a deleted row goes on through it.
     """
 
     pass_id: int | None = None
@@ -298,7 +302,11 @@ class ListingPass:
     proven: tuple[str, ...] = ()
     history: tuple[int, ...] = ()
     unproven: int = 0
+    bridges: tuple[tuple[str, str | None, str | None], ...] = ()
 
+
+BRIDGE_LIMIT = 2_000
+"""At most this many deleted rows are kept in :attr:`ListingPass.bridges`."""
 
 PROVEN_LIMIT = 10_000
 """At most this many identities are kept in :attr:`ListingPass.proven`."""
@@ -323,7 +331,8 @@ class ListingState:
 
 @dataclass(frozen=True, slots=True)
 class HeldDeletes:
-    """Deletes the mass-delete guard held back instead of emitting them.
+    """Deletes held back instead of emitted, until an operator (or a rule) decides: by the
+    mass-delete guard, or because no pass could prove them (``reason="unproven"``).
 
     The identities are not listed: they are the snapshot rows whose seen mark is below
     ``below`` when the deletes are finally emitted, so a row seen again meanwhile drops
@@ -337,6 +346,10 @@ class HeldDeletes:
         held_at: When they were first held (epoch ms).
         passes: Complete passes in a row that wanted to delete them.
         confirmed: An operator confirmed them; the next run emits them.
+        reason: ``"guard"``: the mass-delete guard held them (a pass would have deleted
+            too much of the snapshot at once). ``"unproven"``: identities that every one of
+            the last ``UNPROVEN_PASSES`` complete passes missed, which no pass proved
+            absent and no two passes that agree confirmed (see docs/guarantees.md).
     """
 
     lane: str
@@ -346,6 +359,7 @@ class HeldDeletes:
     held_at: int
     passes: int = 1
     confirmed: bool = False
+    reason: str = "guard"
 
 
 @dataclass(frozen=True, slots=True)
@@ -826,6 +840,7 @@ def _pass_to_json(progress: ListingPass) -> dict[str, Any]:
         "proven": list(progress.proven),
         "history": list(progress.history),
         "unproven": progress.unproven,
+        "bridges": [list(bridge) for bridge in progress.bridges],
     }
 
 
@@ -858,6 +873,9 @@ def _pass_from_json(data: Mapping[str, Any]) -> ListingPass:
         proven=tuple(str(i) for i in data.get("proven") or ()),
         history=tuple(int(i) for i in data.get("history") or ()),
         unproven=int(data.get("unproven") or 0),
+        bridges=tuple(
+            (str(b[0]), _optional_str(b[1]), _optional_str(b[2])) for b in data.get("bridges") or ()
+        ),
     )
 
 
@@ -891,6 +909,7 @@ def held_deletes_to_json(held: HeldDeletes | None) -> dict[str, Any] | None:
         "held_at": held.held_at,
         "passes": held.passes,
         "confirmed": held.confirmed,
+        "reason": held.reason,
     }
 
 
@@ -905,6 +924,7 @@ def _held_from_json(data: Mapping[str, Any] | None) -> HeldDeletes | None:
         held_at=int(data.get("held_at") or 0),
         passes=int(data.get("passes") or 1),
         confirmed=bool(data.get("confirmed", False)),
+        reason=str(data.get("reason") or "guard"),
     )
 
 

@@ -68,6 +68,7 @@ from watukuy.model.page import InvalidPageError, Page, coerce_page
 from watukuy.model.partition import Partition
 from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
+    BRIDGE_LIMIT,
     PROVEN_LIMIT,
     UNPROVEN_PASSES,
     CommitBatch,
@@ -365,6 +366,8 @@ class LaneCycle:
         self._writer_cache: tuple[int, EventWriter] | None = None
         self._force_backfill = False
         self._pass: ListingPass | None = None  # the full listing pass this cycle continues
+        # (identity, prev, next) of the rows deleted since the last save (see _splice)
+        self._bridges: list[tuple[str, str | None, str | None]] = []
         self._listing = ListingState()
         self._page_source_is_generator = False
         self._watch: LateWatch | None = None
@@ -1239,17 +1242,16 @@ class LaneCycle:
         if not order:
             return {}, {}
         tail, tail_prev = progress.tail, progress.tail_prev
-        cross = tail is not None and read > 0
-        if cross:
-            marks = await self._deps.store.load_marks(self._key, order)
-            repeated = [
-                n
-                for n, identity in enumerate(order)
-                if (mark := marks.get(identity)) is not None and mark.seen == progress.pass_id
-            ]
-            cross = not repeated or (repeated == [0] and order[0] == tail)
+        marks = await self._deps.store.load_marks(self._key, order)
+        earlier = [  # listed by an earlier read of this pass
+            identity
+            for identity, mark in marks.items()
+            if mark.seen == progress.pass_id and read > 0
+        ]
+        cross = tail is not None and (not earlier or earlier == [tail] == order[:1])
         links: dict[str, ListingLink] = {}
         first_prev: str | None = None
+        last_next: str | None = None
         if cross:
             assert tail is not None
             if order[0] == tail:
@@ -1257,12 +1259,22 @@ class LaneCycle:
             else:
                 first_prev = tail
                 links[tail] = ListingLink(progress.tail_read, tail_prev, order[0])
+        else:
+            # On a side this read cannot tell, an item keeps the neighbour an earlier read
+            # gave it: under a fixed order it still lies on that side (a chain needs rows
+            # in order, not adjacent ones).
+            first = marks.get(order[0])
+            if first is not None and first.link is not None and first.link.read >= 0:
+                first_prev = first.link.prev
+        final = marks.get(order[-1])
+        if final is not None and final.link is not None and final.link.read >= 0:
+            last_next = final.link.next
         last = len(order) - 1
         for n, identity in enumerate(order):
             links[identity] = ListingLink(
                 read,
                 order[n - 1] if n else first_prev,
-                order[n + 1] if n < last else None,
+                order[n + 1] if n < last else last_next,
             )
         new_tail = {
             "tail": order[-1],
@@ -1557,6 +1569,7 @@ class LaneCycle:
             # A generator's listing ends when it is exhausted, after its last page's commit.
             progress = dataclasses.replace(progress, listed=True)
         emitted = 0
+        self._bridges = []
         held = state.held_deletes  # another lane's hold stays as it is
         clean = progress.clean
         last_missed, last_repeats = progress.last_missed, progress.last_repeats
@@ -1618,7 +1631,9 @@ class LaneCycle:
                     held = await self._recount_held(held)
                     if rules.proves:
                         only = await self._marks_below(proven, below)
-                ours = held if held is not None and held.lane == self._lane else None
+                ours = held
+                if ours is None or ours.lane != self._lane or ours.reason != "guard":
+                    ours = None  # the guard's own hold of this lane, if any
                 if why is not None and not only:
                     wait = "for passes that agree"
                     if rules.proves:
@@ -1670,14 +1685,31 @@ class LaneCycle:
                 if emitted:
                     proven = await self._still_missed(proven, clean[-1])
                 unproven = 0
-                if len(history) == UNPROVEN_PASSES and (held is None or held.lane != self._lane):
+                prior = state.held_deletes  # before this pass (a hold it dropped included)
+                if prior is None or prior.lane != self._lane or prior.reason != "unproven":
+                    prior = None
+                if held is not None and held.lane == self._lane and held.reason == "unproven":
+                    held = None  # judged again below
+                if len(history) == UNPROVEN_PASSES and held is None:
+                    # What every pass of the history missed and nothing proved: held for an
+                    # operator, so that it is neither lost silently nor emitted unproven.
                     unproven = await self._count_unseen(history[0])
                     if unproven:
                         outcome += (
                             f"; {unproven} delete(s) unproven after {UNPROVEN_PASSES} "
-                            "complete passes"
+                            "complete passes, held for an operator"
                         )
-                        self._report_unproven(unproven, progress.unproven, progress.completed)
+                        held = HeldDeletes(
+                            lane=self._lane,
+                            below=history[0],
+                            count=unproven,
+                            snapshot=await self._deps.store.count_items(self._key),
+                            held_at=prior.held_at if prior is not None else now,
+                            passes=prior.passes + 1 if prior is not None else 1,
+                            confirmed=prior.confirmed if prior is not None else False,
+                            reason="unproven",
+                        )
+                        await self._report_unproven(held, progress.unproven)
             outcome += note
             last_missed, last_repeats = missed, repeats
         closed = _between_passes(
@@ -1693,6 +1725,7 @@ class LaneCycle:
             proven=proven,
             history=history,
             unproven=unproven,
+            bridges=(*progress.bridges, *self._bridges)[-BRIDGE_LIMIT:],
         )
         patch: StatePatch = {
             "listing": self._listing_with(closed),
@@ -1733,14 +1766,30 @@ class LaneCycle:
         if total - len(known) > len(examine):
             skipped = total - len(known) - len(examine)
             note = f"; {skipped} missed row(s) beyond {_EVIDENCE_LIMIT} not examined for a proof"
-        found = await self._evidence(pass_id, progress.pages - 1, examine) if examine else []
+        found = (
+            await self._evidence(pass_id, progress.pages - 1, examine, progress.bridges)
+            if examine
+            else []
+        )
         return (*kept, *found)[:PROVEN_LIMIT], note
 
-    async def _evidence(self, pass_id: int, final_read: int, missed: list[str]) -> list[str]:
+    async def _evidence(
+        self,
+        pass_id: int,
+        final_read: int,
+        missed: list[str],
+        bridges: Sequence[tuple[str, str | None, str | None]] = (),
+    ) -> list[str]:
         """Those of ``missed`` (rows the pass ``pass_id`` did not list) that it proves
-        absent (see :meth:`_prove`). Every row is read once, 1,000 at a time."""
+        absent (see :meth:`_prove`). Every row is read once, 1,000 at a time; a walk that
+        reaches a row deleted since goes on through its bridge (its neighbours when it
+        was deleted)."""
         store = self._deps.store
         cache: dict[str, ItemMark | None] = {}
+        bridged = {
+            identity: ItemMark(-1, ListingLink(-1, prev, after))
+            for identity, prev, after in bridges
+        }
 
         async def load(identities: list[str]) -> None:
             need = [i for i in dict.fromkeys(identities) if i not in cache]
@@ -1748,7 +1797,7 @@ class LaneCycle:
                 chunk = need[start : start + _IDENTITY_BATCH]
                 marks = await store.load_marks(self._key, chunk)
                 for identity in chunk:
-                    cache[identity] = marks.get(identity)
+                    cache[identity] = marks.get(identity) or bridged.get(identity)
 
         await load(missed)
         # The walks, one step a round on each side: the identity reached so far.
@@ -1801,16 +1850,27 @@ class LaneCycle:
         marks = await self._marks_below(identities, below)
         return tuple(identity for identity in identities if identity in marks)
 
-    def _report_unproven(self, unproven: int, before: int, completed: int) -> None:
-        if before == 0 or completed % 10 == 0:
-            self._logger.warning(
-                "full listing: %d delete(s) have waited %d complete passes without a proof or "
-                "passes that agree (the listing keeps changing where they were); give "
-                "Deletes(verify=), or confirm them with engine.deletes.confirm() / "
-                "`watukuy deletes confirm` once you know they are gone",
-                unproven,
-                UNPROVEN_PASSES,
-                extra={"unproven": unproven},
+    async def _report_unproven(self, held: HeldDeletes, before: int) -> None:
+        """The WARNING and the ``on_deletes_held`` hook of a hold of unproven deletes (the
+        hook once, when the hold appears; the WARNING then and every 10th pass)."""
+        if before and held.passes % 10:
+            return
+        self._logger.warning(
+            "full listing: holding %d delete(s) that %d complete passes in a row missed "
+            "without a proof or passes that agree (the listing keeps changing where they "
+            "were); confirm or discard them with engine.deletes.confirm()/discard() or "
+            "`watukuy deletes`, or give Deletes(verify=)",
+            held.count,
+            UNPROVEN_PASSES,
+            extra={"held_deletes": held.count, "unproven": held.count},
+        )
+        if not before:
+            await self._deps.hooks.emit(
+                "on_deletes_held",
+                **self._fields(),
+                count=held.count,
+                snapshot=held.snapshot,
+                passes=held.passes,
             )
 
     def _disagreement(
@@ -1923,18 +1983,20 @@ class LaneCycle:
         hold. Rows seen again since they were held are no longer below its mark."""
         held = state.held_deletes
         assert held is not None
+        self._bridges = []
         state, emitted = await self._emit_deletes(state, held.below)
         now = self._deps.clock.now()
         patch: StatePatch = {"held_deletes": None, "updated_at": now}
         progress = state.listing.lanes.get(held.lane)
-        if progress is not None and progress.last_missed is not None:
-            # The rows it removed were unlisted by the newest complete pass too: without
-            # this, the next pass would count them as found again and disagree.
-            missed = max(progress.last_missed - emitted, 0)
-            lanes = {
-                **state.listing.lanes,
-                held.lane: dataclasses.replace(progress, last_missed=missed),
-            }
+        if progress is not None:
+            changes: dict[str, Any] = {}
+            if progress.last_missed is not None:
+                # The rows it removed were unlisted by the newest complete pass too: without
+                # this, the next pass would count them as found again and disagree.
+                changes["last_missed"] = max(progress.last_missed - emitted, 0)
+            if self._bridges:
+                changes["bridges"] = (*progress.bridges, *self._bridges)[-BRIDGE_LIMIT:]
+            lanes = {**state.listing.lanes, held.lane: dataclasses.replace(progress, **changes)}
             patch["listing"] = dataclasses.replace(state.listing, lanes=lanes)
         await self._deps.store.save_state(self._key, self._keeper.lease, patch)
         self._logger.info("emitted %d confirmed delete(s)", emitted)
@@ -1973,6 +2035,7 @@ class LaneCycle:
                 continue
             before, after = beyond(identity, False), beyond(identity, True)
             ends[identity] = (before, after)
+            self._bridges.append((identity, before, after))
         neighbours = sorted({n for pair in ends.values() for n in pair if n is not None})
         current_links: dict[str, ItemMark] = {}
         for start in range(0, len(neighbours), _IDENTITY_BATCH):
