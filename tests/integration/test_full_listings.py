@@ -1090,3 +1090,50 @@ async def test_a_delete_no_pass_can_prove_is_held_for_an_operator(
     await engine.tick()
     assert "item-004" in subjects(recorder, "deleted")
     assert not set(subjects(recorder, "deleted")) & listing.ids()
+
+
+async def test_a_read_that_began_before_the_previous_one_ended_is_not_linked_to_it(
+    world: World,
+) -> None:
+    # Two items inserted just before the last item page 3 listed (a6) make page 4 begin
+    # with the second of them (a5n2) and repeat a6: a5n2 lies before a6, so it must not be
+    # linked after it. Then, in every pass, the vendor deletes an item at the front before
+    # page 4 (and puts a new one there before the next pass), so a5n2 falls between pages
+    # 3 and 4 while a6 is listed: had a5n2 been linked between a6 and a6, that would
+    # "prove" it absent.
+    ids = ["a1", "a2", "a3", "a4", "a5", "a6", "b", "c", "d", "e"]
+    listing = Listing(size=2, items=[{"id": i, "updated_at": T, "version": 1} for i in ids])
+    engine = world.engine(catalog(listing, deletes=wk.Deletes(guard_share=None)))
+    recorder = Recorder()
+    engine.on("catalog", recorder)
+    await engine.tick()
+
+    def sort() -> None:
+        listing.items.sort(key=lambda i: i["id"])
+
+    def insert_before_a6(page: int) -> None:
+        if page == 4:
+            listing.items += [{"id": n, "updated_at": T, "version": 1} for n in ("a5n1", "a5n2")]
+            sort()
+
+    listing.between = insert_before_a6
+    await world.clock.advance("10m")
+    await engine.tick()
+    assert "a5n2" in subjects(recorder, "created")
+    for n in range(4):
+        front = "a1" if n == 0 else f"a0{n}"  # six items before a5n2 at every pass start
+
+        def delete_front(page: int, front: str = front) -> None:
+            if page == 4:
+                listing.remove(front)
+
+        if n:
+            listing.items.append({"id": front, "updated_at": T, "version": 1})
+            sort()
+        listing.between = delete_front
+        await world.clock.advance("10m")
+        await engine.tick()
+        assert "a5n2" in listing.ids()
+        assert "a5n2" not in subjects(recorder, "deleted")
+    marks = await world.store.load_marks(KEY, ["a5n2"])
+    assert marks["a5n2"].seen < 3  # every pass since pass 2 missed it
