@@ -283,11 +283,12 @@ class Deletes:
     empty list would delete everything. Two rules keep both from reaching a handler:
 
     - an identity is deleted only after ``confirm_passes`` consecutive complete passes
-      all missed it, and the newest two of them agree: the older one listed nothing the
-      newer one is missing, missed nothing the newer one listed and listed no item twice
-      (otherwise the listing changed under it, and the deletes wait for passes that
-      agree); a pass with an invalid item or a ``304`` page is not complete and deletes
-      nothing;
+      all missed it, and either the newest two of them agree (the older one listed
+      nothing the newer one is missing, missed nothing the newer one listed and listed no
+      item twice) or, with ``order="fixed"``, a pass proved that identity absent (its
+      nearest listed neighbours came in one page read, see docs/guarantees.md); a pass
+      with an invalid item or a ``304`` page is not complete and deletes nothing; a
+      delete that 8 complete passes missed without either is held for an operator;
     - the **mass-delete guard**: when one pass would delete more than ``guard_share`` of
       the snapshot, and at least ``guard_min`` items, the deletes are held, reported
       (``inspect()``, the ``on_deletes_held`` hook, a WARNING, the health check) and wait
@@ -305,6 +306,13 @@ class Deletes:
             item out of the listing (as long as the sort key of an item never changes);
             the passes then need not agree, and a vendor that deletes something between
             every two passes still gets its deletes reported on time.
+        order: How the listing is sorted. ``"fixed"`` (default): an item's place relative
+            to the others never changes while it lives (sorted by id or creation time),
+            so one page read is a window of the listing at one moment and proves absent
+            what lies between two of its items; deletes of a vendor that never holds
+            still come out on their own proof. ``"changing"``: sorted by a field that
+            changes (such as ``updated_at``), where an item can move back across the
+            reading position; no proofs are taken, and deletes wait for passes that agree.
         guard_share: The guard's threshold, a share of the snapshot in ``(0, 1]``;
             ``None`` turns the guard off.
         guard_min: The guard holds nothing smaller than this many deletes.
