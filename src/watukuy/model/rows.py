@@ -270,9 +270,10 @@ class ListingPass:
             last, at most ``UNPROVEN_PASSES``), to tell how long a delete has waited.
         unproven: Delete candidates that have waited ``UNPROVEN_PASSES`` complete passes
             without a proof or passes that agree, counted at the last end of a pass.
-        bridges: ``(identity, prev, next)`` of the rows this lane deleted last (at most
+        bridges: ``(identity, prev, next)`` of rows this lane deleted (at most
             ``BRIDGE_LIMIT``, newest last): a proof that walks the links of a row not
-            listed since into a deleted row goes on through it.
+            listed since into a deleted row goes on through it. A bridge that no walk of
+            the last pass went through is dropped.
     """
 
     pass_id: int | None = None

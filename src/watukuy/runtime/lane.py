@@ -368,6 +368,9 @@ class LaneCycle:
         self._pass: ListingPass | None = None  # the full listing pass this cycle continues
         # (identity, prev, next) of the rows deleted since the last save (see _splice)
         self._bridges: list[tuple[str, str | None, str | None]] = []
+        # The bridges a pass keeps (see _prove), and those its walks went through.
+        self._kept_bridges: tuple[tuple[str, str | None, str | None], ...] = ()
+        self._crossed: set[str] = set()
         self._listing = ListingState()
         self._page_source_is_generator = False
         self._watch: LateWatch | None = None
@@ -1570,6 +1573,7 @@ class LaneCycle:
             progress = dataclasses.replace(progress, listed=True)
         emitted = 0
         self._bridges = []
+        self._kept_bridges = progress.bridges
         held = state.held_deletes  # another lane's hold stays as it is
         clean = progress.clean
         last_missed, last_repeats = progress.last_missed, progress.last_repeats
@@ -1725,7 +1729,7 @@ class LaneCycle:
             proven=proven,
             history=history,
             unproven=unproven,
-            bridges=(*progress.bridges, *self._bridges)[-BRIDGE_LIMIT:],
+            bridges=(*self._kept_bridges, *self._bridges)[-BRIDGE_LIMIT:],
         )
         patch: StatePatch = {
             "listing": self._listing_with(closed),
@@ -1766,11 +1770,16 @@ class LaneCycle:
         if total - len(known) > len(examine):
             skipped = total - len(known) - len(examine)
             note = f"; {skipped} missed row(s) beyond {_EVIDENCE_LIMIT} not examined for a proof"
+        self._crossed = set()
         found = (
             await self._evidence(pass_id, progress.pages - 1, examine, progress.bridges)
             if examine
             else []
         )
+        if not note:
+            # Every missed row was walked: a bridge none of them reached is of no more use
+            # (a row listed since has links of its own), and the state stays small.
+            self._kept_bridges = tuple(b for b in progress.bridges if b[0] in self._crossed)
         return (*kept, *found)[:PROVEN_LIMIT], note
 
     async def _evidence(
@@ -1797,7 +1806,11 @@ class LaneCycle:
                 chunk = need[start : start + _IDENTITY_BATCH]
                 marks = await store.load_marks(self._key, chunk)
                 for identity in chunk:
-                    cache[identity] = marks.get(identity) or bridged.get(identity)
+                    mark = marks.get(identity)
+                    if mark is None and identity in bridged:
+                        mark = bridged[identity]
+                        self._crossed.add(identity)
+                    cache[identity] = mark
 
         await load(missed)
         # The walks, one step a round on each side: the identity reached so far.
