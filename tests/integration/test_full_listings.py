@@ -1137,3 +1137,34 @@ async def test_a_read_that_began_before_the_previous_one_ended_is_not_linked_to_
         assert "a5n2" not in subjects(recorder, "deleted")
     marks = await world.store.load_marks(KEY, ["a5n2"])
     assert marks["a5n2"].seen < 3  # every pass since pass 2 missed it
+
+
+async def test_boundary_evidence_proves_a_delete_whose_neighbours_straddle_a_page_boundary(
+    world: World,
+) -> None:
+    # item-004 is deleted and item-000 inserted at the front between passes: from then on
+    # item-003 ends page 2 and item-005 starts page 3, in every pass, so no single read
+    # holds both. The vendor keeps deleting near the end of the listing while a pass reads
+    # (the passes never agree). Pass 2's first pages were clean (full, no repeats, and all
+    # they listed is still there in pass 3), so item-004 could not have slipped through
+    # the boundary after page 2 alive: pass 3 emits it.
+    listing = listing_of(12, size=2)
+    engine = world.engine(catalog(listing, deletes=wk.Deletes(guard_share=None)))
+    recorder = Recorder()
+    engine.on("catalog", recorder)
+    await engine.tick()
+    listing.remove("item-004")
+    listing.items.insert(0, item(0, T))
+    tail = iter(["item-009", "item-010", "item-011"])
+
+    def delete_near_the_end(page: int) -> None:
+        if page == 6:
+            listing.remove(next(tail))
+
+    listing.between = delete_near_the_end
+    for _ in range(2):
+        await world.clock.advance("10m")
+        await engine.tick()
+    outcome = (await listing_report(engine))["last_outcome"]
+    assert "the listing changed under pass 2" in outcome
+    assert subjects(recorder, "deleted") == ["item-004"]

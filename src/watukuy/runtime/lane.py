@@ -69,6 +69,7 @@ from watukuy.model.partition import Partition
 from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
     BRIDGE_LIMIT,
+    PENDING_LIMIT,
     PROVEN_LIMIT,
     UNPROVEN_PASSES,
     CommitBatch,
@@ -144,6 +145,8 @@ _NO_PASS: dict[str, Any] = {
     "tail": None,
     "tail_read": 0,
     "tail_prev": None,
+    "first_len": -1,
+    "dirty_from": None,
 }
 
 
@@ -371,6 +374,10 @@ class LaneCycle:
         # The bridges a pass keeps (see _prove), and those its walks went through.
         self._kept_bridges: tuple[tuple[str, str | None, str | None], ...] = ()
         self._crossed: set[str] = set()
+        # Boundary evidence: the highest boundary each unproven missed row could have
+        # slipped through (see _evidence), and what the closing pass leaves to the next.
+        self._boundaries: dict[str, int] = {}
+        self._pending: dict[str, Any] = {}
         self._listing = ListingState()
         self._page_source_is_generator = False
         self._watch: LateWatch | None = None
@@ -1160,7 +1167,13 @@ class LaneCycle:
                 whole = len(kept) == len(selection.page.items) and len(identities) + len(
                     invalid
                 ) == len(kept)
-                links, tail = await self._links(progress, identities, whole=whole)
+                links, tail = await self._links(
+                    progress,
+                    identities,
+                    whole=whole and not self._page_source_is_generator,
+                    length=len(selection.page.items),
+                    last=bool(done),
+                )
             patch["listing"] = self._listing_with(
                 dataclasses.replace(
                     progress,
@@ -1222,7 +1235,13 @@ class LaneCycle:
         )
 
     async def _links(
-        self, progress: ListingPass, identities: list[str], *, whole: bool
+        self,
+        progress: ListingPass,
+        identities: list[str],
+        *,
+        whole: bool,
+        length: int,
+        last: bool,
     ) -> tuple[dict[str, ListingLink], dict[str, Any]]:
         """The listing links one page read of a full-listing pass writes, and the pass's
         new tail (see :class:`ListingLink` and docs/guarantees.md).
@@ -1236,14 +1255,29 @@ class LaneCycle:
         links nothing: its rows get a link that no proof takes for a read of the pass.
         """
         read = progress.pages
+        # Where the pass's page boundaries stop being clean (boundary evidence): a read
+        # shorter than the first before the last one, or longer than the first (the first
+        # was short), or one that is not a window or repeats what the pass had listed.
+        first_len, dirty = progress.first_len, progress.dirty_from
+        if read == 0:
+            first_len = length
+        elif length > first_len:
+            dirty = 0
+        elif length < first_len and not last:
+            dirty = read if dirty is None else min(dirty, read)
+        changes: dict[str, Any] = {"first_len": first_len, "dirty_from": dirty}
+
+        def dirty_here() -> dict[str, Any]:
+            return {**changes, "dirty_from": read if dirty is None else min(dirty, read)}
+
         order: list[str] = []
         for identity in identities:
             if not order or order[-1] != identity:
                 order.append(identity)
-        if not whole or len(set(order)) != len(order):
-            return dict.fromkeys(order, _UNREAD), {"tail": None}
+        if not whole or len(set(order)) != len(order) or len(order) != len(identities):
+            return dict.fromkeys(order, _UNREAD), {**dirty_here(), "tail": None}
         if not order:
-            return {}, {}
+            return {}, changes
         tail, tail_prev = progress.tail, progress.tail_prev
         marks = await self._deps.store.load_marks(self._key, order)
         earlier = [  # listed by an earlier read of this pass
@@ -1272,17 +1306,18 @@ class LaneCycle:
         final = marks.get(order[-1])
         if final is not None and final.link is not None and final.link.read >= 0:
             last_next = final.link.next
-        last = len(order) - 1
+        final = len(order) - 1
         for n, identity in enumerate(order):
             links[identity] = ListingLink(
                 read,
                 order[n - 1] if n else first_prev,
-                order[n + 1] if n < last else last_next,
+                order[n + 1] if n < final else last_next,
             )
         new_tail = {
+            **(dirty_here() if earlier else changes),
             "tail": order[-1],
             "tail_read": read,
-            "tail_prev": order[-2] if last else first_prev,
+            "tail_prev": order[-2] if final else first_prev,
         }
         return links, new_tail
 
@@ -1574,6 +1609,7 @@ class LaneCycle:
         emitted = 0
         self._bridges = []
         self._kept_bridges = progress.bridges
+        self._pending = {}
         held = state.held_deletes  # another lane's hold stays as it is
         clean = progress.clean
         last_missed, last_repeats = progress.last_missed, progress.last_repeats
@@ -1730,6 +1766,7 @@ class LaneCycle:
             history=history,
             unproven=unproven,
             bridges=(*self._kept_bridges, *self._bridges)[-BRIDGE_LIMIT:],
+            **self._pending,
         )
         patch: StatePatch = {
             "listing": self._listing_with(closed),
@@ -1758,9 +1795,11 @@ class LaneCycle:
         kept = await self._still_missed(progress.proven, pass_id)
         known = set(kept)
         examine: list[str] = []
+        every: list[str] = []  # every row the pass missed, while they are few enough
         seen_rows = 0
         async for batch in self._deps.store.stream_unseen(self._key, pass_id, _IDENTITY_BATCH):
             seen_rows += len(batch)
+            every.extend(batch)
             examine.extend(identity for identity in batch if identity not in known)
             if len(examine) >= _EVIDENCE_LIMIT:
                 break
@@ -1771,15 +1810,34 @@ class LaneCycle:
             skipped = total - len(known) - len(examine)
             note = f"; {skipped} missed row(s) beyond {_EVIDENCE_LIMIT} not examined for a proof"
         self._crossed = set()
+        self._boundaries = {}
         found = (
             await self._evidence(pass_id, progress.pages - 1, examine, progress.bridges)
             if examine
             else []
         )
+        pending: tuple[tuple[str, int], ...] = ()
         if not note:
             # Every missed row was walked: a bridge none of them reached is of no more use
             # (a row listed since has links of its own), and the state stays small.
             self._kept_bridges = tuple(b for b in progress.bridges if b[0] in self._crossed)
+            proven_now = set(found)
+            found += [
+                identity
+                for identity in await self._boundary_proofs(progress, pass_id, every)
+                if identity not in proven_now and identity not in known
+            ]
+            dirty = progress.dirty_from
+            pending = tuple(
+                (identity, boundary)
+                for identity, boundary in self._boundaries.items()
+                if identity not in found and (dirty is None or boundary < dirty)
+            )[:PENDING_LIMIT]
+        self._pending = {
+            "pending": pending,
+            "pending_pass": pass_id if pending else None,
+            "pending_dirty": progress.dirty_from if pending else None,
+        }
         return (*kept, *found)[:PROVEN_LIMIT], note
 
     async def _evidence(
@@ -1839,6 +1897,7 @@ class LaneCycle:
                     else:
                         walks[identity] = mark.link.next if forward else mark.link.prev
         proven: list[str] = []
+        self._boundaries = {}
         for identity in missed:
             before, after = found_back.get(identity), found_ahead.get(identity)
             if (
@@ -1847,7 +1906,54 @@ class LaneCycle:
                 or after == 0
             ):
                 proven.append(identity)
+            elif after is not None:
+                # Alive, it slipped through a page boundary before the read that listed
+                # the row after it (the first read began at the start of the listing):
+                # one of those up to this one. (Not the last read's end: a list cut short
+                # would pass for the end of the listing.)
+                self._boundaries[identity] = after - 1
         return proven
+
+    async def _load_marks(self, identities: Sequence[str]) -> dict[str, ItemMark]:
+        """The marks and links of those stored ``identities``, 1,000 at a time."""
+        found: dict[str, ItemMark] = {}
+        for start in range(0, len(identities), _IDENTITY_BATCH):
+            chunk = identities[start : start + _IDENTITY_BATCH]
+            found.update(await self._deps.store.load_marks(self._key, chunk))
+        return found
+
+    async def _boundary_proofs(
+        self, progress: ListingPass, pass_id: int, missed: Sequence[str]
+    ) -> list[str]:
+        """Boundary evidence: those of the identities the previous complete pass left in
+        :attr:`ListingPass.pending` that its clean page boundaries prove absent.
+
+        ``missed`` are all the rows the pass ``pass_id`` did not list. A boundary of the
+        previous pass K is clean when no read up to it repeated an item or came back short
+        and no item those reads listed is missing from this pass (a row still marked K,
+        with a link from a read up to it). With a clean prefix, the first reads of K tile
+        the listing: the items before a boundary, when it was crossed, were exactly those
+        the reads before it listed. A live item can slip through the boundary only when
+        the number of items before it drops between the two reads, so only when one of
+        those listed items is deleted, and it would be missing now. See
+        docs/guarantees.md.
+        """
+        older = progress.pending_pass
+        if not progress.pending or older is None or older >= pass_id:
+            return []
+        dirty = progress.pending_dirty
+        marks = await self._load_marks(missed)
+        for mark in marks.values():
+            if mark.seen == older:
+                read = mark.link.read if mark.link is not None else -1
+                dirty = read if dirty is None else min(dirty, read)
+        return [
+            identity
+            for identity, boundary in progress.pending
+            if (dirty is None or boundary < dirty)
+            and identity in marks
+            and marks[identity].seen < older
+        ]
 
     async def _marks_below(self, identities: Sequence[str], below: int) -> dict[str, int]:
         """The seen marks of those stored ``identities`` whose mark is below ``below``."""
