@@ -1170,8 +1170,9 @@ class LaneCycle:
                 links, tail = await self._links(
                     progress,
                     identities,
-                    whole=whole and not self._page_source_is_generator,
-                    length=len(selection.page.items),
+                    whole=whole,
+                    # A generator's pages need not tile the listing by their index.
+                    length=-1 if self._page_source_is_generator else len(selection.page.items),
                     last=bool(done),
                 )
             patch["listing"] = self._listing_with(
@@ -1259,7 +1260,9 @@ class LaneCycle:
         # shorter than the first before the last one, or longer than the first (the first
         # was short), or one that is not a window or repeats what the pass had listed.
         first_len, dirty = progress.first_len, progress.dirty_from
-        if read == 0:
+        if length < 0:
+            dirty = 0  # no boundary evidence
+        elif read == 0:
             first_len = length
         elif length > first_len:
             dirty = 0
