@@ -127,6 +127,11 @@ class ForwardingStore:
         self._enter("load_versions")
         return await self._run(self.inner.load_versions(key, identities))
 
+    async def load_marks(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemMark]:
+        """Forwarded."""
+        self._enter("load_marks")
+        return await self._run(self.inner.load_marks(key, identities))
+
     async def load_tombstones(self, key: PKey, identities: Sequence[str]) -> dict[str, Tombstone]:
         """Forwarded."""
         self._enter("load_tombstones")
@@ -154,11 +159,6 @@ class ForwardingStore:
         async for batch in self.inner.stream_unseen(key, before, batch_size):
             yield batch
             self._enter("stream_unseen")
-
-    async def load_marks(self, key: PKey, identities: Sequence[str]) -> dict[str, ItemMark]:
-        """Forwarded."""
-        self._enter("load_marks")
-        return await self._run(self.inner.load_marks(key, identities))
 
     async def count_items(self, key: PKey) -> int:
         """Forwarded."""
