@@ -116,7 +116,7 @@ def test_describe_and_replay() -> None:
     assert describe_chaos(report) == (
         "chaos seed=9 strategy=page reconcile=on store=MemoryStore steps=150 kills=16 "
         "restarts=14 mutations=+70/~65/-40 delivered=212 unique=201 duplicates=11 "
-        "in_flight_at_kills=12 lost=0 parked=0 pending=0 violations=0"
+        "in_flight_at_kills=12 lost=0 held=0 parked=0 pending=0 violations=0"
     )
     assert replay_command(report) == (
         "python -m watukuy.testing.chaos --seed 9 --strategy page --steps 150 --trace"
@@ -351,3 +351,34 @@ async def test_a_killed_run_leaves_no_failure_for_asyncio_to_report(
         loop.set_exception_handler(previous)
     assert report.total_kills > 0
     assert [message for message in reported if "never retrieved" in message] == []
+
+
+def test_a_delete_the_engine_announced_it_holds_is_held_not_lost() -> None:
+    from watukuy.testing.chaos._checks import Delivery, convergence, held_removals
+
+    def delivery(subject: str, kind: str, sequence: int) -> Delivery:
+        return Delivery(
+            id=f"{subject}-{sequence}",
+            type=kind,
+            subject=subject,
+            sequence=sequence,
+            lane="reconcile",
+            data={"id": subject},
+            previous=None,
+            attempt=1,
+            instance="inst-1",
+            at=0,
+        )
+
+    deliveries = [delivery("a", "created", 1), delivery("b", "created", 2)]
+    removed = {"a": 1_000, "b": 2_000}
+    # Neither removal was delivered as deleted: both are lost without a hold.
+    assert len(convergence(deliveries, {}, removed, deletes_observable=True)) == 2
+    # The engine holds a's delete and says so: only b is lost.
+    problems = convergence(deliveries, {}, removed, deletes_observable=True, held={"a"})
+    assert len(problems) == 1
+    assert "item b was removed" in problems[0]
+    assert held_removals(deliveries, removed, {"a"}) == ["a"]
+    # A held identity whose delete did come out is not counted held.
+    out = [*deliveries, delivery("a", "deleted", 3)]
+    assert held_removals(out, removed, {"a"}) == []

@@ -171,6 +171,13 @@ GUARANTEES: dict[str, Guarantee] = {
             "tests/integration/test_full_listings.py::test_a_pass_cut_short_by_an_empty_page_confirms_nothing",
             "tests/integration/test_full_listings.py::test_a_listing_with_an_invalid_item_deletes_nothing",
             "tests/integration/test_full_listings.py::test_an_empty_answer_is_held_not_deleted",
+            "tests/integration/test_full_listings.py::test_deletes_arrive_within_the_bound_while_the_vendor_never_holds_still",
+            "tests/integration/test_full_listings.py::test_deletes_under_churn_survive_restarts_without_a_phantom",
+            "tests/integration/test_full_listings.py::test_an_item_that_moves_back_is_deleted_only_with_a_fixed_order",
+            "tests/integration/test_full_listings.py::test_deletes_that_waited_for_agreement_are_not_one_mass_delete",
+            "tests/integration/test_full_listings.py::test_a_delete_no_pass_can_prove_is_held_for_an_operator",
+            "tests/integration/test_full_listings.py::test_a_read_that_began_before_the_previous_one_ended_is_not_linked_to_it",
+            "tests/integration/test_full_listings.py::test_boundary_evidence_proves_a_delete_whose_neighbours_straddle_a_page_boundary",
             f"{MEM}::test_new_rows_start_unseen_and_marks_move_them",
             f"{MEM}::test_an_upsert_keeps_the_mark_and_a_delete_drops_it",
         ),
@@ -580,9 +587,85 @@ MUTANTS: tuple[Mutant, ...] = (
         "deletes-without-agreement",
         "trusted deletes",
         LANE,
-        [("                if why is not None:\n", "                if False:\n")],
+        [
+            (
+                "why = self._disagreement(progress, older, clean[-1], missed, still)",
+                "why = None",
+            )
+        ],
         "tests/integration/test_full_listings.py::test_without_verify_churn_at_every_page_boundary_deletes_no_live_item[memory-1]",
         bug="two passes that both missed an item delete it though the listing moved under them",
+    ),
+    _m(
+        "proof-from-two-reads",
+        "trusted deletes",
+        LANE,
+        [
+            (
+                "(before is not None and before == after)",
+                "(before is not None and after is not None)",
+            )
+        ],
+        "tests/integration/test_full_listings.py::test_deletes_arrive_within_the_bound_while_the_vendor_never_holds_still[memory-snapshot-1]",
+        bug="evidence from two different page reads counts as a proof of absence",
+    ),
+    _m(
+        "links-across-a-read-that-repeats",
+        "trusted deletes",
+        LANE,
+        [
+            (
+                "cross = tail is not None and (not earlier or earlier == [tail] == order[:1])",
+                "cross = tail is not None",
+            )
+        ],
+        "tests/integration/test_full_listings.py::test_a_read_that_began_before_the_previous_one_ended_is_not_linked_to_it[memory]",
+        bug="a read that began before the previous one ended links its first item after the tail",
+    ),
+    _m(
+        "proof-with-a-changing-order",
+        "trusted deletes",
+        "src/watukuy/model/options.py",
+        [('            and self.order == "fixed"\n', "")],
+        "tests/integration/test_full_listings.py::test_an_item_that_moves_back_is_deleted_only_with_a_fixed_order[memory-changing]",
+        bug='Deletes(order="changing") still takes proofs, and an item that moved back is deleted',
+    ),
+    _m(
+        "no-boundary-evidence",
+        "trusted deletes",
+        LANE,
+        [
+            (
+                "for identity in await self._boundary_proofs(progress, pass_id, every)",
+                "for identity in []",
+            )
+        ],
+        "tests/integration/test_full_listings.py::test_boundary_evidence_proves_a_delete_whose_neighbours_straddle_a_page_boundary[memory]",
+        bug="a delete whose neighbours straddle a clean page boundary waits for ever",
+    ),
+    _m(
+        "boundary-evidence-ignores-what-went-missing",
+        "trusted deletes",
+        LANE,
+        [("            if mark.seen == older:\n", "            if False:\n")],
+        "tests/integration/test_full_listings.py::test_without_verify_churn_at_every_page_boundary_deletes_no_live_item[memory-1]",
+        bug="a boundary counts as clean though an item read before it was deleted meanwhile",
+    ),
+    _m(
+        "boundary-evidence-from-a-list-cut-short",
+        "trusted deletes",
+        LANE,
+        [("            elif after is not None:\n", "            elif True:\n")],
+        "tests/integration/test_full_listings.py::test_a_pass_cut_short_by_an_empty_page_confirms_nothing[memory]",
+        bug="the end of a list cut short passes for the end of the listing in boundary evidence",
+    ),
+    _m(
+        "guard-on-deletes-that-waited",
+        "trusted deletes",
+        LANE,
+        [("new -= await self._count_unseen(before)", "new -= 0")],
+        "tests/integration/test_full_listings.py::test_deletes_that_waited_for_agreement_are_not_one_mass_delete[memory]",
+        bug="deletes that waited for passes that agree are held as one mass delete",
     ),
     _m(
         "no-repeat-count",
@@ -617,7 +700,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "no-mass-delete-guard",
         "trusted deletes",
         LANE,
-        [("if rules.holds(count, snapshot) and", "if False and")],
+        [("if rules.holds(new, snapshot) and", "if False and")],
         "tests/integration/test_full_listings.py::test_an_empty_answer_is_held_not_deleted[memory]",
         bug="an empty answer deletes the whole snapshot",
     ),

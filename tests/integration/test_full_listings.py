@@ -14,10 +14,10 @@ import pytest
 
 import watukuy as wk
 from watukuy.integrations import HealthCheck
-from watukuy.model.rows import PKey
+from watukuy.model.rows import UNPROVEN_PASSES, PKey
 from watukuy.runtime.hooks import DeletesHeldDetails
 
-from .conftest import Recorder, World, item, page_fetch, timestamp_fetch
+from .conftest import Recorder, World, item, page_fetch, timestamp_fetch, token_fetch
 
 T = "2025-12-31T12:00:00.000Z"
 KEY = PKey("catalog")
@@ -344,10 +344,12 @@ async def test_without_verify_churn_at_every_page_boundary_deletes_no_live_item(
 async def test_without_verify_churn_says_why_deletes_wait(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # order="changing": only passes that agree delete, so under churn nothing goes out.
     listing = listing_of(30, size=4)
     churn = Churn(listing, random.Random(7))
     listing.between = churn
-    engine = world.engine(catalog(listing, deletes=wk.Deletes(guard_share=None)))
+    deletes = wk.Deletes(guard_share=None, order="changing")
+    engine = world.engine(catalog(listing, deletes=deletes))
     recorder = Recorder()
     engine.on("catalog", recorder)
     with caplog.at_level(logging.WARNING, logger="watukuy"):
@@ -461,16 +463,21 @@ class KeysetListing:
         return {i["id"] for i in self.items}
 
 
-@pytest.mark.parametrize("paging", ["keyset", "offset"])
+@pytest.mark.parametrize(
+    ("paging", "order"), [("keyset", "fixed"), ("offset", "fixed"), ("offset", "changing")]
+)
 async def test_a_keyset_listing_gets_its_deletes_on_time_while_the_vendor_deletes(
-    world: World, paging: Literal["keyset", "offset"]
+    world: World, paging: Literal["keyset", "offset"], order: Literal["fixed", "changing"]
 ) -> None:
     # In every pass the vendor deletes, between pages 1 and 2, an item page 1 just listed.
     # Keyset pages cannot shift, so paging="keyset" reports each delete two passes after
-    # it, while the vendor keeps deleting; an offset listing's passes never agree then, so
-    # its deletes wait (correctly: for an offset listing that delete shifts a live item).
+    # it, while the vendor keeps deleting. An offset listing's passes never agree then; with
+    # a fixed order each delete is proven by the first page read of the next pass (it began
+    # at the start of the listing, before the item after it), so it is as timely. With
+    # order="changing" only agreement deletes, and the deletes wait.
     listing = KeysetListing(size=3, items=[item(n, T) for n in range(1, 25)])
-    engine = world.engine(catalog(listing, deletes=wk.Deletes(paging=paging, guard_share=None)))
+    deletes = wk.Deletes(paging=paging, order=order, guard_share=None)
+    engine = world.engine(catalog(listing, deletes=deletes))
     recorder = Recorder()
     engine.on("catalog", recorder)
     await engine.tick()
@@ -485,7 +492,7 @@ async def test_a_keyset_listing_gets_its_deletes_on_time_while_the_vendor_delete
         await world.clock.advance("10m")
         await engine.tick()
         assert not set(subjects(recorder, "deleted")) & listing.ids()
-    if paging == "keyset":
+    if order == "fixed":
         # The removals of the last two passes are not confirmed yet.
         assert subjects(recorder, "deleted") == removed[:-2]
     else:
@@ -676,6 +683,7 @@ async def test_an_empty_answer_is_held_not_deleted(
         "held_at": world.clock.now(),
         "passes": 1,
         "confirmed": False,
+        "reason": "guard",
     }
     assert report["listing"]["live"]["last_outcome"] == (
         "held 20 delete(s) of 20 (mass-delete guard)"
@@ -751,3 +759,412 @@ async def test_small_deletes_pass_the_guard(world: World) -> None:
         await world.clock.advance("10m")
         await engine.tick()
     assert len(subjects(recorder, "deleted")) == 15
+
+
+# --- timely deletes under churn (proofs of absence) ------------------------------------------
+
+
+@dataclass
+class NeverQuiet:
+    """A vendor that is never quiet: before every request of a full listing (the first
+    page of a pass included) it deletes a live item before the reading position (the rest
+    of the listing shifts back one place) and inserts a new one at the page boundary being
+    read (an insert before the reading position shifts it forward). The listing is the
+    FakeApi's id-ordered page route: an item's place never changes while it lives."""
+
+    api: Any
+    rng: random.Random
+    size: int
+    completed: int = 0  # complete passes of the full-listing lane so far (set by the test)
+    deleted_at: dict[str, int] = field(default_factory=dict)  # id -> ``completed`` then
+    observed: set[str] = field(default_factory=set)  # ids the consumer heard of
+    serial: int = 0
+    active: bool = True
+
+    def before(self, page: int, *, full: bool = True) -> None:
+        if not self.active:
+            return
+        ids = sorted(i["id"] for i in self.api.all())
+        # An incremental lane's request has no reading position: anywhere, then.
+        offset = min((page - 1) * self.size, len(ids)) if full else len(ids)
+        if ids:
+            gone = ids[self.rng.randrange(offset)] if offset else self.rng.choice(ids)
+            self.api.remove(gone)
+            self.deleted_at[gone] = self.completed
+            ids.remove(gone)
+        self.serial += 1
+        at = min(offset, len(ids))
+        # An id that sorts right after the item before the boundary (or first of all).
+        base = ids[at - 1] if at else "item-"
+        self.api.add(item(0, T, id=f"{base}.{self.serial:04d}"))
+
+    def wrap(self, fetch: Callable[..., Any], *, full: bool = True) -> Callable[..., Any]:
+        async def churned(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+            self.before(max(ctx.page, 1), full=full)
+            page: wk.Page[Any] = await fetch(ctx)
+            return page
+
+        return churned
+
+
+async def held_identities(world: World) -> set[str]:
+    """The identities of the key's announced hold (``held_deletes``: rows below its mark)."""
+    state = await world.store.load_state(KEY)
+    held = None if state is None else state.held_deletes
+    if held is None:
+        return set()
+    found: set[str] = set()
+    async for batch in world.store.stream_unseen(KEY, held.below):
+        found.update(batch)
+    return found
+
+
+def page_number_fetch(page_size: int) -> Callable[..., Any]:
+    """A PageCursor fetch of the id-ordered page route (the cursor holds the page)."""
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        res = await ctx.http.get(
+            "https://fake.api/items/page", params={"page": ctx.cursor.page, "page_size": page_size}
+        )
+        body = res.json()
+        return wk.Page(items=body["data"], has_more=body["has_more"])
+
+    return fetch
+
+
+PollerKind = Literal["snapshot", "timestamp", "page", "token"]
+
+
+def never_quiet_poller(
+    kind: PollerKind, vendor: NeverQuiet, **deletes: Any
+) -> wk.PollerDefinition[Any]:
+    """A poller of ``kind`` whose full listing (SnapshotDiff, or the reconcile of an
+    incremental strategy) reads the page route; every request meets a changed vendor."""
+    listing = vendor.wrap(page_fetch(vendor.size))
+    rules = wk.Deletes(guard_share=None, **deletes)
+    schedule = wk.Schedule(min="1m", max="10m", jitter=0)
+    if kind == "snapshot":
+        cursor: Any = wk.SnapshotDiff()
+        return wk.define_poller(
+            name="catalog",
+            identity=lambda o: o["id"],
+            cursor=cursor,
+            fetch=listing,
+            schedule=schedule,
+            deletes=rules,
+        )
+    if kind == "timestamp":
+        cursor, live = wk.TimestampCursor(field="updated_at", tie_break="id"), timestamp_fetch(5)
+    elif kind == "token":
+        cursor, live = wk.TokenCursor(), token_fetch(5)
+    else:
+        cursor, live = wk.PageCursor(initial=1), page_number_fetch(5)
+    return wk.define_poller(
+        name="catalog",
+        identity=lambda o: o["id"],
+        cursor=cursor,
+        fetch=vendor.wrap(live, full=False),
+        schedule=schedule,
+        reconcile=wk.Reconcile(every="1m", fetch=listing),
+        deletes=rules,
+    )
+
+
+@dataclass
+class NeverQuietRun:
+    recorder: Recorder
+    vendor: NeverQuiet
+    at: dict[str, int]  # id -> complete passes when its ``deleted`` arrived
+    phantoms: list[str]  # ``deleted`` events for an item the vendor still held
+    late: list[str]  # deletes neither out nor announced within the bound
+    report: dict[str, Any]
+
+
+async def run_never_quiet(
+    world: World,
+    seed: int,
+    kind: PollerKind,
+    *,
+    ticks: int = 24,
+    restart_every: int | None = None,
+    **deletes: Any,
+) -> NeverQuietRun:
+    """``ticks`` cycles against :class:`NeverQuiet` (one complete pass each, or a cut
+    one when a restart comes), checking every ``deleted`` against the vendor as it
+    arrives. With ``restart_every``, the engine is dropped and a new one takes over."""
+    api = world.api
+    for n in range(1, 31):
+        api.add(item(n, T))
+    vendor = NeverQuiet(api, random.Random(seed), size=4)
+    lane = "live" if kind == "snapshot" else "reconcile"
+    poller = never_quiet_poller(kind, vendor, **deletes)
+    recorder = Recorder()
+    engine = world.engine(poller)
+    engine.on("catalog", recorder)
+    at: dict[str, int] = {}
+    phantoms: list[str] = []
+    late: list[str] = []
+    for tick in range(ticks):
+        before = len(recorder.events)
+        await world.clock.advance("10m")
+        await engine.tick()
+        report = await listing_report(engine, lane)
+        vendor.completed = report["completed"]
+        live = {i["id"] for i in api.all()}
+        for event in recorder.events[before:]:
+            if event.type == "deleted":
+                if event.subject in live:
+                    phantoms.append(event.subject)
+                at.setdefault(event.subject, vendor.completed)
+        # The bound: a delete the consumer could know of that waited UNPROVEN_PASSES
+        # complete passes after the first one that could miss it is out, or announced.
+        vendor.observed.update(subjects(recorder))
+        held = await held_identities(world)
+        late += [
+            f"{identity} (deleted after pass {when}, now {vendor.completed})"
+            for identity, when in vendor.deleted_at.items()
+            if identity in vendor.observed
+            and identity not in at
+            and vendor.completed - when > UNPROVEN_PASSES
+            and identity not in held
+        ]
+        if restart_every and tick % restart_every == restart_every - 1:
+            await engine.stop()
+            engine = world.engine(poller, instance_id=f"engine-{tick}")
+            engine.on("catalog", recorder)
+    report = await listing_report(engine, lane)
+    await engine.stop()
+    return NeverQuietRun(recorder, vendor, at, phantoms, late, report)
+
+
+def within(run: NeverQuietRun, passes: int) -> int:
+    """How many observed deletes had their ``deleted`` within ``passes`` complete passes."""
+    return sum(
+        1
+        for identity, when in run.vendor.deleted_at.items()
+        if identity in run.at and run.at[identity] - when <= passes
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("kind", ["snapshot", "timestamp", "page", "token"])
+async def test_deletes_arrive_within_the_bound_while_the_vendor_never_holds_still(
+    world: World, kind: PollerKind, seed: int
+) -> None:
+    # Before every request the vendor deletes an item before the reading position and
+    # inserts one at the page boundary (a quarter of a page each time): no two passes ever
+    # agree. Every ``deleted`` is checked as it arrives (never an item the vendor holds),
+    # and every delete is out, or held for an operator and said so, once UNPROVEN_PASSES
+    # complete passes have missed it. Most come out at the end of the second complete
+    # pass after the delete. (Before proofs, not one came out while the vendor churned.)
+    run = await run_never_quiet(world, seed, kind)
+    assert run.phantoms == []
+    assert run.late == []
+    observed = [i for i in run.vendor.deleted_at if i in run.vendor.observed]
+    assert len(run.at) > len(observed) / 2
+    assert within(run, 3) > len(observed) / 2
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+@pytest.mark.parametrize("kind", ["snapshot", "timestamp"])
+async def test_deletes_under_churn_survive_restarts_without_a_phantom(
+    world: World, kind: PollerKind, seed: int
+) -> None:
+    # The same vendor; every third cycle the engine is dropped after its tick and a new
+    # one (another instance) takes the key over: passes resume from the store, links and
+    # all.
+    run = await run_never_quiet(world, seed, kind, restart_every=3)
+    assert run.phantoms == []
+    assert run.late == []
+    assert within(run, 3) > 0
+
+
+@pytest.mark.parametrize("order", ["changing", "fixed"])
+async def test_an_item_that_moves_back_is_deleted_only_with_a_fixed_order(
+    world: World, order: Literal["fixed", "changing"]
+) -> None:
+    # The listing is sorted by a field that changes: between pages 1 and 2 of every pass,
+    # item-010 (on page 3) moves to the front, and back after the pass. Every pass misses
+    # it, and its old neighbours (item-009, item-011) come in one page read: under the
+    # fixed-order assumption that proves it absent, and two passes delete a live item.
+    # Deletes(order="changing") takes no proof, and the passes never agree (page 2 repeats
+    # an item), so it is never deleted.
+    listing = listing_of(12, size=4)
+    original = list(listing.items)
+
+    def move(page: int, listing: Listing = listing) -> None:
+        if page == 2:
+            moved = next(i for i in listing.items if i["id"] == "item-010")
+            listing.items.remove(moved)
+            listing.items.insert(0, moved)
+
+    rules = wk.Deletes(order=order, guard_share=None)
+    engine = world.engine(catalog(listing, deletes=rules))
+    recorder = Recorder()
+    engine.on("catalog", recorder)
+    await engine.tick()
+    listing.between = move
+    for _ in range(4):
+        listing.items = list(original)
+        await world.clock.advance("10m")
+        await engine.tick()
+    await engine.stop()
+    if order == "changing":
+        assert subjects(recorder, "deleted") == []
+    else:
+        assert subjects(recorder, "deleted") == ["item-010"]  # the documented limit
+
+
+def test_order_must_be_fixed_or_changing() -> None:
+    with pytest.raises(wk.ConfigError, match=r"deletes\.order"):
+        wk.Deletes(order="sorted")  # type: ignore[arg-type]
+
+
+async def test_deletes_that_waited_for_agreement_are_not_one_mass_delete(world: World) -> None:
+    # order="changing": under churn the deletes wait for passes that agree. By the time
+    # the vendor holds still they are more than half of the snapshot; the guard judges
+    # what the last pass newly lost, so they go out instead of being held.
+    listing = listing_of(16, size=4)
+    engine = world.engine(catalog(listing, deletes=wk.Deletes(order="changing", guard_min=2)))
+    recorder = Recorder()
+    engine.on("catalog", recorder)
+    await engine.tick()
+
+    def delete_first(page: int) -> None:
+        if page == 2 and len(listing.items) > 6:
+            listing.items.pop(0)
+
+    listing.between = delete_first
+    for _ in range(10):
+        await world.clock.advance("10m")
+        await engine.tick()
+    assert subjects(recorder, "deleted") == []
+    assert await world.store.count_items(KEY) == 16
+    listing.between = None
+    for _ in range(2):
+        await world.clock.advance("10m")
+        await engine.tick()
+    report = (await engine.inspect())["pollers"][0]
+    assert report["held_deletes"] is None
+    assert len(subjects(recorder, "deleted")) == 10
+    assert final_state(recorder) == listing.ids()
+
+
+async def test_a_delete_no_pass_can_prove_is_held_for_an_operator(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    # order="changing" and a vendor that deletes, between pages 1 and 2 of every pass, an
+    # item page 1 just listed: the passes never agree, nothing is proven, and item-004,
+    # deleted before the first of them, waits. After UNPROVEN_PASSES complete passes it
+    # is held for an operator (inspect(), the hook, a WARNING), who confirms it.
+    listing = listing_of(40, size=4)
+    hook = HeldHook()
+    engine = world.engine(catalog(listing, deletes=wk.Deletes(order="changing")), hooks=[hook])
+    recorder = Recorder()
+    engine.on("catalog", recorder)
+    await engine.tick()
+    listing.remove("item-004")
+
+    def delete_one_just_read(page: int) -> None:
+        if page == 2:
+            listing.items.pop(0)
+
+    listing.between = delete_one_just_read
+    with caplog.at_level(logging.WARNING, logger="watukuy"):
+        for _ in range(UNPROVEN_PASSES + 1):
+            await world.clock.advance("10m")
+            await engine.tick()
+    assert "item-004" not in subjects(recorder, "deleted")
+    report = (await engine.inspect())["pollers"][0]
+    held = report["held_deletes"]
+    assert held is not None
+    assert held["reason"] == "unproven"
+    assert "item-004" in await held_identities(world)
+    assert report["listing"]["live"]["unproven"] == held["count"]
+    assert "held for an operator" in report["listing"]["live"]["last_outcome"]
+    assert any("without a proof" in r.getMessage() for r in caplog.records)
+    assert len(hook.held) == 1
+    listing.between = None
+    assert await engine.deletes.confirm("catalog") == held["count"]
+    await world.clock.advance("10m")
+    await engine.tick()
+    assert "item-004" in subjects(recorder, "deleted")
+    assert not set(subjects(recorder, "deleted")) & listing.ids()
+
+
+async def test_a_read_that_began_before_the_previous_one_ended_is_not_linked_to_it(
+    world: World,
+) -> None:
+    # Two items inserted just before the last item page 3 listed (a6) make page 4 begin
+    # with the second of them (a5n2) and repeat a6: a5n2 lies before a6, so it must not be
+    # linked after it. Then, in every pass, the vendor deletes an item at the front before
+    # page 4 (and puts a new one there before the next pass), so a5n2 falls between pages
+    # 3 and 4 while a6 is listed: had a5n2 been linked between a6 and a6, that would
+    # "prove" it absent.
+    ids = ["a1", "a2", "a3", "a4", "a5", "a6", "b", "c", "d", "e"]
+    listing = Listing(size=2, items=[{"id": i, "updated_at": T, "version": 1} for i in ids])
+    engine = world.engine(catalog(listing, deletes=wk.Deletes(guard_share=None)))
+    recorder = Recorder()
+    engine.on("catalog", recorder)
+    await engine.tick()
+
+    def sort() -> None:
+        listing.items.sort(key=lambda i: i["id"])
+
+    def insert_before_a6(page: int) -> None:
+        if page == 4:
+            listing.items += [{"id": n, "updated_at": T, "version": 1} for n in ("a5n1", "a5n2")]
+            sort()
+
+    listing.between = insert_before_a6
+    await world.clock.advance("10m")
+    await engine.tick()
+    assert "a5n2" in subjects(recorder, "created")
+    for n in range(4):
+        front = "a1" if n == 0 else f"a0{n}"  # six items before a5n2 at every pass start
+
+        def delete_front(page: int, front: str = front) -> None:
+            if page == 4:
+                listing.remove(front)
+
+        if n:
+            listing.items.append({"id": front, "updated_at": T, "version": 1})
+            sort()
+        listing.between = delete_front
+        await world.clock.advance("10m")
+        await engine.tick()
+        assert "a5n2" in listing.ids()
+        assert "a5n2" not in subjects(recorder, "deleted")
+    marks = await world.store.load_marks(KEY, ["a5n2"])
+    assert marks["a5n2"].seen < 3  # every pass since pass 2 missed it
+
+
+async def test_boundary_evidence_proves_a_delete_whose_neighbours_straddle_a_page_boundary(
+    world: World,
+) -> None:
+    # item-004 is deleted and item-000 inserted at the front between passes: from then on
+    # item-003 ends page 2 and item-005 starts page 3, in every pass, so no single read
+    # holds both. The vendor keeps deleting near the end of the listing while a pass reads
+    # (the passes never agree). Pass 2's first pages were clean (full, no repeats, and all
+    # they listed is still there in pass 3), so item-004 could not have slipped through
+    # the boundary after page 2 alive: pass 3 emits it.
+    listing = listing_of(12, size=2)
+    engine = world.engine(catalog(listing, deletes=wk.Deletes(guard_share=None)))
+    recorder = Recorder()
+    engine.on("catalog", recorder)
+    await engine.tick()
+    listing.remove("item-004")
+    listing.items.insert(0, item(0, T))
+    tail = iter(["item-009", "item-010", "item-011"])
+
+    def delete_near_the_end(page: int) -> None:
+        if page == 6:
+            listing.remove(next(tail))
+
+    listing.between = delete_near_the_end
+    for _ in range(2):
+        await world.clock.advance("10m")
+        await engine.tick()
+    outcome = (await listing_report(engine))["last_outcome"]
+    assert "the listing changed under pass 2" in outcome
+    assert subjects(recorder, "deleted") == ["item-004"]

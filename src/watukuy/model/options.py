@@ -43,6 +43,7 @@ PoisonAction = Literal["park", "halt"]
 AckMode = Literal["auto", "manual"]
 Fairness = Literal["round-robin", "weighted"]
 Paging = Literal["offset", "keyset"]
+ListingOrder = Literal["fixed", "changing"]
 
 
 def _set(obj: object, name: str, value: Any) -> None:
@@ -282,11 +283,12 @@ class Deletes:
     empty list would delete everything. Two rules keep both from reaching a handler:
 
     - an identity is deleted only after ``confirm_passes`` consecutive complete passes
-      all missed it, and the newest two of them agree: the older one listed nothing the
-      newer one is missing, missed nothing the newer one listed and listed no item twice
-      (otherwise the listing changed under it, and the deletes wait for passes that
-      agree); a pass with an invalid item or a ``304`` page is not complete and deletes
-      nothing;
+      all missed it, and either the newest two of them agree (the older one listed
+      nothing the newer one is missing, missed nothing the newer one listed and listed no
+      item twice) or, with ``order="fixed"``, a pass proved that identity absent (its
+      nearest listed neighbours came in one page read, see docs/guarantees.md); a pass
+      with an invalid item or a ``304`` page is not complete and deletes nothing; a
+      delete that 8 complete passes missed without either is held for an operator;
     - the **mass-delete guard**: when one pass would delete more than ``guard_share`` of
       the snapshot, and at least ``guard_min`` items, the deletes are held, reported
       (``inspect()``, the ``on_deletes_held`` hook, a WARNING, the health check) and wait
@@ -304,6 +306,13 @@ class Deletes:
             item out of the listing (as long as the sort key of an item never changes);
             the passes then need not agree, and a vendor that deletes something between
             every two passes still gets its deletes reported on time.
+        order: How the listing is sorted. ``"fixed"`` (default): an item's place relative
+            to the others never changes while it lives (sorted by id or creation time),
+            so one page read is a window of the listing at one moment and proves absent
+            what lies between two of its items; deletes of a vendor that never holds
+            still come out on their own proof. ``"changing"``: sorted by a field that
+            changes (such as ``updated_at``), where an item can move back across the
+            reading position; no proofs are taken, and deletes wait for passes that agree.
         guard_share: The guard's threshold, a share of the snapshot in ``(0, 1]``;
             ``None`` turns the guard off.
         guard_min: The guard holds nothing smaller than this many deletes.
@@ -326,6 +335,7 @@ class Deletes:
     guard_release_passes: int | None = None
     verify: Callable[..., Any] | None = None
     paging: Paging = "offset"
+    order: ListingOrder = "fixed"
 
     def __post_init__(self) -> None:
         _positive_int(self.confirm_passes, "deletes.confirm_passes")
@@ -343,8 +353,23 @@ class Deletes:
             raise ConfigError(
                 f"expected 'offset' or 'keyset', got {self.paging!r}", field="deletes.paging"
             )
+        if self.order not in ("fixed", "changing"):
+            raise ConfigError(
+                f"expected 'fixed' or 'changing', got {self.order!r}", field="deletes.order"
+            )
         if self.verify is not None and not callable(self.verify):
             raise ConfigError(f"expected a callable, got {self.verify!r}", field="deletes.verify")
+
+    @property
+    def proves(self) -> bool:
+        """True when a pass proves identities absent one by one (offset paging, a fixed
+        order, no ``verify``, at least two confirming passes): see docs/guarantees.md."""
+        return (
+            self.paging == "offset"
+            and self.order == "fixed"
+            and self.verify is None
+            and self.confirm_passes > 1
+        )
 
     def holds(self, deletes: int, snapshot: int) -> bool:
         """True when the guard holds ``deletes`` out of a snapshot of ``snapshot`` rows."""

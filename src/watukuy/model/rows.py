@@ -28,6 +28,7 @@ from .late import (
 from .records import dataclass, fast_init
 
 __all__ = [
+    "BRIDGE_LIMIT",
     "BackfillState",
     "DEFAULT_CONSUMER",
     "CircuitState",
@@ -43,7 +44,9 @@ __all__ = [
     "ListingState",
     "LoggedEvent",
     "OutboxRow",
+    "PENDING_LIMIT",
     "PKey",
+    "PROVEN_LIMIT",
     "ParkedKind",
     "ParkedRow",
     "PollSummary",
@@ -55,6 +58,7 @@ __all__ = [
     "StoreCapabilities",
     "Tombstone",
     "TombstoneReason",
+    "UNPROVEN_PASSES",
     "Validator",
     "apply_patch",
     "delivery_consumer",
@@ -254,6 +258,36 @@ class ListingPass:
             pass finds no deletes and confirms nothing.
         last_abandoned_at: When the last pass was abandoned (epoch ms).
         last_abandoned: Why, in words.
+        tail: The last identity the pass in progress listed (``None`` before its first
+            item, or when its next page read must not be linked to it); the next page
+            read's first item links back to it (see :class:`ListingLink`).
+        tail_read: The page read (from 0) of the pass that listed :attr:`tail`.
+        tail_prev: The identity listed just before :attr:`tail` (its link's ``prev``).
+        proven: Identities that a complete pass proved absent from the listing (their
+            place in the listing's order fell inside one of its page reads, see
+            docs/guarantees.md) and that no pass listed since; at most
+            ``PROVEN_LIMIT`` of them.
+        history: Ids of the latest complete passes that listed every identity (newest
+            last, at most ``UNPROVEN_PASSES``), to tell how long a delete has waited.
+        unproven: Delete candidates that have waited ``UNPROVEN_PASSES`` complete passes
+            without a proof or passes that agree, counted at the last end of a pass.
+        first_len: The number of items the first page read of the pass in progress
+            returned (``-1`` before it).
+        dirty_from: The first page read of the pass in progress after which a page
+            boundary may have let a live item slip (a read that repeated an item the pass
+            had listed, came back shorter than the first one before the last, or was not
+            a window of the listing); ``None`` while there is none.
+        pending: ``(identity, boundary)`` pairs a complete pass (:attr:`pending_pass`)
+            left to the next one: it missed the identity, which could only have slipped
+            through one of its page boundaries up to ``boundary``; the next complete pass
+            proves it absent when none of those boundaries let anything slip (see
+            docs/guarantees.md, boundary evidence). At most ``PENDING_LIMIT``.
+        pending_pass: The pass that left :attr:`pending`.
+        pending_dirty: That pass's :attr:`dirty_from`.
+        bridges: ``(identity, prev, next)`` of rows this lane deleted (at most
+            ``BRIDGE_LIMIT``, newest last): a proof that walks the links of a row not
+            listed since into a deleted row goes on through it. A bridge that no walk of
+            the last pass went through is dropped.
     """
 
     pass_id: int | None = None
@@ -277,6 +311,32 @@ class ListingPass:
     abandoned: int = 0
     last_abandoned_at: int | None = None
     last_abandoned: str | None = None
+    tail: str | None = None
+    tail_read: int = 0
+    tail_prev: str | None = None
+    proven: tuple[str, ...] = ()
+    history: tuple[int, ...] = ()
+    unproven: int = 0
+    bridges: tuple[tuple[str, str | None, str | None], ...] = ()
+    first_len: int = -1
+    dirty_from: int | None = None
+    pending: tuple[tuple[str, int], ...] = ()
+    pending_pass: int | None = None
+    pending_dirty: int | None = None
+
+
+PENDING_LIMIT = 1_000
+"""At most this many identities wait in :attr:`ListingPass.pending`."""
+
+BRIDGE_LIMIT = 2_000
+"""At most this many deleted rows are kept in :attr:`ListingPass.bridges`."""
+
+PROVEN_LIMIT = 10_000
+"""At most this many identities are kept in :attr:`ListingPass.proven`."""
+
+UNPROVEN_PASSES = 8
+"""A delete candidate that has waited this many complete passes without a proof is
+reported (:attr:`ListingPass.unproven`, a WARNING)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +354,8 @@ class ListingState:
 
 @dataclass(frozen=True, slots=True)
 class HeldDeletes:
-    """Deletes the mass-delete guard held back instead of emitting them.
+    """Deletes held back instead of emitted, until an operator (or a rule) decides: by the
+    mass-delete guard, or because no pass could prove them (``reason="unproven"``).
 
     The identities are not listed: they are the snapshot rows whose seen mark is below
     ``below`` when the deletes are finally emitted, so a row seen again meanwhile drops
@@ -308,6 +369,10 @@ class HeldDeletes:
         held_at: When they were first held (epoch ms).
         passes: Complete passes in a row that wanted to delete them.
         confirmed: An operator confirmed them; the next run emits them.
+        reason: ``"guard"``: the mass-delete guard held them (a pass would have deleted
+            too much of the snapshot at once). ``"unproven"``: identities that every one of
+            the last ``UNPROVEN_PASSES`` complete passes missed, which no pass proved
+            absent and no two passes that agree confirmed (see docs/guarantees.md).
     """
 
     lane: str
@@ -317,6 +382,7 @@ class HeldDeletes:
     held_at: int
     passes: int = 1
     confirmed: bool = False
+    reason: str = "guard"
 
 
 @dataclass(frozen=True, slots=True)
@@ -742,6 +808,10 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 def _backfill_to_json(backfill: BackfillState | None) -> dict[str, Any] | None:
     if backfill is None:
         return None
@@ -787,6 +857,18 @@ def _pass_to_json(progress: ListingPass) -> dict[str, Any]:
         "abandoned": progress.abandoned,
         "last_abandoned_at": progress.last_abandoned_at,
         "last_abandoned": progress.last_abandoned,
+        "tail": progress.tail,
+        "tail_read": progress.tail_read,
+        "tail_prev": progress.tail_prev,
+        "proven": list(progress.proven),
+        "history": list(progress.history),
+        "unproven": progress.unproven,
+        "bridges": [list(bridge) for bridge in progress.bridges],
+        "first_len": progress.first_len,
+        "dirty_from": progress.dirty_from,
+        "pending": [list(entry) for entry in progress.pending],
+        "pending_pass": progress.pending_pass,
+        "pending_dirty": progress.pending_dirty,
     }
 
 
@@ -813,6 +895,20 @@ def _pass_from_json(data: Mapping[str, Any]) -> ListingPass:
         abandoned=int(data.get("abandoned") or 0),
         last_abandoned_at=_optional_int(data.get("last_abandoned_at")),
         last_abandoned=data.get("last_abandoned"),
+        tail=_optional_str(data.get("tail")),
+        tail_read=int(data.get("tail_read") or 0),
+        tail_prev=_optional_str(data.get("tail_prev")),
+        proven=tuple(str(i) for i in data.get("proven") or ()),
+        history=tuple(int(i) for i in data.get("history") or ()),
+        unproven=int(data.get("unproven") or 0),
+        bridges=tuple(
+            (str(b[0]), _optional_str(b[1]), _optional_str(b[2])) for b in data.get("bridges") or ()
+        ),
+        first_len=int(data.get("first_len", -1)),
+        dirty_from=_optional_int(data.get("dirty_from")),
+        pending=tuple((str(e[0]), int(e[1])) for e in data.get("pending") or ()),
+        pending_pass=_optional_int(data.get("pending_pass")),
+        pending_dirty=_optional_int(data.get("pending_dirty")),
     )
 
 
@@ -846,6 +942,7 @@ def held_deletes_to_json(held: HeldDeletes | None) -> dict[str, Any] | None:
         "held_at": held.held_at,
         "passes": held.passes,
         "confirmed": held.confirmed,
+        "reason": held.reason,
     }
 
 
@@ -860,6 +957,7 @@ def _held_from_json(data: Mapping[str, Any] | None) -> HeldDeletes | None:
         held_at=int(data.get("held_at") or 0),
         passes=int(data.get("passes") or 1),
         confirmed=bool(data.get("confirmed", False)),
+        reason=str(data.get("reason") or "guard"),
     )
 
 

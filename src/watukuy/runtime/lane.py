@@ -26,7 +26,7 @@ import dataclasses
 import inspect
 import logging
 import reprlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from watukuy.cursor import CursorStrategy, TimestampStrategy, start_over
@@ -69,11 +69,17 @@ from watukuy.model.page import InvalidPageError, Page, coerce_page
 from watukuy.model.partition import Partition
 from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
+    BRIDGE_LIMIT,
+    PENDING_LIMIT,
+    PROVEN_LIMIT,
+    UNPROVEN_PASSES,
     CommitBatch,
     EventCounts,
     HeldDeletes,
+    ItemMark,
     ItemRow,
     Lane,
+    ListingLink,
     ListingPass,
     ListingState,
     OutboxRow,
@@ -105,6 +111,12 @@ _IDENTITY_BATCH = 1000
 # Items hashed (or events written) between two turns of the event loop (see _turn).
 _HASH_STEP = 250
 _DISAGREEMENT_WARNING = 3
+# A proof walks at most this many rows on each side of a missed identity.
+_WALK_STEPS = 64
+# Beyond this many rows missed by a pass, the rest are not looked at for a proof.
+_EVIDENCE_LIMIT = 10_000
+# The link of a row marked by an incremental lane during a pass: no page read listed it.
+_UNREAD = ListingLink(read=-1)
 # Fetch failures in a row at the same page of a pass (past its first page) that abandon it.
 # Two: one failure may be a blip worth resuming after (the pages before it are not read
 # again); a second at the same page, after a backoff, most likely means the page is gone
@@ -131,6 +143,11 @@ _NO_PASS: dict[str, Any] = {
     "listed": False,
     "failed_page": 0,
     "page_failures": 0,
+    "tail": None,
+    "tail_read": 0,
+    "tail_prev": None,
+    "first_len": -1,
+    "dirty_from": None,
 }
 
 
@@ -363,6 +380,15 @@ class LaneCycle:
         self._writer_cache: tuple[int, EventWriter] | None = None
         self._force_backfill = False
         self._pass: ListingPass | None = None  # the full listing pass this cycle continues
+        # (identity, prev, next) of the rows deleted since the last save (see _splice)
+        self._bridges: list[tuple[str, str | None, str | None]] = []
+        # The bridges a pass keeps (see _prove), and those its walks went through.
+        self._kept_bridges: tuple[tuple[str, str | None, str | None], ...] = ()
+        self._crossed: set[str] = set()
+        # Boundary evidence: the highest boundary each unproven missed row could have
+        # slipped through (see _evidence), and what the closing pass leaves to the next.
+        self._boundaries: dict[str, int] = {}
+        self._pending: dict[str, Any] = {}
         self._listing = ListingState()
         self._page_source_is_generator = False
         self._watch: LateWatch | None = None
@@ -1141,9 +1167,25 @@ class LaneCycle:
         progress = self._pass
         seen: list[str] = []
         seen_pass = 0
+        links: dict[str, ListingLink] = {}
         if progress is not None and progress.pass_id is not None:
             # The page's identities get the pass's seen mark, and the pass its next cursor,
             # in the page's own transaction: a cut pass resumes here, on any replica.
+            tail: dict[str, Any] = {}
+            if poller.deletes.proves and not selection.not_modified:
+                # A read is a window of the listing only when every item it returned is
+                # here once, in the order it came (none held back, none twice).
+                whole = len(kept) == len(selection.page.items) and len(identities) + len(
+                    invalid
+                ) == len(kept)
+                links, tail = await self._links(
+                    progress,
+                    identities,
+                    whole=whole,
+                    # A generator's pages need not tile the listing by their index.
+                    length=-1 if self._page_source_is_generator else len(selection.page.items),
+                    last=bool(done),
+                )
             patch["listing"] = self._listing_with(
                 dataclasses.replace(
                     progress,
@@ -1153,6 +1195,7 @@ class LaneCycle:
                     invalid=progress.invalid + len(invalid),
                     not_modified=progress.not_modified or selection.not_modified,
                     listed=bool(done) and not self._page_source_is_generator,
+                    **tail,
                 )
             )
             seen, seen_pass = identities, progress.pass_id
@@ -1161,6 +1204,10 @@ class LaneCycle:
             # in progress (reconcile), which cannot have started after the latest pass id.
             seen = [row.identity for row in upserts]
             seen_pass = state.listing.counter
+            if poller.deletes.proves:
+                # Their mark is the pass's, but no page read of it listed them: a link that
+                # says so keeps a proof from taking an older read for one of this pass.
+                links = dict.fromkeys(seen, _UNREAD)
         batch = CommitBatch(
             state_patch=patch,
             upserts=upserts,
@@ -1171,6 +1218,7 @@ class LaneCycle:
             parked=parked,
             now=now,
             revived=[change.identity for change in diff.changes if change.identity in tombstones],
+            links=links,
         )
         started = deps.clock.now()
         commit = asyncio.ensure_future(deps.store.commit_poll(self._key, self._keeper.lease, batch))
@@ -1197,6 +1245,95 @@ class LaneCycle:
             state=after,
             late=late,
         )
+
+    async def _links(
+        self,
+        progress: ListingPass,
+        identities: list[str],
+        *,
+        whole: bool,
+        length: int,
+        last: bool,
+    ) -> tuple[dict[str, ListingLink], dict[str, Any]]:
+        """The listing links one page read of a full-listing pass writes, and the pass's
+        new tail (see :class:`ListingLink` and docs/guarantees.md).
+
+        Inside a read, neighbours are neighbours in the listing's order. Across reads the
+        first item links back to the pass's tail, and the tail forward to it, only when the
+        read repeats nothing the pass listed before (the tail itself, first, excepted): a
+        read that repeats something began before the end of the previous one (items were
+        inserted before the reading position), and its first item may lie before the tail.
+        A read that is not a window of the listing (an item held back or listed twice)
+        links nothing: its rows get a link that no proof takes for a read of the pass.
+        """
+        read = progress.pages
+        # Where the pass's page boundaries stop being clean (boundary evidence): a read
+        # shorter than the first before the last one, or longer than the first (the first
+        # was short), or one that is not a window or repeats what the pass had listed.
+        first_len, dirty = progress.first_len, progress.dirty_from
+        if length < 0:
+            dirty = 0  # no boundary evidence
+        elif read == 0:
+            first_len = length
+        elif length > first_len:
+            dirty = 0
+        elif length < first_len and not last:
+            dirty = read if dirty is None else min(dirty, read)
+        changes: dict[str, Any] = {"first_len": first_len, "dirty_from": dirty}
+
+        def dirty_here() -> dict[str, Any]:
+            return {**changes, "dirty_from": read if dirty is None else min(dirty, read)}
+
+        order: list[str] = []
+        for identity in identities:
+            if not order or order[-1] != identity:
+                order.append(identity)
+        if not whole or len(set(order)) != len(order) or len(order) != len(identities):
+            return dict.fromkeys(order, _UNREAD), {**dirty_here(), "tail": None}
+        if not order:
+            return {}, changes
+        tail, tail_prev = progress.tail, progress.tail_prev
+        marks = await self._deps.store.load_marks(self._key, order)
+        earlier = [  # listed by an earlier read of this pass
+            identity
+            for identity, mark in marks.items()
+            if mark.seen == progress.pass_id and read > 0
+        ]
+        cross = tail is not None and (not earlier or earlier == [tail] == order[:1])
+        links: dict[str, ListingLink] = {}
+        first_prev: str | None = None
+        last_next: str | None = None
+        if cross:
+            assert tail is not None
+            if order[0] == tail:
+                first_prev = tail_prev
+            else:
+                first_prev = tail
+                links[tail] = ListingLink(progress.tail_read, tail_prev, order[0])
+        else:
+            # On a side this read cannot tell, an item keeps the neighbour an earlier read
+            # gave it: under a fixed order it still lies on that side (a chain needs rows
+            # in order, not adjacent ones).
+            first = marks.get(order[0])
+            if first is not None and first.link is not None and first.link.read >= 0:
+                first_prev = first.link.prev
+        final = marks.get(order[-1])
+        if final is not None and final.link is not None and final.link.read >= 0:
+            last_next = final.link.next
+        final = len(order) - 1
+        for n, identity in enumerate(order):
+            links[identity] = ListingLink(
+                read,
+                order[n - 1] if n else first_prev,
+                order[n + 1] if n < final else last_next,
+            )
+        new_tail = {
+            **(dirty_here() if earlier else changes),
+            "tail": order[-1],
+            "tail_read": read,
+            "tail_prev": order[-2] if final else first_prev,
+        }
+        return links, new_tail
 
     def _late_page(
         self,
@@ -1484,10 +1621,14 @@ class LaneCycle:
             # A generator's listing ends when it is exhausted, after its last page's commit.
             progress = dataclasses.replace(progress, listed=True)
         emitted = 0
+        self._bridges = []
+        self._kept_bridges = progress.bridges
+        self._pending = {}
         held = state.held_deletes  # another lane's hold stays as it is
         clean = progress.clean
         last_missed, last_repeats = progress.last_missed, progress.last_repeats
         disagreed = progress.disagreed
+        proven, history, unproven = progress.proven, progress.history, progress.unproven
         # A listing answered 304 is only ever one page (see _idle): it is the previous pass
         # again, and confirms that pass when it was complete (its marks stand for both).
         repeat = (
@@ -1508,7 +1649,11 @@ class LaneCycle:
             self._logger.info("full listing pass %d: %s", pass_id, outcome)
         else:
             last_clean = True
+            # The candidates the previous end of a pass already had: deletes that waited
+            # for a proof or for passes that agree are not lost by this pass.
+            before = clean[0] if len(clean) >= rules.confirm_passes else None
             clean = (*clean, clean[-1] if repeat else pass_id)[-rules.confirm_passes :]
+            history = (*history, clean[-1])[-UNPROVEN_PASSES:]
             # The pair of confirming passes is judged only where it decides anything:
             # verify= rules phantoms out by itself, one pass has nothing to agree with, and
             # a keyset listing cannot shift a live item out of a pass.
@@ -1520,6 +1665,9 @@ class LaneCycle:
                 repeats: int | None = max(progress.items - listed, 0)
             else:
                 repeats = progress.last_repeats if repeat else None
+            note = ""
+            if rules.proves and not repeat:
+                proven, note = await self._prove(progress, pass_id, missed)
             if len(clean) < rules.confirm_passes:
                 outcome = f"no deletes yet: {len(clean)} of {rules.confirm_passes} complete passes"
             else:
@@ -1531,21 +1679,37 @@ class LaneCycle:
                     older = clean[-2]
                     still = count if older == below else await self._count_unseen(older)
                     why = self._disagreement(progress, older, clean[-1], missed, still)
+                only: dict[str, int] | None = None  # proven candidates and their marks
                 if why is not None:
                     disagreed += 1
                     held = await self._recount_held(held)
-                    outcome = (
-                        f"{why}; {count} delete(s) wait for passes that agree, "
-                        "or give Deletes(verify=)"
-                    )
+                    if rules.proves:
+                        only = await self._marks_below(proven, below)
+                ours = held
+                if ours is None or ours.lane != self._lane or ours.reason != "guard":
+                    ours = None  # the guard's own hold of this lane, if any
+                if why is not None and not only:
+                    wait = "for passes that agree"
+                    if rules.proves:
+                        wait = "for a proof or passes that agree"
+                    outcome = f"{why}; {count} delete(s) wait {wait}, or give Deletes(verify=)"
                     self._report_disagreement(disagreed, outcome)
                 else:
-                    disagreed = 0
+                    if why is None:
+                        disagreed = 0
+                    deletable = count if only is None else len(only)
+                    # The guard judges what this pass newly lost; a hold already in place
+                    # keeps being judged whole (an outage that goes on stays held).
+                    new = deletable
+                    if ours is None and before is not None:
+                        if only is None:
+                            new -= await self._count_unseen(before)
+                        else:
+                            new -= sum(1 for seen in only.values() if seen < before)
                     snapshot = await self._deps.store.count_items(self._key)
-                    ours = held if held is not None and held.lane == self._lane else None
                     passes = ours.passes + 1 if ours is not None else 1
                     release = rules.guard_release_passes
-                    if rules.holds(count, snapshot) and (release is None or passes <= release):
+                    if rules.holds(new, snapshot) and (release is None or passes <= release):
                         held = HeldDeletes(
                             lane=self._lane,
                             below=below,
@@ -1558,12 +1722,49 @@ class LaneCycle:
                         outcome = f"held {count} delete(s) of {snapshot} (mass-delete guard)"
                         await self._report_held(held)
                     else:
-                        state, emitted = await self._emit_deletes(state, below)
+                        chosen = None if only is None else set(only)
+                        state, emitted = await self._emit_deletes(state, below, only=chosen)
                         if ours is not None:
                             held = None
                         outcome = f"deleted {emitted}"
+                        if why is not None:
+                            outcome = (
+                                f"deleted {emitted} proven absent; {why}; "
+                                f"{count - emitted} other delete(s) wait for a proof or "
+                                "passes that agree, or give Deletes(verify=)"
+                            )
+                            self._report_disagreement(disagreed, outcome)
                         if emitted and missed is not None:
                             missed = await self._count_unseen(clean[-1])
+                if emitted:
+                    proven = await self._still_missed(proven, clean[-1])
+                unproven = 0
+                prior = state.held_deletes  # before this pass (a hold it dropped included)
+                if prior is None or prior.lane != self._lane or prior.reason != "unproven":
+                    prior = None
+                if held is not None and held.lane == self._lane and held.reason == "unproven":
+                    held = None  # judged again below
+                if len(history) == UNPROVEN_PASSES and held is None:
+                    # What every pass of the history missed and nothing proved: held for an
+                    # operator, so that it is neither lost silently nor emitted unproven.
+                    unproven = await self._count_unseen(history[0])
+                    if unproven:
+                        outcome += (
+                            f"; {unproven} delete(s) unproven after {UNPROVEN_PASSES} "
+                            "complete passes, held for an operator"
+                        )
+                        held = HeldDeletes(
+                            lane=self._lane,
+                            below=history[0],
+                            count=unproven,
+                            snapshot=await self._deps.store.count_items(self._key),
+                            held_at=prior.held_at if prior is not None else now,
+                            passes=prior.passes + 1 if prior is not None else 1,
+                            confirmed=prior.confirmed if prior is not None else False,
+                            reason="unproven",
+                        )
+                        await self._report_unproven(held, progress.unproven)
+            outcome += note
             last_missed, last_repeats = missed, repeats
         closed = _between_passes(
             progress,
@@ -1575,6 +1776,11 @@ class LaneCycle:
             last_missed=last_missed,
             last_repeats=last_repeats,
             disagreed=disagreed,
+            proven=proven,
+            history=history,
+            unproven=unproven,
+            bridges=(*self._kept_bridges, *self._bridges)[-BRIDGE_LIMIT:],
+            **self._pending,
         )
         patch: StatePatch = {
             "listing": self._listing_with(closed),
@@ -1583,6 +1789,222 @@ class LaneCycle:
         }
         await self._deps.store.save_state(self._key, self._keeper.lease, patch)
         return apply_patch(state, patch), emitted
+
+    # --- proofs of absence ------------------------------------------------------------------
+
+    async def _prove(
+        self, progress: ListingPass, pass_id: int, missed: int | None
+    ) -> tuple[tuple[str, ...], str]:
+        """The identities proven absent so far, with those the pass ``pass_id`` (complete)
+        proves now, and a note for ``last_outcome`` when some rows were not examined.
+
+        A row the pass missed is proven absent when its place in the listing's order fell
+        inside one page read of the pass: the nearest rows the pass listed on each side of
+        it (found by walking its links through rows the pass did not list) came in the same
+        read, or the one before it came in the last read (which ran to the end of the
+        listing), or the one after it in the first (which began at its start). Under a
+        fixed order one read is a window of the listing at one moment, so the row was not
+        there then. See docs/guarantees.md.
+        """
+        kept = await self._still_missed(progress.proven, pass_id)
+        known = set(kept)
+        examine: list[str] = []
+        every: list[str] = []  # every row the pass missed, while they are few enough
+        seen_rows = 0
+        async for batch in self._deps.store.stream_unseen(self._key, pass_id, _IDENTITY_BATCH):
+            seen_rows += len(batch)
+            every.extend(batch)
+            examine.extend(identity for identity in batch if identity not in known)
+            if len(examine) >= _EVIDENCE_LIMIT:
+                break
+        examine = examine[:_EVIDENCE_LIMIT]
+        note = ""
+        total = missed if missed is not None else seen_rows
+        if total - len(known) > len(examine):
+            skipped = total - len(known) - len(examine)
+            note = f"; {skipped} missed row(s) beyond {_EVIDENCE_LIMIT} not examined for a proof"
+        self._crossed = set()
+        self._boundaries = {}
+        found = (
+            await self._evidence(pass_id, progress.pages - 1, examine, progress.bridges)
+            if examine
+            else []
+        )
+        pending: tuple[tuple[str, int], ...] = ()
+        if not note:
+            # Every missed row was walked: a bridge none of them reached is of no more use
+            # (a row listed since has links of its own), and the state stays small.
+            self._kept_bridges = tuple(b for b in progress.bridges if b[0] in self._crossed)
+            proven_now = set(found)
+            found += [
+                identity
+                for identity in await self._boundary_proofs(progress, pass_id, every)
+                if identity not in proven_now and identity not in known
+            ]
+            dirty = progress.dirty_from
+            pending = tuple(
+                (identity, boundary)
+                for identity, boundary in self._boundaries.items()
+                if identity not in found and (dirty is None or boundary < dirty)
+            )[:PENDING_LIMIT]
+        self._pending = {
+            "pending": pending,
+            "pending_pass": pass_id if pending else None,
+            "pending_dirty": progress.dirty_from if pending else None,
+        }
+        return (*kept, *found)[:PROVEN_LIMIT], note
+
+    async def _evidence(
+        self,
+        pass_id: int,
+        final_read: int,
+        missed: list[str],
+        bridges: Sequence[tuple[str, str | None, str | None]] = (),
+    ) -> list[str]:
+        """Those of ``missed`` (rows the pass ``pass_id`` did not list) that it proves
+        absent (see :meth:`_prove`). Every row is read once, 1,000 at a time; a walk that
+        reaches a row deleted since goes on through its bridge (its neighbours when it
+        was deleted)."""
+        store = self._deps.store
+        cache: dict[str, ItemMark | None] = {}
+        bridged = {
+            identity: ItemMark(-1, ListingLink(-1, prev, after))
+            for identity, prev, after in bridges
+        }
+
+        async def load(identities: list[str]) -> None:
+            need = [i for i in dict.fromkeys(identities) if i not in cache]
+            for start in range(0, len(need), _IDENTITY_BATCH):
+                chunk = need[start : start + _IDENTITY_BATCH]
+                marks = await store.load_marks(self._key, chunk)
+                for identity in chunk:
+                    mark = marks.get(identity)
+                    if mark is None and identity in bridged:
+                        mark = bridged[identity]
+                        self._crossed.add(identity)
+                    cache[identity] = mark
+
+        await load(missed)
+        # The walks, one step a round on each side: the identity reached so far.
+        back: dict[str, str | None] = {}
+        ahead: dict[str, str | None] = {}
+        for identity in missed:
+            mark = cache.get(identity)
+            if mark is not None and mark.link is not None and mark.link.read >= 0:
+                back[identity] = mark.link.prev
+                ahead[identity] = mark.link.next
+        found_back: dict[str, int] = {}
+        found_ahead: dict[str, int] = {}
+        for _ in range(_WALK_STEPS):
+            if not back and not ahead:
+                break
+            await load([i for i in (*back.values(), *ahead.values()) if i is not None])
+            for walks, found, forward in ((back, found_back, False), (ahead, found_ahead, True)):
+                for identity, current in list(walks.items()):
+                    mark = None if current is None else cache.get(current)
+                    if mark is None or mark.link is None:
+                        del walks[identity]  # the chain ends: that side is not found
+                    elif mark.seen == pass_id:
+                        if mark.link.read >= 0:
+                            found[identity] = mark.link.read
+                        del walks[identity]
+                    else:
+                        walks[identity] = mark.link.next if forward else mark.link.prev
+        proven: list[str] = []
+        self._boundaries = {}
+        for identity in missed:
+            before, after = found_back.get(identity), found_ahead.get(identity)
+            if (
+                (before is not None and before == after)
+                or (before is not None and before == final_read)
+                or after == 0
+            ):
+                proven.append(identity)
+            elif after is not None:
+                # Alive, it slipped through a page boundary before the read that listed
+                # the row after it (the first read began at the start of the listing):
+                # one of those up to this one. (Not the last read's end: a list cut short
+                # would pass for the end of the listing.)
+                self._boundaries[identity] = after - 1
+        return proven
+
+    async def _load_marks(self, identities: Sequence[str]) -> dict[str, ItemMark]:
+        """The marks and links of those stored ``identities``, 1,000 at a time."""
+        found: dict[str, ItemMark] = {}
+        for start in range(0, len(identities), _IDENTITY_BATCH):
+            chunk = identities[start : start + _IDENTITY_BATCH]
+            found.update(await self._deps.store.load_marks(self._key, chunk))
+        return found
+
+    async def _boundary_proofs(
+        self, progress: ListingPass, pass_id: int, missed: Sequence[str]
+    ) -> list[str]:
+        """Boundary evidence: those of the identities the previous complete pass left in
+        :attr:`ListingPass.pending` that its clean page boundaries prove absent.
+
+        ``missed`` are all the rows the pass ``pass_id`` did not list. A boundary of the
+        previous pass K is clean when no read up to it repeated an item or came back short
+        and no item those reads listed is missing from this pass (a row still marked K,
+        with a link from a read up to it). With a clean prefix, the first reads of K tile
+        the listing: the items before a boundary, when it was crossed, were exactly those
+        the reads before it listed. A live item can slip through the boundary only when
+        the number of items before it drops between the two reads, so only when one of
+        those listed items is deleted, and it would be missing now. See
+        docs/guarantees.md.
+        """
+        older = progress.pending_pass
+        if not progress.pending or older is None or older >= pass_id:
+            return []
+        dirty = progress.pending_dirty
+        marks = await self._load_marks(missed)
+        for mark in marks.values():
+            if mark.seen == older:
+                read = mark.link.read if mark.link is not None else -1
+                dirty = read if dirty is None else min(dirty, read)
+        return [
+            identity
+            for identity, boundary in progress.pending
+            if (dirty is None or boundary < dirty)
+            and identity in marks
+            and marks[identity].seen < older
+        ]
+
+    async def _marks_below(self, identities: Sequence[str], below: int) -> dict[str, int]:
+        """The seen marks of those stored ``identities`` whose mark is below ``below``."""
+        found: dict[str, int] = {}
+        for start in range(0, len(identities), _IDENTITY_BATCH):
+            chunk = identities[start : start + _IDENTITY_BATCH]
+            marks = await self._deps.store.load_marks(self._key, chunk)
+            found.update((i, m.seen) for i, m in marks.items() if m.seen < below)
+        return found
+
+    async def _still_missed(self, identities: Sequence[str], below: int) -> tuple[str, ...]:
+        """``identities`` pruned of rows listed by a pass from ``below`` on, or deleted."""
+        marks = await self._marks_below(identities, below)
+        return tuple(identity for identity in identities if identity in marks)
+
+    async def _report_unproven(self, held: HeldDeletes, before: int) -> None:
+        """The WARNING and the ``on_deletes_held`` hook of a hold of unproven deletes (the
+        hook once, when the hold appears; the WARNING then and every 10th pass)."""
+        if before and held.passes % 10:
+            return
+        self._logger.warning(
+            "full listing: holding %d delete(s) that %d complete passes in a row missed "
+            "without a proof or passes that agree (the listing keeps changing where they "
+            "were); confirm or discard them with engine.deletes.confirm()/discard() or "
+            "`watukuy deletes`, or give Deletes(verify=)",
+            held.count,
+            UNPROVEN_PASSES,
+            extra={"held_deletes": held.count, "unproven": held.count},
+        )
+        if not before:
+            await self._deps.hooks.emit(
+                "on_deletes_held",
+                **self._fields(),
+                count=held.count,
+                snapshot=held.snapshot,
+                passes=held.passes,
+            )
 
     def _disagreement(
         self, progress: ListingPass, older: int, newer: int, missed: int, still: int
@@ -1629,8 +2051,8 @@ class LaneCycle:
     def _report_disagreement(self, disagreed: int, outcome: str) -> None:
         if disagreed == _DISAGREEMENT_WARNING or (disagreed and disagreed % 10 == 0):
             self._logger.warning(
-                "full listing: %d pass(es) in a row disagreed with the one before, no deletes "
-                "meanwhile: %s",
+                "full listing: %d pass(es) in a row disagreed with the one before (only "
+                "deletes proven one by one go out meanwhile): %s",
                 disagreed,
                 outcome,
                 extra={"disagreed": disagreed},
@@ -1694,32 +2116,94 @@ class LaneCycle:
         hold. Rows seen again since they were held are no longer below its mark."""
         held = state.held_deletes
         assert held is not None
+        self._bridges = []
         state, emitted = await self._emit_deletes(state, held.below)
         now = self._deps.clock.now()
         patch: StatePatch = {"held_deletes": None, "updated_at": now}
         progress = state.listing.lanes.get(held.lane)
-        if progress is not None and progress.last_missed is not None:
-            # The rows it removed were unlisted by the newest complete pass too: without
-            # this, the next pass would count them as found again and disagree.
-            missed = max(progress.last_missed - emitted, 0)
-            lanes = {
-                **state.listing.lanes,
-                held.lane: dataclasses.replace(progress, last_missed=missed),
-            }
+        if progress is not None:
+            changes: dict[str, Any] = {}
+            if progress.last_missed is not None:
+                # The rows it removed were unlisted by the newest complete pass too: without
+                # this, the next pass would count them as found again and disagree.
+                changes["last_missed"] = max(progress.last_missed - emitted, 0)
+            if self._bridges:
+                changes["bridges"] = (*progress.bridges, *self._bridges)[-BRIDGE_LIMIT:]
+            lanes = {**state.listing.lanes, held.lane: dataclasses.replace(progress, **changes)}
             patch["listing"] = dataclasses.replace(state.listing, lanes=lanes)
         await self._deps.store.save_state(self._key, self._keeper.lease, patch)
         self._logger.info("emitted %d confirmed delete(s)", emitted)
         return apply_patch(state, patch), emitted
 
-    async def _emit_deletes(self, state: PollerState, below: int) -> tuple[PollerState, int]:
-        """Emit ``deleted`` for every stored identity whose seen mark is below ``below``,
-        one committed batch at a time (a run cut half-way resumes with the rest)."""
+    async def _splice(self, deleted: list[str]) -> dict[str, ListingLink]:
+        """The links that close the gaps ``deleted`` leaves in the listing's chains: the
+        row before a run of deleted rows links forward to the row after it, and back.
+        Only links that pointed into the run change (a row relisted since keeps its own)."""
+        if not deleted:
+            return {}
+        store = self._deps.store
+        gone = set(deleted)
+        marks: dict[str, ItemMark] = {}
+        for start in range(0, len(deleted), _IDENTITY_BATCH):
+            marks.update(
+                await store.load_marks(self._key, deleted[start : start + _IDENTITY_BATCH])
+            )
+
+        def beyond(identity: str, forward: bool) -> str | None:
+            """The first row past the run of deleted rows from ``identity`` on."""
+            current: str | None = identity
+            for _ in range(_WALK_STEPS):
+                if current is None or current not in gone:
+                    return current
+                link = marks[current].link if current in marks else None
+                if link is None:
+                    return None
+                current = link.next if forward else link.prev
+            return None
+
+        ends: dict[str, tuple[str | None, str | None]] = {}
+        for identity in deleted:
+            link = marks[identity].link if identity in marks else None
+            if link is None:
+                continue
+            before, after = beyond(identity, False), beyond(identity, True)
+            ends[identity] = (before, after)
+            self._bridges.append((identity, before, after))
+        neighbours = sorted({n for pair in ends.values() for n in pair if n is not None})
+        current_links: dict[str, ItemMark] = {}
+        for start in range(0, len(neighbours), _IDENTITY_BATCH):
+            chunk = neighbours[start : start + _IDENTITY_BATCH]
+            current_links.update(await store.load_marks(self._key, chunk))
+        links: dict[str, ListingLink] = {}
+        for before, after in ends.values():
+            if before is not None:
+                mark = current_links.get(before)
+                link = links.get(before) or (mark.link if mark is not None else None)
+                if link is not None and link.next in gone:
+                    links[before] = dataclasses.replace(link, next=after)
+            if after is not None:
+                mark = current_links.get(after)
+                link = links.get(after) or (mark.link if mark is not None else None)
+                if link is not None and link.prev in gone:
+                    links[after] = dataclasses.replace(link, prev=before)
+        return links
+
+    async def _emit_deletes(
+        self, state: PollerState, below: int, *, only: set[str] | None = None
+    ) -> tuple[PollerState, int]:
+        """Emit ``deleted`` for every stored identity whose seen mark is below ``below``
+        (and that is among ``only``, when given), one committed batch at a time (a run cut
+        half-way resumes with the rest)."""
         deps = self._deps
         poller = self._poller
         emitted = 0
         # The walk pages by the last identity, so deleting what it already passed is safe.
         verify = poller.deletes.verify
         async for candidates in deps.store.stream_unseen(self._key, below, _IDENTITY_BATCH):
+            if only is not None:
+                candidates = [identity for identity in candidates if identity in only]
+                if not candidates:
+                    continue
             chunk, present = candidates, list[str]()
             if verify is not None:
                 chunk, present = await self._verify(verify, candidates)
@@ -1749,10 +2233,12 @@ class LaneCycle:
                 rows.append(outbox_row)
                 events.append(event)
             patch: StatePatch = {"sequence": sequence, "updated_at": now}
+            links = await self._splice(chunk) if poller.deletes.proves else {}
             await self._commit(
                 CommitBatch(
                     state_patch=patch,
                     deletes=chunk,
+                    links=links,
                     # Still there: seen now, by the newest pass, so no pass in progress
                     # proposes it again.
                     seen=present,

@@ -639,6 +639,8 @@ def listing_report(state: PollerState | None) -> dict[str, Any]:
             "last_completed_at": progress["last_completed_at"],
             "last_outcome": progress["last_outcome"],
             "disagreed": progress["disagreed"],
+            "proven": len(progress["proven"]),
+            "unproven": progress["unproven"],
             "abandoned": progress["abandoned"],
             "last_abandoned_at": progress["last_abandoned_at"],
             "last_abandoned": progress["last_abandoned"],

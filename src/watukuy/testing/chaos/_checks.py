@@ -4,7 +4,9 @@ Pure functions over plain records, so a check reads like the promise it enforces
 
 - G1 convergence: for every item the API holds at the end, the newest delivered event is a
   ``created``/``updated`` carrying exactly the item; for every item removed after it was
-  observed, the newest delivered event is ``deleted``. Every ``created``/``updated`` carries
+  observed, the newest delivered event is ``deleted``, unless the engine announced that it
+  holds that delete back for an operator (the key's ``held_deletes``: counted as
+  ``held``, not lost). Every ``created``/``updated`` carries
   data the API really served (no phantom versions), and each id lives a simple life:
   ``created``, ``updated``..., at most one ``deleted``, nothing after it, and a
   ``deleted`` only for an item that really was removed.
@@ -24,7 +26,7 @@ Pure functions over plain records, so a check reads like the promise it enforces
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +40,7 @@ __all__ = [
     "TimelineEntry",
     "convergence",
     "evaluate",
+    "held_removals",
     "redeliveries",
     "undelivered",
 ]
@@ -107,8 +110,13 @@ def convergence(
     removed: Mapping[str, int],
     *,
     deletes_observable: bool,
+    held: Collection[str] = (),
 ) -> list[str]:
-    """G1 convergence: what the handler last heard per item equals what the API holds."""
+    """G1 convergence: what the handler last heard per item equals what the API holds.
+
+    A removal whose identity is in ``held`` (deletes the engine announced it holds back
+    for an operator: the key's ``held_deletes``) is not a lost delete; see
+    :func:`held_removals`."""
     problems: list[str] = []
     grouped = _by_subject(deliveries)
     for identity, item in final.items():
@@ -136,12 +144,26 @@ def convergence(
             if not seen:
                 continue  # created and removed between two polls: never observed
             last = _newest(seen)
-            if last.type != "deleted":
+            if last.type != "deleted" and identity not in held:
                 problems.append(
                     f"G1: item {identity} was removed from the API at {iso_time(at)} but its newest "
                     f"delivered event is {last.type} (seq {last.sequence}), not deleted"
                 )
     return problems
+
+
+def held_removals(
+    deliveries: Sequence[Delivery], removed: Mapping[str, int], held: Collection[str]
+) -> list[str]:
+    """The observed removals not delivered as ``deleted`` because the engine holds them
+    (their identity is in ``held``): announced, so not lost, and counted apart."""
+    grouped = _by_subject(deliveries)
+    out: list[str] = []
+    for identity in removed:
+        seen = grouped.get(identity)
+        if seen and identity in held and _newest(seen).type != "deleted":
+            out.append(identity)
+    return out
 
 
 def _check_ids(deliveries: Sequence[Delivery], problems: list[str]) -> int:
@@ -316,6 +338,7 @@ def evaluate(
     *,
     deletes_observable: bool,
     retain_payload: bool,
+    held: Collection[str] = (),
 ) -> tuple[list[str], int]:
     """Check G1, G2, G3 and the ``retain`` rules.
 
@@ -326,6 +349,7 @@ def evaluate(
         removed: When each removed id was removed.
         deletes_observable: Whether the poller can see deletes.
         retain_payload: Whether the poller keeps payloads.
+        held: Identities whose delete the engine holds back, announced (not lost).
 
     Returns:
         The violations, and the number of distinct event ids delivered.
@@ -341,5 +365,7 @@ def evaluate(
             retain_payload=retain_payload,
             problems=problems,
         )
-    problems.extend(convergence(deliveries, final, removed, deletes_observable=deletes_observable))
+    problems.extend(
+        convergence(deliveries, final, removed, deletes_observable=deletes_observable, held=held)
+    )
     return problems, unique

@@ -98,7 +98,7 @@ async def _sweep(args: argparse.Namespace) -> int:
         strategies = STRATEGIES
     started = time.perf_counter()
     failed: list[ChaosReport] = []
-    runs = kills = restarts = delivered = duplicates = lost = 0
+    runs = kills = restarts = delivered = duplicates = lost = held = 0
     for strategy in strategies:
         for seed in seeds:
             async with fresh_store(args.store, "chaos") as store:
@@ -122,6 +122,7 @@ async def _sweep(args: argparse.Namespace) -> int:
             delivered += report.delivered
             duplicates += report.duplicates
             lost += report.lost
+            held += report.held
             if not report.ok:
                 failed.append(report)
                 print(f"FAIL {describe_chaos(report)}", flush=True)
@@ -136,7 +137,7 @@ async def _sweep(args: argparse.Namespace) -> int:
     print(
         f"chaos: {runs} run(s) ({len(seeds)} seed(s) x {len(strategies)} strategy(ies) x "
         f"{args.steps} steps, store {args.store}), {kills} kills, {restarts} restarts, "
-        f"{delivered} deliveries ({duplicates} duplicates), {lost} lost, "
+        f"{delivered} deliveries ({duplicates} duplicates), {lost} lost, {held} held, "
         f"{len(failed)} failing run(s), "
         f"{elapsed:.1f}s",
         flush=True,

@@ -153,6 +153,9 @@ class ChaosReport:
         duplicates: ``delivered - unique_events``: redeliveries of an event already seen.
         lost: Changes that never reached the handler: items whose final state was never
             delivered, and observed removals never delivered as ``deleted`` (must be 0).
+        held: Observed removals not delivered as ``deleted`` because the engine holds
+            them back for an operator and says so (the key's ``held_deletes``, from the
+            mass-delete guard or deletes no pass could prove): announced, so not lost.
         parked: Parked rows left after quiescence (a violation when not 0).
         pending: Outbox rows left after quiescence (a violation when not 0).
         quiescence_ticks: Ticks it took to converge once the mutations stopped.
@@ -178,6 +181,7 @@ class ChaosReport:
     pending: int
     quiescence_ticks: int
     in_flight_at_kills: int = 0
+    held: int = 0
     violations: list[str] = field(default_factory=list)
     trace: list[str] = field(default_factory=list)
 
@@ -233,7 +237,7 @@ def describe_chaos(report: ChaosReport) -> str:
         f"mutations=+{m['created']}/~{m['updated']}/-{m['deleted']} "
         f"delivered={report.delivered} unique={report.unique_events} "
         f"duplicates={report.duplicates} in_flight_at_kills={report.in_flight_at_kills} "
-        f"lost={report.lost} parked={report.parked} "
+        f"lost={report.lost} held={report.held} parked={report.parked} "
         f"pending={report.pending} "
         f"violations={len(report.violations)}"
     )

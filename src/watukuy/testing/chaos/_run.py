@@ -35,6 +35,7 @@ from ._checks import (
     TimelineEntry,
     convergence,
     evaluate,
+    held_removals,
     redeliveries,
     short,
     undelivered,
@@ -329,14 +330,27 @@ class ChaosRun:
         await self.clock.advance_ms(self.clock_rng.int(0, 2 * SCHEDULE_MIN_MS))
         await self.tick(f"#{index}")
 
-    def _converged(self) -> bool:
+    def _converged(self, held: set[str]) -> bool:
         final = {item["id"]: item for item in self.api.all()}
         return not convergence(
             self.deliveries,
             final,
             self.removed,
             deletes_observable=self.options.deletes_observable,
+            held=held,
         )
+
+    async def _held(self) -> set[str]:
+        """The identities whose delete the engine announced it holds back (the key's
+        ``held_deletes``: the rows below its mark)."""
+        state = await self.inner.load_state(KEY)
+        held = None if state is None else state.held_deletes
+        if held is None:
+            return set()
+        identities: set[str] = set()
+        async for batch in self.inner.stream_unseen(KEY, held.below):
+            identities.update(batch)
+        return identities
 
     async def quiesce(self) -> int:
         """Stop mutating and killing; tick until every change has been delivered.
@@ -359,7 +373,7 @@ class ChaosRun:
             quiet = quiet + 1 if await self.tick(f"q{ticks}", quiet=True) == 0 else 0
             if ticks < MIN_QUIESCENCE_TICKS or quiet < 2:
                 continue
-            if await self.inner.count_pending(KEY) == 0 and self._converged():
+            if await self.inner.count_pending(KEY) == 0 and self._converged(await self._held()):
                 break
         self.log(f"quiescence: {ticks} tick(s)")
         for index in range(SETTLE_TICKS):
@@ -395,6 +409,7 @@ class ChaosRun:
         pending = await self.inner.count_pending(KEY)
         parked = await self.inner.count_parked(KEY)
         final = {item["id"]: item for item in self.api.all()}
+        held = await self._held()
         problems, unique = evaluate(
             self.deliveries,
             self.served,
@@ -402,13 +417,15 @@ class ChaosRun:
             self.removed,
             deletes_observable=o.deletes_observable,
             retain_payload=o.retain_payload,
+            held=held,
         )
+        announced = held_removals(self.deliveries, self.removed, held)
         self.violations.extend(problems)
         self.violations.extend(undelivered(self.committed, self.deliveries))
         repeated, in_flight = redeliveries(self.timeline)
         self.violations.extend(repeated)
         lost = convergence(
-            self.deliveries, final, self.removed, deletes_observable=o.deletes_observable
+            self.deliveries, final, self.removed, deletes_observable=o.deletes_observable, held=held
         )
         if pending:
             self.violations.append(f"G4: {pending} outbox row(s) still pending after quiescence")
@@ -443,6 +460,7 @@ class ChaosRun:
             unique_events=unique,
             duplicates=len(self.deliveries) - unique,
             lost=len(lost),
+            held=len(announced),
             parked=parked,
             pending=pending,
             quiescence_ticks=ticks,
