@@ -1084,6 +1084,8 @@ async def test_a_delete_no_pass_can_prove_is_held_for_an_operator(
     assert "held for an operator" in report["listing"]["live"]["last_outcome"]
     assert any("without a proof" in r.getMessage() for r in caplog.records)
     assert len(hook.held) == 1
+    health = await HealthCheck(engine).check()
+    assert any("no pass could prove them" in reason for reason in health.reasons)
     listing.between = None
     assert await engine.deletes.confirm("catalog") == held["count"]
     await world.clock.advance("10m")

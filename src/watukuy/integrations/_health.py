@@ -475,6 +475,12 @@ class HealthCheck:
         held = entry.get("held_deletes")
         if held is None:
             return []
+        if held.get("reason") == "unproven":
+            detail = (
+                f"{held['count']} deletes held: no pass could prove them "
+                "(confirm or discard them: watukuy deletes)"
+            )
+            return [Finding("deletes_held", "deletes no pass could prove", detail)]
         detail = (
             f"{held['count']} deletes held by the mass-delete guard "
             "(confirm or discard them: watukuy deletes)"

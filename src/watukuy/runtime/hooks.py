@@ -204,7 +204,8 @@ class ScheduleChangeDetails(HookContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeletesHeldDetails(HookContext):
-    """``on_deletes_held``: the mass-delete guard held a complete pass's deletes back.
+    """``on_deletes_held``: the mass-delete guard held a complete pass's deletes back, or
+    deletes that no pass could prove were held for an operator (see ``HeldDeletes``).
 
     Attributes:
         count: Deletes held (identities the pass, and the ones before it, did not list).
