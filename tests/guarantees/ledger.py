@@ -177,7 +177,7 @@ GUARANTEES: dict[str, Guarantee] = {
             "tests/integration/test_full_listings.py::test_deletes_that_waited_for_agreement_are_not_one_mass_delete",
             "tests/integration/test_full_listings.py::test_a_delete_no_pass_can_prove_is_held_for_an_operator",
             "tests/integration/test_full_listings.py::test_a_read_that_began_before_the_previous_one_ended_is_not_linked_to_it",
-            "tests/integration/test_full_listings.py::test_boundary_evidence_proves_a_delete_whose_neighbours_straddle_a_page_boundary",
+            "tests/integration/test_full_listings.py::test_a_delete_whose_neighbours_straddle_a_page_boundary_waits_for_a_proof",
             f"{MEM}::test_new_rows_start_unseen_and_marks_move_them",
             f"{MEM}::test_an_upsert_keeps_the_mark_and_a_delete_drops_it",
         ),
@@ -629,35 +629,6 @@ MUTANTS: tuple[Mutant, ...] = (
         [('            and self.order == "fixed"\n', "")],
         "tests/integration/test_full_listings.py::test_an_item_that_moves_back_is_deleted_only_with_a_fixed_order[memory-changing]",
         bug='Deletes(order="changing") still takes proofs, and an item that moved back is deleted',
-    ),
-    _m(
-        "no-boundary-evidence",
-        "trusted deletes",
-        LANE,
-        [
-            (
-                "for identity in await self._boundary_proofs(progress, pass_id, every)",
-                "for identity in []",
-            )
-        ],
-        "tests/integration/test_full_listings.py::test_boundary_evidence_proves_a_delete_whose_neighbours_straddle_a_page_boundary[memory]",
-        bug="a delete whose neighbours straddle a clean page boundary waits for ever",
-    ),
-    _m(
-        "boundary-evidence-ignores-what-went-missing",
-        "trusted deletes",
-        LANE,
-        [("            if mark.seen == older:\n", "            if False:\n")],
-        "tests/integration/test_full_listings.py::test_without_verify_churn_at_every_page_boundary_deletes_no_live_item[memory-1]",
-        bug="a boundary counts as clean though an item read before it was deleted meanwhile",
-    ),
-    _m(
-        "boundary-evidence-from-a-list-cut-short",
-        "trusted deletes",
-        LANE,
-        [("            elif after is not None:\n", "            elif True:\n")],
-        "tests/integration/test_full_listings.py::test_a_pass_cut_short_by_an_empty_page_confirms_nothing[memory]",
-        bug="the end of a list cut short passes for the end of the listing in boundary evidence",
     ),
     _m(
         "guard-on-deletes-that-waited",

@@ -1141,15 +1141,16 @@ async def test_a_read_that_began_before_the_previous_one_ended_is_not_linked_to_
     assert marks["a5n2"].seen < 3  # every pass since pass 2 missed it
 
 
-async def test_boundary_evidence_proves_a_delete_whose_neighbours_straddle_a_page_boundary(
+async def test_a_delete_whose_neighbours_straddle_a_page_boundary_waits_for_a_proof(
     world: World,
 ) -> None:
     # item-004 is deleted and item-000 inserted at the front between passes: from then on
     # item-003 ends page 2 and item-005 starts page 3, in every pass, so no single read
     # holds both. The vendor keeps deleting near the end of the listing while a pass reads
-    # (the passes never agree). Pass 2's first pages were clean (full, no repeats, and all
-    # they listed is still there in pass 3), so item-004 could not have slipped through
-    # the boundary after page 2 alive: pass 3 emits it.
+    # (the passes never agree). The reads before the boundary look clean, but that is no
+    # proof: an item read there and deleted and created again between the two reads would
+    # have shifted a live item across the boundary without a trace (the conformance run
+    # snapshot-cap --seed 880001 found one). So nothing is emitted yet.
     listing = listing_of(12, size=2)
     engine = world.engine(catalog(listing, deletes=wk.Deletes(guard_share=None)))
     recorder = Recorder()
@@ -1169,4 +1170,4 @@ async def test_boundary_evidence_proves_a_delete_whose_neighbours_straddle_a_pag
         await engine.tick()
     outcome = (await listing_report(engine))["last_outcome"]
     assert "the listing changed under pass 2" in outcome
-    assert subjects(recorder, "deleted") == ["item-004"]
+    assert subjects(recorder, "deleted") == []
