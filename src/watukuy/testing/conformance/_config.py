@@ -207,7 +207,15 @@ CONFIGS: Final[tuple[ConformanceConfig, ...]] = (
 )
 """The named configurations (``python -m watukuy.testing.conformance --list``)."""
 
-OPEN_DEFECTS: Final[dict[str, str]] = {}
+OPEN_DEFECTS: Final[dict[str, str]] = {
+    "recreated-between-cycles": (
+        "snapshot-cap (a pass spread over cycles): an item deleted, created again and deleted "
+        "again while passes read the listing ends with a live item reported deleted and "
+        "created again under a new id; seen on the code before the per-identity proofs too, "
+        "not yet told apart from the delete-and-re-create histories docs/guarantees.md "
+        "leaves to verify="
+    ),
+}
 """Defects found and not fixed yet: label -> what breaks."""
 
 KNOWN_OPEN: Final[dict[str, str]] = {}
