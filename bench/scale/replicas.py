@@ -336,13 +336,15 @@ async def run_replicas(kind: str, config: ReplicasConfig, folder: Path) -> Repli
             )
             await asyncio.sleep(config.before_kill_s)
             victim = replicas[1] if len(replicas) > 1 else replicas[0]
-            # A takeover needs something to take over: on a loaded machine the victim may
-            # not have polled a key yet, so wait (bounded) until it has.
+            # A takeover needs something to take over: the victim must be the last replica
+            # that polled some key when it dies. On a loaded machine, or when the others
+            # took most keys, it may not be yet, so wait (bounded) until it is.
             give_up = time.monotonic() + 60
-            while time.monotonic() < give_up and not any(
-                poll.client == victim.instance for poll in polls_from_log(api.log)
+            while (
+                time.monotonic() < give_up
+                and not _takeover(polls_from_log(api.log), victim.instance, now_ms())[0]
             ):
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.05)
             victim.process.send_signal(signal.SIGKILL)
             kill_at = now_ms()
             await victim.process.wait()
