@@ -70,7 +70,6 @@ from watukuy.model.partition import Partition
 from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
     BRIDGE_LIMIT,
-    PENDING_LIMIT,
     PROVEN_LIMIT,
     UNPROVEN_PASSES,
     CommitBatch,
@@ -385,10 +384,6 @@ class LaneCycle:
         # The bridges a pass keeps (see _prove), and those its walks went through.
         self._kept_bridges: tuple[tuple[str, str | None, str | None], ...] = ()
         self._crossed: set[str] = set()
-        # Boundary evidence: the highest boundary each unproven missed row could have
-        # slipped through (see _evidence), and what the closing pass leaves to the next.
-        self._boundaries: dict[str, int] = {}
-        self._pending: dict[str, Any] = {}
         self._listing = ListingState()
         self._page_source_is_generator = False
         self._watch: LateWatch | None = None
@@ -1623,7 +1618,6 @@ class LaneCycle:
         emitted = 0
         self._bridges = []
         self._kept_bridges = progress.bridges
-        self._pending = {}
         held = state.held_deletes  # another lane's hold stays as it is
         clean = progress.clean
         last_missed, last_repeats = progress.last_missed, progress.last_repeats
@@ -1780,7 +1774,6 @@ class LaneCycle:
             history=history,
             unproven=unproven,
             bridges=(*self._kept_bridges, *self._bridges)[-BRIDGE_LIMIT:],
-            **self._pending,
         )
         patch: StatePatch = {
             "listing": self._listing_with(closed),
@@ -1809,11 +1802,9 @@ class LaneCycle:
         kept = await self._still_missed(progress.proven, pass_id)
         known = set(kept)
         examine: list[str] = []
-        every: list[str] = []  # every row the pass missed, while they are few enough
         seen_rows = 0
         async for batch in self._deps.store.stream_unseen(self._key, pass_id, _IDENTITY_BATCH):
             seen_rows += len(batch)
-            every.extend(batch)
             examine.extend(identity for identity in batch if identity not in known)
             if len(examine) >= _EVIDENCE_LIMIT:
                 break
@@ -1824,34 +1815,15 @@ class LaneCycle:
             skipped = total - len(known) - len(examine)
             note = f"; {skipped} missed row(s) beyond {_EVIDENCE_LIMIT} not examined for a proof"
         self._crossed = set()
-        self._boundaries = {}
         found = (
             await self._evidence(pass_id, progress.pages - 1, examine, progress.bridges)
             if examine
             else []
         )
-        pending: tuple[tuple[str, int], ...] = ()
         if not note:
             # Every missed row was walked: a bridge none of them reached is of no more use
             # (a row listed since has links of its own), and the state stays small.
             self._kept_bridges = tuple(b for b in progress.bridges if b[0] in self._crossed)
-            proven_now = set(found)
-            found += [
-                identity
-                for identity in await self._boundary_proofs(progress, pass_id, every)
-                if identity not in proven_now and identity not in known
-            ]
-            dirty = progress.dirty_from
-            pending = tuple(
-                (identity, boundary)
-                for identity, boundary in self._boundaries.items()
-                if identity not in found and (dirty is None or boundary < dirty)
-            )[:PENDING_LIMIT]
-        self._pending = {
-            "pending": pending,
-            "pending_pass": pass_id if pending else None,
-            "pending_dirty": progress.dirty_from if pending else None,
-        }
         return (*kept, *found)[:PROVEN_LIMIT], note
 
     async def _evidence(
@@ -1911,7 +1883,6 @@ class LaneCycle:
                     else:
                         walks[identity] = mark.link.next if forward else mark.link.prev
         proven: list[str] = []
-        self._boundaries = {}
         for identity in missed:
             before, after = found_back.get(identity), found_ahead.get(identity)
             if (
@@ -1936,39 +1907,6 @@ class LaneCycle:
             chunk = identities[start : start + _IDENTITY_BATCH]
             found.update(await self._deps.store.load_marks(self._key, chunk))
         return found
-
-    async def _boundary_proofs(
-        self, progress: ListingPass, pass_id: int, missed: Sequence[str]
-    ) -> list[str]:
-        """Boundary evidence: those of the identities the previous complete pass left in
-        :attr:`ListingPass.pending` that its clean page boundaries prove absent.
-
-        ``missed`` are all the rows the pass ``pass_id`` did not list. A boundary of the
-        previous pass K is clean when no read up to it repeated an item or came back short
-        and no item those reads listed is missing from this pass (a row still marked K,
-        with a link from a read up to it). With a clean prefix, the first reads of K tile
-        the listing: the items before a boundary, when it was crossed, were exactly those
-        the reads before it listed. A live item can slip through the boundary only when
-        the number of items before it drops between the two reads, so only when one of
-        those listed items is deleted, and it would be missing now. See
-        docs/guarantees.md.
-        """
-        older = progress.pending_pass
-        if not progress.pending or older is None or older >= pass_id:
-            return []
-        dirty = progress.pending_dirty
-        marks = await self._load_marks(missed)
-        for mark in marks.values():
-            if mark.seen == older:
-                read = mark.link.read if mark.link is not None else -1
-                dirty = read if dirty is None else min(dirty, read)
-        return [
-            identity
-            for identity, boundary in progress.pending
-            if (dirty is None or boundary < dirty)
-            and identity in marks
-            and marks[identity].seen < older
-        ]
 
     async def _marks_below(self, identities: Sequence[str], below: int) -> dict[str, int]:
         """The seen marks of those stored ``identities`` whose mark is below ``below``."""
