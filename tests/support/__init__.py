@@ -5,6 +5,6 @@ Importable as ``support`` from any test: ``tests/`` holds the root ``conftest.py
 
 * :mod:`support.servers`: a scripted HTTP/1.1 server on real sockets, and a ``ctx.http``
   bound the way the engine binds it.
-* :mod:`support.vendors`: vendor APIs behind ``httpx`` transports (no sockets): a listing
-  on a virtual clock, a keyset listing, a vendor scripted per path.
+* :mod:`support.vendors`: vendor APIs behind ``httpx`` transports (no sockets): an empty
+  listing that logs arrivals on a virtual clock, and a keyset listing.
 """
