@@ -6,10 +6,14 @@ Two ways to run it: ``start()``/``stop()`` (or ``async with``) for a daemon that
 exactly when the next key is due, and ``tick()`` for one pass from a cron or a serverless
 function. Both agree because every decision is read from, and written to, the store.
 
-The engine holds collaborators that each have one job, and sequences them: the options
-are checked by ``engine_options``, consumers kept by ``attach`` (``ConsumerTable``), the
-daemon's wake-ups by ``daemon`` (``DaemonSchedule``; the loop here only calls it), a
-``tick()`` pass run by ``tick``, one key by ``runner``; ``operations`` is the base class.
+The engine holds collaborators that each have one job, and sequences them:
+
+- ``engine_options``: the options, checked at construction;
+- ``attach.ConsumerTable``: the consumers of each poller (``on``, ``off``, ``subscribe``);
+- ``daemon.DaemonSchedule``: the daemon's wake-ups and the runs it starts (the loop and
+  the lifecycle, ``start``/``stop``, are here);
+- ``tick``: the keys a ``tick()`` pass visits, and its workers;
+- ``runner.KeyRunner``: one key's run (``_run_key`` here adds the in-memory store backoff).
 """
 
 from __future__ import annotations
