@@ -10,8 +10,9 @@ the keys the store already holds:
   ``lag`` is computed only for watermarks that read as standard timestamps, and a key is
   ``overdue`` after the least grace (``watukuy.scheduler.OVERDUE_GRACE_MS``), the
   engine's settings being unknown;
-- ``trigger``, ``pause``, ``resume``, ``parked`` and ``deletes`` write what the engine
-  would write (a confirmed hold is emitted by the next run of an engine);
+- ``trigger``, ``pause``, ``resume``, ``reset-cursor``, ``parked`` and ``deletes`` make the
+  engine's own writes (:class:`watukuy.runtime.key_operations.KeyOperations`; a confirmed
+  hold is emitted by the next run of an engine);
 - ``reset-cursor --to null`` removes the stored live cursor, so the next cycle starts
   from the poller's own initial cursor. Any other ``--to`` cannot be interpreted without
   the strategy, so it must be the *stored* form of a cursor, as JSON, shaped like the one
@@ -28,7 +29,7 @@ from typing import Any, Protocol
 from watukuy.model import json as wkjson
 from watukuy.model.ports import Clock, StateStore
 from watukuy.model.rows import HeldDeletes, ParkedKind, ParkedRow, PKey, PollerState
-from watukuy.runtime.key_operations import KeyOperations, reset_cursor_patch, stored_cursor
+from watukuy.runtime.key_operations import KeyOperations, stored_cursor
 from watukuy.runtime.operator import EngineKeyOperator, KeyOperator
 from watukuy.scheduler import OVERDUE_GRACE_MS
 
@@ -160,18 +161,15 @@ class StoreOperator:
     async def reset_cursor(
         self, name: str, to: str | None, *, clear_snapshot: bool, partition: str | None
     ) -> PKey:
-        """Remove the live cursor (``to=None``) or write a stored-form cursor verbatim."""
+        """Remove the live cursor (``to=None``) or write a stored-form cursor verbatim;
+        otherwise the engine's own reset (validators forgotten, a listing pass started
+        over, the held deletes dropped with the snapshot)."""
         key = await self.key(name, partition)
-        state = await self._ops.state(key)
-        cursors = dict(state.cursors)
-        if to is None:
-            cursors.pop("live", None)
-        else:
-            cursors["live"] = _check_stored_form(to, cursors.get("live"))
-        now = self._clock.now()
-        if clear_snapshot:
-            await self._store.clear_items(key)
-        await self._store.save_state_unfenced(key, reset_cursor_patch(state, cursors, now), now)
+
+        def live(current: str | None) -> str | None:
+            return None if to is None else _check_stored_form(to, current)
+
+        await self._ops.reset_cursor(key, live, clear_snapshot=clear_snapshot)
         return key
 
     async def parked_list(
