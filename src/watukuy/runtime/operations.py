@@ -188,6 +188,13 @@ class Operations:
             )
         return poller, PKey(poller.name, partition or "")
 
+    async def _operated(self, name: str, partition: str | None) -> PKey:
+        """The key an operation names, checked against the definitions, on a migrated
+        store."""
+        _, key = self._key(name, partition)
+        await self._ensure_migrated()
+        return key
+
     @property
     def _key_ops(self) -> KeyOperations:
         """The key operations on this engine's store and clock (what the engine adds to
@@ -202,22 +209,19 @@ class Operations:
     async def trigger(self, name: str, partition: str | None = None) -> None:
         """Mark a key due now and clear any ``Retry-After`` window. On an open circuit the
         run is a half-open probe (success closes it)."""
-        _, key = self._key(name, partition)
-        await self._ensure_migrated()
+        key = await self._operated(name, partition)
         await self._key_ops.trigger(key)
         self._wake_key(key, force=True)
 
     async def pause(self, name: str, partition: str | None = None) -> None:
         """Skip a key until :meth:`resume` (its outbox is not delivered meanwhile)."""
-        _, key = self._key(name, partition)
-        await self._ensure_migrated()
+        key = await self._operated(name, partition)
         await self._key_ops.pause(key)
         self._forget(key)
 
     async def resume(self, name: str, partition: str | None = None) -> None:
         """Un-pause a key and mark it due now."""
-        _, key = self._key(name, partition)
-        await self._ensure_migrated()
+        key = await self._operated(name, partition)
         await self._key_ops.resume(key)
         self._wake_key(key)
 
@@ -539,15 +543,13 @@ class ParkedOperations:
         """Parked rows of a key, oldest first, optionally of one ``kind``."""
         if kind not in (None, "poison", "invalid"):
             raise ConfigError(f"expected 'poison' or 'invalid', got {kind!r}", field="kind")
-        _, key = self._engine._key(name, partition)
-        await self._engine._ensure_migrated()
+        key = await self._engine._operated(name, partition)
         return await self._engine._key_ops.parked_list(key, kind=kind, limit=limit)
 
     async def retry(self, name: str, ids: Sequence[str], *, partition: str | None = None) -> int:
         """Put parked poison events back in the outbox (holds released); returns the count."""
         engine = self._engine
-        _, key = engine._key(name, partition)
-        await engine._ensure_migrated()
+        key = await engine._operated(name, partition)
         moved = await engine._key_ops.parked_retry(key, ids)
         if moved:
             engine._wake_key(key)
@@ -556,8 +558,7 @@ class ParkedOperations:
     async def discard(self, name: str, ids: Sequence[str], *, partition: str | None = None) -> int:
         """Drop parked rows for good; returns the count."""
         engine = self._engine
-        _, key = engine._key(name, partition)
-        await engine._ensure_migrated()
+        key = await engine._operated(name, partition)
         dropped = await engine._key_ops.parked_discard(key, ids)
         if dropped:
             engine._wake_key(key)
@@ -573,8 +574,7 @@ class DeletesOperations:
     async def held(self, name: str, *, partition: str | None = None) -> HeldDeletes | None:
         """The key's held deletes, or ``None`` when nothing is held."""
         engine = self._engine
-        _, key = engine._key(name, partition)
-        await engine._ensure_migrated()
+        key = await engine._operated(name, partition)
         return await engine._key_ops.deletes_held(key)
 
     async def confirm(self, name: str, *, partition: str | None = None) -> int:
@@ -582,8 +582,7 @@ class DeletesOperations:
         every identity still missing, under its lease. Returns how many were held (``0``
         when nothing was)."""
         engine = self._engine
-        _, key = engine._key(name, partition)
-        await engine._ensure_migrated()
+        key = await engine._operated(name, partition)
         held = await engine._key_ops.deletes_confirm(key)
         if held is None:
             return 0
@@ -595,8 +594,7 @@ class DeletesOperations:
         pass that still misses them proposes them again (and the guard may hold them
         again). Returns how many were held (``0`` when nothing was)."""
         engine = self._engine
-        _, key = engine._key(name, partition)
-        await engine._ensure_migrated()
+        key = await engine._operated(name, partition)
         held = await engine._key_ops.deletes_discard(key)
         return 0 if held is None else held.count
 
@@ -617,7 +615,6 @@ class PartitionOperations:
         """Delete every row of a partition (state, lease, items, outbox, parked,
         validators, log). Use it when a tenant is gone for good."""
         engine = self._engine
-        _, key = engine._key(name, partition)
-        await engine._ensure_migrated()
+        key = await engine._operated(name, partition)
         await engine.store.delete_key(key)
         engine._forget(key)
