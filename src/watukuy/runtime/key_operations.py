@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CursorView",
+    "cursor_report",
     "KeyOperations",
     "PollerInspect",
     "listing_report",
@@ -280,7 +281,7 @@ class KeyOperations:
         store = self.store
         state = await self.stored(key)
         lease = await store.get_lease(key)
-        cursors, lag_ms = _cursors(state, view or stored_view, now)
+        cursors, lag_ms = cursor_report(state, view or stored_view, now)
         schedule = schedule_to_json(
             state.schedule if state is not None else empty_poller_state(now).schedule
         )
@@ -318,10 +319,11 @@ class KeyOperations:
         return cast(PollerInspect, report)
 
 
-def _cursors(
+def cursor_report(
     state: PollerState | None, view: CursorView, now: int
 ) -> tuple[dict[str, Any], int | None]:
-    """Every lane's cursor as ``view`` shows it, and the live lane's lag."""
+    """Every lane's cursor as ``view`` shows it (``inspect()``'s ``cursors``), and the live
+    lane's lag."""
     cursors: dict[str, Any] = {}
     lag_ms: int | None = None
     if state is None:

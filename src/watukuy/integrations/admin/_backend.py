@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,7 @@ from watukuy.model.rows import (
     schedule_to_json,
 )
 from watukuy.runtime.engine import EngineCore
-from watukuy.runtime.key_operations import stored_view
+from watukuy.runtime.key_operations import cursor_report, stored_view
 from watukuy.runtime.late_watch import window_ms
 from watukuy.runtime.operator import EngineKeyOperator, KeyOperator
 from watukuy.scheduler import OVERDUE_GRACE_MS, is_overdue, waiting_ms
@@ -295,13 +296,7 @@ class Backend:
 
     def cursors(self, key: PKey, state: PollerState | None, now: int) -> dict[str, Any]:
         """Every lane's cursor, described as ``inspect()`` describes them."""
-        if state is None:
-            return {}
-        out: dict[str, Any] = {}
-        for lane, text in state.cursors.items():
-            if text is not None:
-                out[lane] = self._describe(key, lane, text, now)[0]
-        return out
+        return cursor_report(state, functools.partial(self._describe, key), now)[0]
 
     def _describe(self, key: PKey, lane: str, text: str, now: int) -> tuple[Any, int | None]:
         definition = None if self.engine is None else self.engine.pollers.get(key.poller)
