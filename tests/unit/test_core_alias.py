@@ -62,6 +62,7 @@ def test_the_moved_modules_are_exactly_the_new_packages() -> None:
         "engine_options",
         "key_marks",
         "tick",
+        "key_operations",
     }
     assert {name: path for name, path in found.items() if name not in born_after} == MOVED
 
