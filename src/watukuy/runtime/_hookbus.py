@@ -76,8 +76,18 @@ class HookBus:
         is built only when someone listens; errors of the hooks are logged, never raised.
         The fields are not type-checked: :class:`HookEmitter` is the typed way.
         """
-        if self._table[name]:
-            await self.fire(name, record_type(name)(**fields))
+        methods = self._table[name]
+        if not methods:
+            return
+        details = record_type(name)(**fields)
+        # The loop of fire(), written out: on_event and on_delivered come here per event.
+        for method in methods:
+            try:
+                result = method(details)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as error:  # a hook must never break the engine
+                self._failed(name, details, error)
 
     async def fire(self, name: str, details: HookContext) -> None:
         """Call every ``name`` hook with ``details``, in registration order; errors of the
@@ -88,13 +98,16 @@ class HookBus:
                 if inspect.isawaitable(result):
                     await result
             except Exception as error:  # a hook must never break the engine
-                self._logger.warning(
-                    "hook %s raised %s: %s",
-                    name,
-                    type(error).__name__,
-                    error,
-                    extra={"hook": name, "poller": details.poller, "partition": details.partition},
-                )
+                self._failed(name, details, error)
+
+    def _failed(self, name: str, details: HookContext, error: Exception) -> None:
+        self._logger.warning(
+            "hook %s raised %s: %s",
+            name,
+            type(error).__name__,
+            error,
+            extra={"hook": name, "poller": details.poller, "partition": details.partition},
+        )
 
 
 class HookEmitter:
