@@ -95,6 +95,7 @@ def test_there_are_negative_cases() -> None:
     names = {path.name for path in NEGATIVE.glob("*.py")}
     assert {
         "cursor_mismatch.py",
+        "filter_mismatch.py",
         "handler_mismatch.py",
         "hooks_mismatch.py",
         "inbox_mismatch.py",
@@ -104,7 +105,14 @@ def test_there_are_negative_cases() -> None:
 
 @pytest.mark.parametrize("checker", ["mypy", "pyright"])
 @pytest.mark.parametrize(
-    "file", ["cursor_mismatch.py", "handler_mismatch.py", "hooks_mismatch.py", "inbox_mismatch.py"]
+    "file",
+    [
+        "cursor_mismatch.py",
+        "filter_mismatch.py",
+        "handler_mismatch.py",
+        "hooks_mismatch.py",
+        "inbox_mismatch.py",
+    ],
 )
 def test_every_negative_case_is_a_type_error(
     checked: dict[str, dict[str, list[int]]], checker: str, file: str
