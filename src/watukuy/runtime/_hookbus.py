@@ -80,7 +80,8 @@ class HookBus:
         if not methods:
             return
         details = record_type(name)(**fields)
-        # The loop of fire(), written out: on_event and on_delivered come here per event.
+        # The loop of fire(), written out: until their call sites move to HookEmitter,
+        # on_event and on_delivered come here once per event.
         for method in methods:
             try:
                 result = method(details)
