@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .errors import ConfigError, SerializedError
-from .records import dataclass
 from .rows import (
     CommitBatch,
     ItemMark,

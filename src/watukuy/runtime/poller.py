@@ -12,7 +12,7 @@ import dataclasses
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -40,7 +40,6 @@ from watukuy.model.options import (
     Schedule,
 )
 from watukuy.model.partition import Partition
-from watukuy.model.records import dataclass
 from watukuy.validate import SchemaAdapter, schema_adapter
 
 if TYPE_CHECKING:

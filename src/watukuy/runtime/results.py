@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError
-from watukuy.model.records import dataclass
 
 from .runner import TickPollResult
 
