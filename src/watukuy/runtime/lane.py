@@ -102,14 +102,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LaneCycle"]
 
-_IDENTITY_BATCH = 1000
 # Items hashed (or events written) between two turns of the event loop (see _turn).
 _HASH_STEP = 250
-_DISAGREEMENT_WARNING = 3
-# A proof walks at most this many rows on each side of a missed identity.
-_WALK_STEPS = 64
-# Beyond this many rows missed by a pass, the rest are not looked at for a proof.
-_EVIDENCE_LIMIT = 10_000
 # The link of a row marked by an incremental lane during a pass: no page read listed it.
 _UNREAD = ListingLink(read=-1)
 # Fetch failures in a row at the same page of a pass (past its first page) that abandon it.
@@ -375,11 +369,6 @@ class LaneCycle:
         self._writer_cache: tuple[int, EventWriter] | None = None
         self._force_backfill = False
         self._pass: ListingPass | None = None  # the full listing pass this cycle continues
-        # (identity, prev, next) of the rows deleted since the last save (see _splice)
-        self._bridges: list[tuple[str, str | None, str | None]] = []
-        # The bridges a pass keeps (see _prove), and those its walks went through.
-        self._kept_bridges: tuple[tuple[str, str | None, str | None], ...] = ()
-        self._crossed: set[str] = set()
         self._listing = ListingState()
         self._page_source_is_generator = False
         self._watch: LateWatch | None = None
