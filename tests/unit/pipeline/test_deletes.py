@@ -208,6 +208,7 @@ def test_passes_that_agree() -> None:
             "pass 3 listed 1 item(s) twice (the listing moved under it)",
         ),
     ],
+    ids=["not-counted", "gone", "refound", "repeats"],
 )
 def test_passes_that_disagree(counts: dict[str, int | None], why: str) -> None:
     assert policy.disagreement(3, 4, **counts) == why  # type: ignore[arg-type]
