@@ -82,6 +82,25 @@ class DeletePath:
 
 
 @dataclass(frozen=True, slots=True)
+class _Closed:
+    """How a pass closes (see :meth:`PassEnd.end`).
+
+    Attributes:
+        state: The key's state, with the sequence of the deletes emitted.
+        found: The pass with what it found (its in-progress fields still set).
+        held: The key's hold of deletes.
+        emitted: The ``deleted`` events emitted.
+        outcome: What the pass did with deletes, in words.
+    """
+
+    state: PollerState
+    found: ListingPass
+    held: HeldDeletes | None
+    emitted: int
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
 class _Verdict:
     """What the confirming passes led to (see :meth:`PassEnd._confirm`)."""
 
@@ -171,28 +190,28 @@ class PassEnd:
         if closing.incomplete is not None:
             self._logger.info("full listing pass %d: %s", pass_id, closing.incomplete)
             found = dataclasses.replace(progress, last_clean=False)
-            held, emitted = state.held_deletes, 0
-            outcome = closing.incomplete
+            closed = _Closed(state, found, state.held_deletes, 0, closing.incomplete)
         else:
-            state, found, held, emitted, outcome = await self._complete(
-                state, progress, pass_id, closing, now
-            )
+            closed = await self._complete(state, progress, pass_id, closing, now)
         ended = dataclasses.replace(
-            found,
+            closed.found,
             completed=progress.completed + 1,
             last_completed_at=now,
-            last_outcome=outcome,
-            bridges=found.bridges[-BRIDGE_LIMIT:],
+            last_outcome=closed.outcome,
+            bridges=closed.found.bridges[-BRIDGE_LIMIT:],
         )
-        patch: StatePatch = {"listing": close(ended), "held_deletes": held, "updated_at": now}
+        patch: StatePatch = {
+            "listing": close(ended),
+            "held_deletes": closed.held,
+            "updated_at": now,
+        }
         await self._store.save_state(self._key, self._keeper.lease, patch)
-        return apply_patch(state, patch), emitted
+        return apply_patch(closed.state, patch), closed.emitted
 
     async def _complete(
         self, state: PollerState, progress: ListingPass, pass_id: int, closing: PassClose, now: int
-    ) -> tuple[PollerState, ListingPass, HeldDeletes | None, int, str]:
-        """A complete listing: count, prove, and confirm its deletes. Returns the state,
-        the pass with what it found, the hold, the deletes emitted and the outcome."""
+    ) -> _Closed:
+        """A complete listing: count, prove, and confirm its deletes."""
         rules = self._rules
         clean = closing.clean
         missed = await self._count_unseen(clean[-1]) if closing.judge else None
@@ -217,7 +236,7 @@ class PassEnd:
         )
         if len(clean) < rules.confirm_passes:
             outcome = policy.not_yet_outcome(len(clean), rules.confirm_passes)
-            return state, found, state.held_deletes, 0, outcome + note
+            return _Closed(state, found, state.held_deletes, 0, outcome + note)
         verdict = await self._confirm(state, progress, closing, missed, proven, now)
         found = dataclasses.replace(
             found,
@@ -227,7 +246,7 @@ class PassEnd:
             unproven=verdict.unproven,
             bridges=(*kept, *verdict.bridges),
         )
-        return verdict.state, found, verdict.held, verdict.emitted, verdict.outcome + note
+        return _Closed(verdict.state, found, verdict.held, verdict.emitted, verdict.outcome + note)
 
     async def _confirm(
         self,
@@ -291,7 +310,15 @@ class PassEnd:
             state.held_deletes, held, closing, progress.unproven, now
         )
         return _Verdict(
-            state, emitted, held, outcome + note, disagreed, missed, proven, unproven, bridges
+            state=state,
+            emitted=emitted,
+            held=held,
+            outcome=outcome + note,
+            disagreed=disagreed,
+            missed=missed,
+            proven=proven,
+            unproven=unproven,
+            bridges=bridges,
         )
 
     async def _agreement(
