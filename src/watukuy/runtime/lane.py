@@ -26,7 +26,7 @@ import dataclasses
 import inspect
 import logging
 import reprlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from watukuy.cursor import CursorStrategy, TimestampStrategy, start_over
@@ -69,13 +69,8 @@ from watukuy.model.page import InvalidPageError, Page, coerce_page
 from watukuy.model.partition import Partition
 from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
-    BRIDGE_LIMIT,
-    PROVEN_LIMIT,
-    UNPROVEN_PASSES,
     CommitBatch,
     EventCounts,
-    HeldDeletes,
-    ItemMark,
     ItemRow,
     Lane,
     ListingLink,
@@ -99,6 +94,7 @@ from .context import FetchContext
 from .dispatcher import Dispatcher, DrainResult
 from .late_watch import LatePage, LateWatch
 from .lease import LeaseKeeper
+from .pass_end import DeletePath, PassEnd
 from .poller import PollerDefinition
 
 if TYPE_CHECKING:
@@ -106,14 +102,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LaneCycle"]
 
-_IDENTITY_BATCH = 1000
 # Items hashed (or events written) between two turns of the event loop (see _turn).
 _HASH_STEP = 250
-_DISAGREEMENT_WARNING = 3
-# A proof walks at most this many rows on each side of a missed identity.
-_WALK_STEPS = 64
-# Beyond this many rows missed by a pass, the rest are not looked at for a proof.
-_EVIDENCE_LIMIT = 10_000
 # The link of a row marked by an incremental lane during a pass: no page read listed it.
 _UNREAD = ListingLink(read=-1)
 # Fetch failures in a row at the same page of a pass (past its first page) that abandon it.
@@ -379,11 +369,6 @@ class LaneCycle:
         self._writer_cache: tuple[int, EventWriter] | None = None
         self._force_backfill = False
         self._pass: ListingPass | None = None  # the full listing pass this cycle continues
-        # (identity, prev, next) of the rows deleted since the last save (see _splice)
-        self._bridges: list[tuple[str, str | None, str | None]] = []
-        # The bridges a pass keeps (see _prove), and those its walks went through.
-        self._kept_bridges: tuple[tuple[str, str | None, str | None], ...] = ()
-        self._crossed: set[str] = set()
         self._listing = ListingState()
         self._page_source_is_generator = False
         self._watch: LateWatch | None = None
@@ -1602,408 +1587,72 @@ class LaneCycle:
         for event in observed or ():
             await deps.hooks.emit("on_event", **self._fields(), event=event)
 
-    # --- the end of a full scan -----------------------------------------------------------
+    # --- the end of a full scan (see pass_end) --------------------------------------------
 
     async def _end_pass(self, state: PollerState) -> tuple[PollerState, int]:
         """Every page of the pass is listed: emit (or hold) its deletes, then close it."""
         progress = self._pass
         assert progress is not None
-        pass_id = progress.pass_id
-        assert pass_id is not None
-        rules = self._poller.deletes
-        now = self._deps.clock.now()
-        if not progress.listed:
-            # A generator's listing ends when it is exhausted, after its last page's commit.
-            progress = dataclasses.replace(progress, listed=True)
-        emitted = 0
-        self._bridges = []
-        self._kept_bridges = progress.bridges
-        held = state.held_deletes  # another lane's hold stays as it is
-        clean = progress.clean
-        last_missed, last_repeats = progress.last_missed, progress.last_repeats
-        disagreed = progress.disagreed
-        proven, history, unproven = progress.proven, progress.history, progress.unproven
-        # A listing answered 304 is only ever one page (see _idle): it is the previous pass
-        # again, and confirms that pass when it was complete (its marks stand for both).
-        repeat = (
-            progress.not_modified
-            and progress.pages == 1
-            and not progress.invalid
-            and progress.last_clean
-            and bool(clean)
+        return await self._pass_end().end(
+            state, progress, lambda ended: self._listing_with(_between_passes(ended))
         )
-        last_clean = False
-        if progress.invalid or (progress.not_modified and not repeat):
-            why = (
-                f"{progress.invalid} item(s) failed the schema or identity()"
-                if progress.invalid
-                else "a page was answered 304 Not Modified"
-            )
-            outcome = f"incomplete listing ({why}): no deletes"
-            self._logger.info("full listing pass %d: %s", pass_id, outcome)
-        else:
-            last_clean = True
-            # The candidates the previous end of a pass already had: deletes that waited
-            # for a proof or for passes that agree are not lost by this pass.
-            before = clean[0] if len(clean) >= rules.confirm_passes else None
-            clean = (*clean, clean[-1] if repeat else pass_id)[-rules.confirm_passes :]
-            history = (*history, clean[-1])[-UNPROVEN_PASSES:]
-            # The pair of confirming passes is judged only where it decides anything:
-            # verify= rules phantoms out by itself, one pass has nothing to agree with, and
-            # a keyset listing cannot shift a live item out of a pass.
-            judge = rules.confirm_passes > 1 and rules.verify is None and rules.paging == "offset"
-            missed = await self._count_unseen(clean[-1]) if judge else None
-            if judge and not repeat:
-                assert missed is not None
-                listed = await self._deps.store.count_items(self._key) - missed
-                repeats: int | None = max(progress.items - listed, 0)
-            else:
-                repeats = progress.last_repeats if repeat else None
-            note = ""
-            if rules.proves and not repeat:
-                proven, note = await self._prove(progress, pass_id, missed)
-            if len(clean) < rules.confirm_passes:
-                outcome = f"no deletes yet: {len(clean)} of {rules.confirm_passes} complete passes"
-            else:
-                below = clean[0]
-                count = await self._count_unseen(below)
-                why = None
-                if judge and count:  # with nothing to delete, agreement decides nothing
-                    assert missed is not None
-                    older = clean[-2]
-                    still = count if older == below else await self._count_unseen(older)
-                    why = self._disagreement(progress, older, clean[-1], missed, still)
-                only: dict[str, int] | None = None  # proven candidates and their marks
-                if why is not None:
-                    disagreed += 1
-                    held = await self._recount_held(held)
-                    if rules.proves:
-                        only = await self._marks_below(proven, below)
-                ours = held
-                if ours is None or ours.lane != self._lane or ours.reason != "guard":
-                    ours = None  # the guard's own hold of this lane, if any
-                if why is not None and not only:
-                    wait = "for passes that agree"
-                    if rules.proves:
-                        wait = "for a proof or passes that agree"
-                    outcome = f"{why}; {count} delete(s) wait {wait}, or give Deletes(verify=)"
-                    self._report_disagreement(disagreed, outcome)
-                else:
-                    if why is None:
-                        disagreed = 0
-                    deletable = count if only is None else len(only)
-                    # The guard judges what this pass newly lost; a hold already in place
-                    # keeps being judged whole (an outage that goes on stays held).
-                    new = deletable
-                    if ours is None and before is not None:
-                        if only is None:
-                            new -= await self._count_unseen(before)
-                        else:
-                            new -= sum(1 for seen in only.values() if seen < before)
-                    snapshot = await self._deps.store.count_items(self._key)
-                    passes = ours.passes + 1 if ours is not None else 1
-                    release = rules.guard_release_passes
-                    if rules.holds(new, snapshot) and (release is None or passes <= release):
-                        held = HeldDeletes(
-                            lane=self._lane,
-                            below=below,
-                            count=count,
-                            snapshot=snapshot,
-                            held_at=ours.held_at if ours is not None else now,
-                            passes=passes,
-                            confirmed=ours.confirmed if ours is not None else False,
-                        )
-                        outcome = f"held {count} delete(s) of {snapshot} (mass-delete guard)"
-                        await self._report_held(held)
-                    else:
-                        chosen = None if only is None else set(only)
-                        state, emitted = await self._emit_deletes(state, below, only=chosen)
-                        if ours is not None:
-                            held = None
-                        outcome = f"deleted {emitted}"
-                        if why is not None:
-                            outcome = (
-                                f"deleted {emitted} proven absent; {why}; "
-                                f"{count - emitted} other delete(s) wait for a proof or "
-                                "passes that agree, or give Deletes(verify=)"
-                            )
-                            self._report_disagreement(disagreed, outcome)
-                        if emitted and missed is not None:
-                            missed = await self._count_unseen(clean[-1])
-                if emitted:
-                    proven = await self._still_missed(proven, clean[-1])
-                unproven = 0
-                prior = state.held_deletes  # before this pass (a hold it dropped included)
-                if prior is None or prior.lane != self._lane or prior.reason != "unproven":
-                    prior = None
-                if held is not None and held.lane == self._lane and held.reason == "unproven":
-                    held = None  # judged again below
-                if len(history) == UNPROVEN_PASSES and held is None:
-                    # What every pass of the history missed and nothing proved: held for an
-                    # operator, so that it is neither lost silently nor emitted unproven.
-                    unproven = await self._count_unseen(history[0])
-                    if unproven:
-                        outcome += (
-                            f"; {unproven} delete(s) unproven after {UNPROVEN_PASSES} "
-                            "complete passes, held for an operator"
-                        )
-                        held = HeldDeletes(
-                            lane=self._lane,
-                            below=history[0],
-                            count=unproven,
-                            snapshot=await self._deps.store.count_items(self._key),
-                            held_at=prior.held_at if prior is not None else now,
-                            passes=prior.passes + 1 if prior is not None else 1,
-                            confirmed=prior.confirmed if prior is not None else False,
-                            reason="unproven",
-                        )
-                        await self._report_unproven(held, progress.unproven)
-            outcome += note
-            last_missed, last_repeats = missed, repeats
-        closed = _between_passes(
-            progress,
-            clean=clean,
-            last_clean=last_clean,
-            completed=progress.completed + 1,
-            last_completed_at=now,
-            last_outcome=outcome,
-            last_missed=last_missed,
-            last_repeats=last_repeats,
-            disagreed=disagreed,
-            proven=proven,
-            history=history,
-            unproven=unproven,
-            bridges=(*self._kept_bridges, *self._bridges)[-BRIDGE_LIMIT:],
+
+    async def release_held(self, state: PollerState) -> tuple[PollerState, int]:
+        """Emit the deletes an operator confirmed (``state.held_deletes``), then drop the
+        hold. Rows seen again since they were held are no longer below its mark."""
+        return await self._pass_end().release_held(state)
+
+    def _pass_end(self) -> PassEnd:
+        deps = self._deps
+        return PassEnd(
+            store=deps.store,
+            key=self._key,
+            lane=self._lane,
+            keeper=self._keeper,
+            clock=deps.clock,
+            poller=self._poller,
+            hooks=deps.hooks,
+            instance_id=deps.instance_id,
+            logger=self._logger,
+            path=DeletePath(
+                event=self._deleted_event,
+                page=lambda now, events: WrittenPage(self._writer(now), events),
+                commit=self._commit_deletes,
+                deliver=self._deliver,
+            ),
+            context=self._verify_context,
         )
-        patch: StatePatch = {
-            "listing": self._listing_with(closed),
-            "held_deletes": held,
-            "updated_at": now,
-        }
-        await self._deps.store.save_state(self._key, self._keeper.lease, patch)
-        return apply_patch(state, patch), emitted
 
-    # --- proofs of absence ------------------------------------------------------------------
-
-    async def _prove(
-        self, progress: ListingPass, pass_id: int, missed: int | None
-    ) -> tuple[tuple[str, ...], str]:
-        """The identities proven absent so far, with those the pass ``pass_id`` (complete)
-        proves now, and a note for ``last_outcome`` when some rows were not examined.
-
-        A row the pass missed is proven absent when its place in the listing's order fell
-        inside one page read of the pass: the nearest rows the pass listed on each side of
-        it (found by walking its links through rows the pass did not list) came in the same
-        read, or the one before it came in the last read (which ran to the end of the
-        listing), or the one after it in the first (which began at its start). Under a
-        fixed order one read is a window of the listing at one moment, so the row was not
-        there then. See docs/guarantees.md.
-        """
-        kept = await self._still_missed(progress.proven, pass_id)
-        known = set(kept)
-        examine: list[str] = []
-        seen_rows = 0
-        async for batch in self._deps.store.stream_unseen(self._key, pass_id, _IDENTITY_BATCH):
-            seen_rows += len(batch)
-            examine.extend(identity for identity in batch if identity not in known)
-            if len(examine) >= _EVIDENCE_LIMIT:
-                break
-        examine = examine[:_EVIDENCE_LIMIT]
-        note = ""
-        total = missed if missed is not None else seen_rows
-        if total - len(known) > len(examine):
-            skipped = total - len(known) - len(examine)
-            note = f"; {skipped} missed row(s) beyond {_EVIDENCE_LIMIT} not examined for a proof"
-        self._crossed = set()
-        found = (
-            await self._evidence(pass_id, progress.pages - 1, examine, progress.bridges)
-            if examine
-            else []
+    def _deleted_event(
+        self, row: ItemRow, sequence: int, now: int, observed: list[Event[Any]] | None
+    ) -> tuple[WrittenEvent, OutboxRow]:
+        payload = self._load_payload(row.payload) if self._poller.retain_payload else None
+        version = row.version if row.version is not None else row.hash
+        return self._event(
+            "deleted",
+            row.identity,
+            version,
+            row.revision + 1,
+            payload,
+            payload,
+            sequence,
+            now,
+            observed,
         )
-        if not note:
-            # Every missed row was walked: a bridge none of them reached is of no more use
-            # (a row listed since has links of its own), and the state stays small.
-            self._kept_bridges = tuple(b for b in progress.bridges if b[0] in self._crossed)
-        return (*kept, *found)[:PROVEN_LIMIT], note
 
-    async def _evidence(
-        self,
-        pass_id: int,
-        final_read: int,
-        missed: list[str],
-        bridges: Sequence[tuple[str, str | None, str | None]] = (),
-    ) -> list[str]:
-        """Those of ``missed`` (rows the pass ``pass_id`` did not list) that it proves
-        absent (see :meth:`_prove`). Every row is read once, 1,000 at a time; a walk that
-        reaches a row deleted since goes on through its bridge (its neighbours when it
-        was deleted)."""
-        store = self._deps.store
-        cache: dict[str, ItemMark | None] = {}
-        bridged = {
-            identity: ItemMark(-1, ListingLink(-1, prev, after))
-            for identity, prev, after in bridges
-        }
+    async def _commit_deletes(
+        self, batch: CommitBatch, observed: list[Event[Any]] | None, deletes: int
+    ) -> None:
+        await self._commit(batch, observed, deletes=deletes)
 
-        async def load(identities: list[str]) -> None:
-            need = [i for i in dict.fromkeys(identities) if i not in cache]
-            for start in range(0, len(need), _IDENTITY_BATCH):
-                chunk = need[start : start + _IDENTITY_BATCH]
-                marks = await store.load_marks(self._key, chunk)
-                for identity in chunk:
-                    mark = marks.get(identity)
-                    if mark is None and identity in bridged:
-                        mark = bridged[identity]
-                        self._crossed.add(identity)
-                    cache[identity] = mark
+    async def _deliver(self, rows: list[OutboxRow], page: WrittenPage) -> None:
+        """Hand the deletes of one committed batch to the dispatcher; what it delivered
+        counts in the cycle's drain."""
+        self.drain.merge(await self._dispatcher.drain(self._consumer, rows, page))
 
-        await load(missed)
-        # The walks, one step a round on each side: the identity reached so far.
-        back: dict[str, str | None] = {}
-        ahead: dict[str, str | None] = {}
-        for identity in missed:
-            mark = cache.get(identity)
-            if mark is not None and mark.link is not None and mark.link.read >= 0:
-                back[identity] = mark.link.prev
-                ahead[identity] = mark.link.next
-        found_back: dict[str, int] = {}
-        found_ahead: dict[str, int] = {}
-        for _ in range(_WALK_STEPS):
-            if not back and not ahead:
-                break
-            await load([i for i in (*back.values(), *ahead.values()) if i is not None])
-            for walks, found, forward in ((back, found_back, False), (ahead, found_ahead, True)):
-                for identity, current in list(walks.items()):
-                    mark = None if current is None else cache.get(current)
-                    if mark is None or mark.link is None:
-                        del walks[identity]  # the chain ends: that side is not found
-                    elif mark.seen == pass_id:
-                        if mark.link.read >= 0:
-                            found[identity] = mark.link.read
-                        del walks[identity]
-                    else:
-                        walks[identity] = mark.link.next if forward else mark.link.prev
-        proven: list[str] = []
-        for identity in missed:
-            before, after = found_back.get(identity), found_ahead.get(identity)
-            if (
-                (before is not None and before == after)
-                or (before is not None and before == final_read)
-                or after == 0
-            ):
-                proven.append(identity)
-            # A row whose nearest listed neighbours came in two reads is not proven by
-            # the page boundaries between them, even when the reads before them look
-            # clean: an item listed before the boundary, deleted between the two reads
-            # and created again before the next pass, shifts a live row across the
-            # boundary and leaves no trace (`python -m watukuy.testing.conformance
-            # --config snapshot-cap --seed 880001` found one). Such a row waits for a pass
-            # that proves it, for passes that agree, or for an operator.
-        return proven
-
-    async def _load_marks(self, identities: Sequence[str]) -> dict[str, ItemMark]:
-        """The marks and links of those stored ``identities``, 1,000 at a time."""
-        found: dict[str, ItemMark] = {}
-        for start in range(0, len(identities), _IDENTITY_BATCH):
-            chunk = identities[start : start + _IDENTITY_BATCH]
-            found.update(await self._deps.store.load_marks(self._key, chunk))
-        return found
-
-    async def _marks_below(self, identities: Sequence[str], below: int) -> dict[str, int]:
-        """The seen marks of those stored ``identities`` whose mark is below ``below``."""
-        found: dict[str, int] = {}
-        for start in range(0, len(identities), _IDENTITY_BATCH):
-            chunk = identities[start : start + _IDENTITY_BATCH]
-            marks = await self._deps.store.load_marks(self._key, chunk)
-            found.update((i, m.seen) for i, m in marks.items() if m.seen < below)
-        return found
-
-    async def _still_missed(self, identities: Sequence[str], below: int) -> tuple[str, ...]:
-        """``identities`` pruned of rows listed by a pass from ``below`` on, or deleted."""
-        marks = await self._marks_below(identities, below)
-        return tuple(identity for identity in identities if identity in marks)
-
-    async def _report_unproven(self, held: HeldDeletes, before: int) -> None:
-        """The WARNING and the ``on_deletes_held`` hook of a hold of unproven deletes (the
-        hook once, when the hold appears; the WARNING then and every 10th pass)."""
-        if before and held.passes % 10:
-            return
-        self._logger.warning(
-            "full listing: holding %d delete(s) that %d complete passes in a row missed "
-            "without a proof or passes that agree (the listing keeps changing where they "
-            "were); confirm or discard them with engine.deletes.confirm()/discard() or "
-            "`watukuy deletes`, or give Deletes(verify=)",
-            held.count,
-            UNPROVEN_PASSES,
-            extra={"held_deletes": held.count, "unproven": held.count},
-        )
-        if not before:
-            await self._deps.hooks.emit(
-                "on_deletes_held",
-                **self._fields(),
-                count=held.count,
-                snapshot=held.snapshot,
-                passes=held.passes,
-            )
-
-    def _disagreement(
-        self, progress: ListingPass, older: int, newer: int, missed: int, still: int
-    ) -> str | None:
-        """Why the confirming passes ``older`` and ``newer`` (the newest) disagree, or
-        ``None`` when they agree. ``missed`` and ``still`` count the rows ``newer`` and
-        ``older`` did not list, now.
-
-        Each page of an offset listing starts where the previous one ended, so a pass reads
-        as many items as the listing holds at its last page: the live items it never listed
-        are exactly as many as the items it listed that were gone by its last page, plus the
-        items it listed twice. ``older`` is trusted when it listed nothing twice, nothing it
-        listed is missing from ``newer`` (no row has a mark from ``older`` up to ``newer``),
-        and nothing it missed turned up in ``newer`` (a page that answered an empty list, an
-        item that came back): what it missed was absent at its last page. See
-        docs/guarantees.md.
-        """
-        repeats = progress.last_repeats
-        before = progress.last_missed
-        if repeats is None or before is None:
-            return f"pass {older} was not counted when it closed"
-        gone = missed - still
-        if gone > 0:
-            return (
-                f"the listing changed under pass {older}: {gone} item(s) it listed are gone "
-                f"from pass {newer}"
-            )
-        if before > still:
-            return f"pass {older} missed {before - still} item(s) that pass {newer} listed"
-        if repeats > 0:
-            return f"pass {older} listed {repeats} item(s) twice (the listing moved under it)"
-        return None
-
-    async def _recount_held(self, held: HeldDeletes | None) -> HeldDeletes | None:
-        """This lane's hold, counting only the rows still below its mark (a listing seen
-        whole again leaves none, and clears it); another lane's hold stays as it is."""
-        if held is None or held.lane != self._lane:
-            return held
-        count = await self._count_unseen(held.below)
-        if count == 0:
-            return None
-        return dataclasses.replace(held, count=count) if count != held.count else held
-
-    def _report_disagreement(self, disagreed: int, outcome: str) -> None:
-        if disagreed == _DISAGREEMENT_WARNING or (disagreed and disagreed % 10 == 0):
-            self._logger.warning(
-                "full listing: %d pass(es) in a row disagreed with the one before (only "
-                "deletes proven one by one go out meanwhile): %s",
-                disagreed,
-                outcome,
-                extra={"disagreed": disagreed},
-            )
-        else:
-            self._logger.info("full listing: %s", outcome)
-
-    async def _verify(
-        self, verify: Callable[..., Any], candidates: list[str]
-    ) -> tuple[list[str], list[str]]:
-        """Split delete candidates into (gone, still present) by asking ``verify``."""
-        ctx: FetchContext[Any] = FetchContext(
+    def _verify_context(self) -> FetchContext[Any]:
+        """What ``Deletes(verify=)`` is given: bound to the latest fetch's observations."""
+        return FetchContext(
             cursor=None,
             page=0,
             partition=self._partition,
@@ -2013,185 +1662,3 @@ class LaneCycle:
             logger=self._logger,
             _cancel=self._cancel,
         )
-        gone: list[str] = []
-        present: list[str] = []
-        for identity in candidates:
-            if self._cancel.is_set():
-                raise asyncio.CancelledError
-            answer = verify(identity, ctx)
-            if inspect.isawaitable(answer):
-                answer = await answer
-            (present if answer else gone).append(identity)
-        if present:
-            self._logger.info("verify kept %d delete candidate(s) the listing missed", len(present))
-        return gone, present
-
-    async def _count_unseen(self, below: int) -> int:
-        count = 0
-        async for batch in self._deps.store.stream_unseen(self._key, below, _IDENTITY_BATCH):
-            count += len(batch)
-        return count
-
-    async def _report_held(self, held: HeldDeletes) -> None:
-        self._logger.warning(
-            "mass-delete guard: holding %d delete(s) of a snapshot of %d (pass %d in a row); "
-            "confirm or discard them with engine.deletes.confirm()/discard() or "
-            "`watukuy deletes`",
-            held.count,
-            held.snapshot,
-            held.passes,
-            extra={"held_deletes": held.count, "snapshot": held.snapshot},
-        )
-        await self._deps.hooks.emit(
-            "on_deletes_held",
-            **self._fields(),
-            count=held.count,
-            snapshot=held.snapshot,
-            passes=held.passes,
-        )
-
-    async def release_held(self, state: PollerState) -> tuple[PollerState, int]:
-        """Emit the deletes an operator confirmed (``state.held_deletes``), then drop the
-        hold. Rows seen again since they were held are no longer below its mark."""
-        held = state.held_deletes
-        assert held is not None
-        self._bridges = []
-        state, emitted = await self._emit_deletes(state, held.below)
-        now = self._deps.clock.now()
-        patch: StatePatch = {"held_deletes": None, "updated_at": now}
-        progress = state.listing.lanes.get(held.lane)
-        if progress is not None:
-            changes: dict[str, Any] = {}
-            if progress.last_missed is not None:
-                # The rows it removed were unlisted by the newest complete pass too: without
-                # this, the next pass would count them as found again and disagree.
-                changes["last_missed"] = max(progress.last_missed - emitted, 0)
-            if self._bridges:
-                changes["bridges"] = (*progress.bridges, *self._bridges)[-BRIDGE_LIMIT:]
-            lanes = {**state.listing.lanes, held.lane: dataclasses.replace(progress, **changes)}
-            patch["listing"] = dataclasses.replace(state.listing, lanes=lanes)
-        await self._deps.store.save_state(self._key, self._keeper.lease, patch)
-        self._logger.info("emitted %d confirmed delete(s)", emitted)
-        return apply_patch(state, patch), emitted
-
-    async def _splice(self, deleted: list[str]) -> dict[str, ListingLink]:
-        """The links that close the gaps ``deleted`` leaves in the listing's chains: the
-        row before a run of deleted rows links forward to the row after it, and back.
-        Only links that pointed into the run change (a row relisted since keeps its own)."""
-        if not deleted:
-            return {}
-        store = self._deps.store
-        gone = set(deleted)
-        marks: dict[str, ItemMark] = {}
-        for start in range(0, len(deleted), _IDENTITY_BATCH):
-            marks.update(
-                await store.load_marks(self._key, deleted[start : start + _IDENTITY_BATCH])
-            )
-
-        def beyond(identity: str, forward: bool) -> str | None:
-            """The first row past the run of deleted rows from ``identity`` on."""
-            current: str | None = identity
-            for _ in range(_WALK_STEPS):
-                if current is None or current not in gone:
-                    return current
-                link = marks[current].link if current in marks else None
-                if link is None:
-                    return None
-                current = link.next if forward else link.prev
-            return None
-
-        ends: dict[str, tuple[str | None, str | None]] = {}
-        for identity in deleted:
-            link = marks[identity].link if identity in marks else None
-            if link is None:
-                continue
-            before, after = beyond(identity, False), beyond(identity, True)
-            ends[identity] = (before, after)
-            self._bridges.append((identity, before, after))
-        neighbours = sorted({n for pair in ends.values() for n in pair if n is not None})
-        current_links: dict[str, ItemMark] = {}
-        for start in range(0, len(neighbours), _IDENTITY_BATCH):
-            chunk = neighbours[start : start + _IDENTITY_BATCH]
-            current_links.update(await store.load_marks(self._key, chunk))
-        links: dict[str, ListingLink] = {}
-        for before, after in ends.values():
-            if before is not None:
-                mark = current_links.get(before)
-                link = links.get(before) or (mark.link if mark is not None else None)
-                if link is not None and link.next in gone:
-                    links[before] = dataclasses.replace(link, next=after)
-            if after is not None:
-                mark = current_links.get(after)
-                link = links.get(after) or (mark.link if mark is not None else None)
-                if link is not None and link.prev in gone:
-                    links[after] = dataclasses.replace(link, prev=before)
-        return links
-
-    async def _emit_deletes(
-        self, state: PollerState, below: int, *, only: set[str] | None = None
-    ) -> tuple[PollerState, int]:
-        """Emit ``deleted`` for every stored identity whose seen mark is below ``below``
-        (and that is among ``only``, when given), one committed batch at a time (a run cut
-        half-way resumes with the rest)."""
-        deps = self._deps
-        poller = self._poller
-        emitted = 0
-        # The walk pages by the last identity, so deleting what it already passed is safe.
-        verify = poller.deletes.verify
-        async for candidates in deps.store.stream_unseen(self._key, below, _IDENTITY_BATCH):
-            if only is not None:
-                candidates = [identity for identity in candidates if identity in only]
-                if not candidates:
-                    continue
-            chunk, present = candidates, list[str]()
-            if verify is not None:
-                chunk, present = await self._verify(verify, candidates)
-            now = deps.clock.now()
-            sequence = state.sequence
-            rows: list[OutboxRow] = []
-            events: list[WrittenEvent] = []
-            observed: list[Event[Any]] | None = [] if deps.hooks.has("on_event") else None
-            stored: dict[str, ItemRow] = await deps.store.load_versions(self._key, chunk)
-            for identity in chunk:
-                row = stored.get(identity)
-                if row is None:
-                    continue
-                payload = self._load_payload(row.payload) if poller.retain_payload else None
-                sequence += 1
-                event, outbox_row = self._event(
-                    "deleted",
-                    identity,
-                    row.version if row.version is not None else row.hash,
-                    row.revision + 1,
-                    payload,
-                    payload,
-                    sequence,
-                    now,
-                    observed,
-                )
-                rows.append(outbox_row)
-                events.append(event)
-            patch: StatePatch = {"sequence": sequence, "updated_at": now}
-            links = await self._splice(chunk) if poller.deletes.proves else {}
-            await self._commit(
-                CommitBatch(
-                    state_patch=patch,
-                    deletes=chunk,
-                    links=links,
-                    # Still there: seen now, by the newest pass, so no pass in progress
-                    # proposes it again.
-                    seen=present,
-                    seen_pass=state.listing.counter,
-                    events=rows,
-                    log=self._log_events,
-                    now=now,
-                ),
-                observed,
-                deletes=len(chunk),
-            )
-            state = apply_patch(state, patch)
-            emitted += len(rows)
-            if rows:
-                page = WrittenPage(self._writer(now), events)
-                self.drain.merge(await self._dispatcher.drain(self._consumer, rows, page))
-        return state, emitted
