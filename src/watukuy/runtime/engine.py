@@ -1126,9 +1126,7 @@ class EngineCore(Operations):
                 failed = self._store_backoff.get(key)
                 at = failed[1] if failed is not None else now + _STORE_ERROR_MIN_MS
             else:
-                at = wake_time(
-                    poller, result.state, has_consumer=poller.name in self._consumers, now=now
-                )
+                at = result.wake_at  # computed by the run, from the state it saved
                 if at is not None and at > now and at == result.state.schedule.next_due_at:
                     # A poll wake-up: replicas race for these, and its deadline orders the
                     # admission line when more keys are due than the budget serves.
