@@ -55,45 +55,12 @@ from .dispatcher import Dispatcher, DrainResult
 from .lane import CycleResult, LaneCycle
 from .lease import LeaseKeeper
 from .poller import PollerDefinition
+from .results import TickPollResult
 from .scope import EngineDeps, KeyScope
 
 __all__ = ["EngineDeps", "KeyRunResult", "KeyRunner", "TickPollResult", "wake_time"]
 
 _log = logging.getLogger("watukuy")
-
-
-@dataclass(frozen=True, slots=True)
-class TickPollResult:
-    """One lane cycle that ran during a tick.
-
-    Attributes:
-        poller: Poller name.
-        partition: Partition key.
-        lane: Which lane ran.
-        items: Items fetched (after the lag filter).
-        events: Events committed.
-        delivered: Events delivered during the cycle.
-        duration_ms: Wall time of the cycle.
-        error: The failure, serialised; ``None`` on success. Failures are reported here,
-            never raised.
-        throttled: The cycle was throttled (``429``, ``503`` with ``Retry-After``, an
-            exhausted budget): ``error`` says why, but the cycle did not fail; the key waits
-            without counting a failure.
-    """
-
-    poller: str
-    partition: str
-    lane: Lane
-    items: int
-    events: int
-    delivered: int
-    duration_ms: int
-    error: SerializedError | None = None
-    throttled: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return dataclasses.asdict(self)
 
 
 RunOutcome = Literal["ran", "not-due", "paused", "leased", "lease-lost"]
