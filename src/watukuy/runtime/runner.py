@@ -254,6 +254,7 @@ class KeyRunner:
 
     async def _run_leased(self, lease: Lease) -> KeyRunResult:
         deps = self._deps
+        self._polled = []
         cancel = asyncio.Event()
         lanes_task: asyncio.Task[PollerState] | None = None
 
