@@ -488,8 +488,8 @@ MUTANTS: tuple[Mutant, ...] = (
         RUNNER,
         [
             (
-                "        drain = await dispatcher.drain(self._consumer)\n        out.drain.merge(drain)",
-                "        drain = DrainResult()\n        out.drain.merge(drain)",
+                "        await deliveries.deliver()\n        if deliveries.take().halted:",
+                "        if deliveries.take().halted:",
             )
         ],
         f"{GI}::test_g1_a_fresh_engine_delivers_what_a_crash_left_in_the_outbox[memory]",

@@ -417,7 +417,7 @@ class DaemonSchedule:
         if result.state is None:
             failed = self._marks.store_backoff.get(key)
             return failed[1] if failed is not None else now + STORE_ERROR_MIN_MS
-        at = wake_time(poller, result.state, has_consumer=self._has_consumer(poller.name), now=now)
+        at = result.wake_at  # computed by the run, from the state it saved
         if at is not None and at > now and at == result.state.schedule.next_due_at:
             # A poll wake-up: replicas race for these, and its deadline orders the
             # admission line when more keys are due than the budget serves.

@@ -72,7 +72,8 @@ def daemon(runs: Runs, clock: VirtualClock, marks: KeyMarks | None = None) -> Da
 
 
 def ran(next_due_at: int) -> KeyRunResult:
-    return KeyRunResult("ran", state=PollerState(schedule=ScheduleState(next_due_at=next_due_at)))
+    state = PollerState(schedule=ScheduleState(next_due_at=next_due_at))
+    return KeyRunResult("ran", state=state, wake_at=next_due_at)  # what the run computed
 
 
 async def settled(schedule: DaemonSchedule) -> None:
