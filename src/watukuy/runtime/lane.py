@@ -87,6 +87,7 @@ from watukuy.model.rows import (
 )
 from watukuy.validate import Invalid, is_passthrough
 
+from ._hook_names import HookContext
 from ._turn import hand_over_of, turn
 from .context import FetchContext
 from .deliveries import Deliveries
@@ -1631,8 +1632,14 @@ class LaneCycle:
             keeper=self._keeper,
             clock=deps.clock,
             poller=self._poller,
-            hooks=deps.hooks,
-            instance_id=deps.instance_id,
+            hooks=deps.hooks.emitter(
+                HookContext(
+                    poller=self._key.poller,
+                    partition=self._key.partition,
+                    lane=self._lane,
+                    instance_id=deps.instance_id,
+                )
+            ),
             logger=self._logger,
             path=DeletePath(
                 event=self._deleted_event,

@@ -45,7 +45,7 @@ from watukuy.model.rows import (
 from watukuy.pipeline import deletes as policy
 from watukuy.pipeline.deletes import Bridge, PassClose
 
-from ._hookbus import HookBus
+from ._hookbus import HookEmitter
 from .context import FetchContext
 from .lease import LeaseKeeper
 from .poller import PollerDefinition
@@ -125,8 +125,7 @@ class PassEnd:
         keeper: The lease the writes are made under.
         clock: The engine's clock.
         poller: The poller (its ``deletes`` rules, ``log`` and ``retain_payload``).
-        hooks: The hooks (``on_deletes_held``).
-        instance_id: This engine's id, for hook records.
+        hooks: The hooks of the key and lane (``on_deletes_held``, ``on_event``).
         logger: The key's logger.
         path: How the ``deleted`` events are made, committed and handed over.
         context: The ``FetchContext`` handed to ``Deletes(verify=)``.
@@ -141,8 +140,7 @@ class PassEnd:
         keeper: LeaseKeeper,
         clock: Clock,
         poller: PollerDefinition[Any],
-        hooks: HookBus,
-        instance_id: str,
+        hooks: HookEmitter,
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
         path: DeletePath,
         context: Callable[[], FetchContext[Any]],
@@ -155,7 +153,6 @@ class PassEnd:
         self._poller = poller
         self._rules: Deletes = poller.deletes
         self._hooks = hooks
-        self._instance_id = instance_id
         self._logger = logger
         self._path = path
         self._context = context
@@ -584,14 +581,6 @@ class PassEnd:
 
     # --- reports ----------------------------------------------------------------------------
 
-    def _fields(self) -> dict[str, Any]:
-        return {
-            "poller": self._key.poller,
-            "partition": self._key.partition,
-            "lane": self._lane,
-            "instance_id": self._instance_id,
-        }
-
     async def _report_held(self, held: HeldDeletes) -> None:
         self._logger.warning(
             "mass-delete guard: holding %d delete(s) of a snapshot of %d (pass %d in a row); "
@@ -602,12 +591,8 @@ class PassEnd:
             held.passes,
             extra={"held_deletes": held.count, "snapshot": held.snapshot},
         )
-        await self._hooks.emit(
-            "on_deletes_held",
-            **self._fields(),
-            count=held.count,
-            snapshot=held.snapshot,
-            passes=held.passes,
+        await self._hooks.on_deletes_held(
+            count=held.count, snapshot=held.snapshot, passes=held.passes
         )
 
     async def _report_unproven(self, held: HeldDeletes, before: int) -> None:
@@ -625,12 +610,8 @@ class PassEnd:
             extra={"held_deletes": held.count, "unproven": held.count},
         )
         if not before:
-            await self._hooks.emit(
-                "on_deletes_held",
-                **self._fields(),
-                count=held.count,
-                snapshot=held.snapshot,
-                passes=held.passes,
+            await self._hooks.on_deletes_held(
+                count=held.count, snapshot=held.snapshot, passes=held.passes
             )
 
     def _report_disagreement(self, disagreed: int, outcome: str) -> None:

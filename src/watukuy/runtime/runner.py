@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from watukuy.model.errors import (
@@ -24,7 +24,6 @@ from watukuy.model.errors import (
     StoreError,
 )
 from watukuy.model.partition import Partition
-from watukuy.model.records import dataclass
 from watukuy.model.redact import (
     RedactingLogger,
     describe_error,
@@ -49,6 +48,8 @@ from watukuy.scheduler import (
     on_success,
 )
 
+from ._hook_names import HookContext
+from ._hookbus import HookEmitter
 from .consumers import Consumers
 from .deliveries import Deliveries
 from .dispatcher import Dispatcher, DrainResult
@@ -187,6 +188,7 @@ class KeyRunner:
         # What each step of the run did, kept as it finishes: a run whose lease is lost
         # half-way still reports the lanes that ran.
         self._polled: list[TickPollResult] = []
+        self._emitters: dict[Lane, HookEmitter] = {}
 
     @property
     def key(self) -> PKey:
@@ -233,24 +235,25 @@ class KeyRunner:
             return KeyRunResult(
                 "leased", state=state, leased_until=None if held is None else held.expires_at
             )
-        await deps.hooks.emit(
-            "on_lease_acquired",
-            **self._hook_fields("live"),
-            lease=lease,
-        )
+        await self._hooks("live").on_lease_acquired(lease=lease)
         return await self._run_leased(lease)
 
     def _wake_time(self, state: PollerState, now: int) -> int | None:
         """When the key next needs a run (see :func:`wake_time`): computed once per run."""
         return wake_time(self._poller, state, has_consumer=self._consumer is not None, now=now)
 
-    def _hook_fields(self, lane: Lane) -> dict[str, Any]:
-        return {
-            "poller": self._key.poller,
-            "partition": self._key.partition,
-            "lane": lane,
-            "instance_id": self._deps.instance_id,
-        }
+    def _hooks(self, lane: Lane) -> HookEmitter:
+        """The hooks of this key and ``lane`` (one emitter per lane, made once)."""
+        emitter = self._emitters.get(lane)
+        if emitter is None:
+            context = HookContext(
+                poller=self._key.poller,
+                partition=self._key.partition,
+                lane=lane,
+                instance_id=self._deps.instance_id,
+            )
+            emitter = self._emitters[lane] = self._deps.hooks.emitter(context)
+        return emitter
 
     async def _run_leased(self, lease: Lease) -> KeyRunResult:
         deps = self._deps
@@ -312,7 +315,7 @@ class KeyRunner:
         if lease_lost or keeper.lost:
             outcome = "lease-lost"
             self._logger.warning("lease lost during the run; its in-memory work was discarded")
-            await deps.hooks.emit("on_lease_lost", **self._hook_fields("live"), epoch=lease.epoch)
+            await self._hooks("live").on_lease_lost(epoch=lease.epoch)
         return KeyRunResult(
             outcome,
             results=list(self._polled),
@@ -460,9 +463,7 @@ class KeyRunner:
             now=deps.clock.now(),
         )
         if transition.circuit_opened:
-            await deps.hooks.emit(
-                "on_circuit_open",
-                **self._hook_fields("live"),
+            await self._hooks("live").on_circuit_open(
                 failures=transition.state.consecutive_failures,
                 probe_at=transition.state.next_due_at or deps.clock.now(),
             )
@@ -511,7 +512,7 @@ class KeyRunner:
         if ran.error is not None:
             await self._report_failure(lane, ran, throttled)
         state = dataclasses.replace(ran.state, schedule=schedule)
-        await self._deps.hooks.emit("on_poll_end", **self._hook_fields(lane), summary=ran.summary)
+        await self._hooks(lane).on_poll_end(summary=ran.summary)
         polled = TickPollResult(
             poller=self._key.poller,
             partition=self._key.partition,
@@ -560,17 +561,12 @@ class KeyRunner:
         if summary.events.total:
             schedule = dataclasses.replace(schedule, drain_blocked=False)
         if tr.circuit_closed:
-            await deps.hooks.emit("on_circuit_close", **self._hook_fields("live"))
+            await self._hooks("live").on_circuit_close()
         if tr.circuit_opened:
-            await deps.hooks.emit(
-                "on_circuit_open",
-                **self._hook_fields("live"),
-                failures=schedule.consecutive_failures,
-                probe_at=schedule.next_due_at or now,
+            await self._hooks("live").on_circuit_open(
+                failures=schedule.consecutive_failures, probe_at=schedule.next_due_at or now
             )
-        await deps.hooks.emit(
-            "on_schedule_change",
-            **self._hook_fields("live"),
+        await self._hooks("live").on_schedule_change(
             interval_ms=schedule.interval_ms or poller.schedule.min_ms,
             next_due_at=schedule.next_due_at or now,
             reason=tr.reason,
@@ -589,17 +585,14 @@ class KeyRunner:
         if error is None:
             lanes.pop(lane, None)
             if side.circuit is not CircuitState.CLOSED:
-                await self._deps.hooks.emit("on_circuit_close", **self._hook_fields(lane))
+                await self._hooks(lane).on_circuit_close()
         else:
             tr = self._failure_transition(side, error, ran.raised, now)
             throttled = tr.reason == "throttled"
             lanes[lane] = tr.state
             if tr.circuit_opened:
-                await self._deps.hooks.emit(
-                    "on_circuit_open",
-                    **self._hook_fields(lane),
-                    failures=tr.state.consecutive_failures,
-                    probe_at=tr.state.next_due_at or now,
+                await self._hooks(lane).on_circuit_open(
+                    failures=tr.state.consecutive_failures, probe_at=tr.state.next_due_at or now
                 )
         last_error = error if error is not None else schedule.last_error
         return dataclasses.replace(schedule, lanes=lanes, last_error=last_error), throttled
@@ -621,7 +614,7 @@ class KeyRunner:
                 "throttled": throttled,
             },
         )
-        await self._deps.hooks.emit("on_error", **self._hook_fields(lane), error=error, phase=phase)
+        await self._hooks(lane).on_error(error=error, phase=phase)
 
     def _failure_transition(
         self,

@@ -17,6 +17,7 @@ from watukuy.model.rows import (
     OutboxRow,
     PKey,
 )
+from watukuy.runtime._hook_names import HookContext
 from watukuy.runtime._hookbus import HookBus
 from watukuy.runtime.context import FetchContext
 from watukuy.runtime.lease import LeaseKeeper
@@ -105,8 +106,9 @@ async def test_confirmed_held_deletes_are_released_without_a_lane_cycle() -> Non
         keeper=keeper,
         clock=clock,
         poller=poller,
-        hooks=HookBus([], LOGGER),
-        instance_id="me",
+        hooks=HookBus([], LOGGER).emitter(
+            HookContext(poller=KEY.poller, partition=KEY.partition, lane="live", instance_id="me")
+        ),
         logger=LOGGER,
         path=DeletePath(event=path.event, page=path.page, commit=path.commit, deliver=path.deliver),
         context=_context,
