@@ -100,7 +100,7 @@ _SHORT_REPR.maxstring = _SHORT_REPR.maxother = 200
 _SHORT_REPR.maxdict = _SHORT_REPR.maxlist = 20
 
 
-# --- 1. select --------------------------------------------------------------------------
+# --- select ---------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -126,11 +126,10 @@ class Selected:
     raws: dict[str, Any] | None
     next_cursor: Any
     done: bool
+    identities: list[str] = dataclasses.field(init=False)
 
-    @property
-    def identities(self) -> list[str]:
-        """The identities of :attr:`pairs`, in order."""
-        return [identity for identity, _ in self.pairs]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "identities", [identity for identity, _ in self.pairs])
 
 
 def held_until(strategy: CursorStrategy[Any], page: Page[Any], now: int) -> int | None:
@@ -231,7 +230,8 @@ def select_items(
         _sort(rules, raw, sorting, passthrough)
     valid, invalid = sorting.valid, sorting.invalid
     if sorting.unidentified and not valid:
-        # Quarantining them all would move the cursor past them.
+        # Not one item of the page could be identified: a misconfigured poller, not a few
+        # bad records. Quarantining them all would move the cursor past them.
         name, first = sorting.unidentified[0]
         raise ConfigError(
             f"{name}() failed: {_describe(first)} (for all {len(sorting.unidentified)} item(s) "
@@ -259,7 +259,7 @@ def select_items(
     return Selected(kept, dedupe(valid), invalid, sorting.versions, sorting.raws, next_cursor, done)
 
 
-# --- 2. hash and diff -------------------------------------------------------------------
+# --- hash and diff --------------------------------------------------------------------
 
 
 def hash_items(
@@ -337,7 +337,7 @@ def diff_page(
     return Diffed(candidates, diff, existing, tombstones)
 
 
-# --- 4. what cannot be written ----------------------------------------------------------
+# --- what cannot be written -----------------------------------------------------------
 
 
 def reject(
@@ -408,7 +408,7 @@ def quarantine(raw: Any, issues: list[ValidationIssue], now: int) -> ParkedRow:
     )
 
 
-# --- 5. listing links -------------------------------------------------------------------
+# --- listing links --------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -515,7 +515,7 @@ def page_links(
     return links, new_tail
 
 
-# --- 6. the plan ------------------------------------------------------------------------
+# --- the plan -------------------------------------------------------------------------
 
 
 def advance_pass(

@@ -925,7 +925,7 @@ class LaneCycle:
     def _writer(self, now: int) -> EventWriter:
         return self._pages.events.writer(now)
 
-    def _event(  # the deletes' call of EventMaker.event, by position
+    def _event(
         self,
         type_: EventType,
         identity: str,
@@ -937,6 +937,8 @@ class LaneCycle:
         now: int,
         observed: list[Event[Any]] | None,
     ) -> tuple[WrittenEvent, OutboxRow]:
+        """:meth:`~watukuy.pipeline.events.EventMaker.event` with its arguments by position,
+        as the deletes of a pass still call it (the pages call it by keyword)."""
         return self._pages.events.event(
             type_=type_,
             identity=identity,

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from .lease import LeaseKeeper
     from .poller import PollerDefinition
 
-__all__ = ["Built", "PageBuilder", "Selection", "consume", "page_rules"]
+__all__ = ["Built", "PageBuilder", "PassAt", "Selection", "consume", "page_rules"]
 
 # Items hashed (or events written) between two turns of the event loop (see _turn).
 _HASH_STEP = 250
@@ -318,9 +318,9 @@ class PageBuilder:
             state, selected, diffed, events, rows, now, None if late is None else late.late
         )
         if at.progress is not None and at.progress.pass_id is not None:
-            progress = await self._advance(at, selection)
+            advanced, links = await self._advance(at.progress, selection, generator=at.generator)
             given = dataclasses.replace(
-                given, progress=progress[0], listing=at.listing_with(progress[0]), links=progress[1]
+                given, progress=advanced, listing=at.listing_with(advanced), links=links
             )
         plan = pipeline.plan_page(rules, given)
         started = self._clock.now()
@@ -365,12 +365,10 @@ class PageBuilder:
         )
 
     async def _advance(
-        self, at: PassAt, selection: Selection
+        self, progress: ListingPass, selection: Selection, *, generator: bool
     ) -> tuple[ListingPass, dict[str, ListingLink]]:
         """The pass after the page, and the listing links of its identities (read with the
         marks an earlier read of the pass left on them)."""
-        progress = at.progress
-        assert progress is not None
         selected = selection.selected
         links: dict[str, ListingLink] = {}
         tail: dict[str, Any] = {}
@@ -385,7 +383,7 @@ class PageBuilder:
             progress,
             selected,
             not_modified=selection.not_modified,
-            generator=at.generator,
+            generator=generator,
             tail=tail,
         )
         return advanced, links
