@@ -423,3 +423,35 @@ def test_event_ids_follow_the_revision_unless_compat() -> None:
     assert ids["distinct", 1] != ids["distinct", 2]
     assert ids["compat", 1] == ids["compat", 2]
     assert outbox(first)[0]["id"] == first.plan.batch.events[0].event_id
+
+
+def test_an_unchanged_version_is_not_hashed_and_a_failing_version_quarantines() -> None:
+    def version(item: Item) -> Any:
+        if item["v"] is None:
+            raise ValueError("no version")
+        return item["v"]
+
+    given = rules(version=version)
+    first = run(given, [{"id": "a", "v": 1, "n": 1}])
+    assert stored(first)["a"].version == "1"
+    # Same version, other content: the fast path takes the stored row's word for it.
+    again = run(
+        given,
+        [{"id": "a", "v": 1, "n": 2}, {"id": "b", "v": None}],
+        state=first.plan.state,
+        existing=stored(first),
+    )
+    assert (again.diffed.candidates, outbox(again)) == ([], [])
+    [(raw, issues)] = again.selected.invalid
+    assert raw == {"id": "b", "v": None}
+    assert issues[0]["message"] == "version() failed: ValueError: no version"
+
+
+def test_raw_items_are_kept_for_lateness_only_when_a_schema_changes_them() -> None:
+    page = Page[Any](items=[{"id": "a"}], has_more=False)
+    plain = pipeline.select_items(rules(), page, list(page.items), None, NOW, raws=True)
+    assert plain.raws is None  # without a schema the item is the raw item
+    typed = rules(adapter=schema_adapter(lambda raw: {**raw, "typed": True}))
+    kept = pipeline.select_items(typed, page, list(page.items), None, NOW, raws=True)
+    assert kept.raws == {"a": {"id": "a"}}
+    assert kept.pairs == [("a", {"id": "a", "typed": True})]
