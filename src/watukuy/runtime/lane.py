@@ -28,33 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import reprlib
+import functools
 from typing import TYPE_CHECKING, Any
 
-from watukuy.cursor import CursorStrategy, TimestampStrategy, start_over
+from watukuy.cursor import CursorStrategy, TimestampStrategy
 from watukuy.cursor.lookback import lookback_floor, lookback_window_ms, remember_cycle
-from watukuy.diff import (
-    MAX_IDENTITY_BYTES,
-    Candidate,
-    content_hash,
-    dedupe,
-    diff_candidates,
-    event_id,
-    identity_text,
-    oversized_identity,
-    prepare_candidates,
-    version_text,
-)
-from watukuy.model import json as wkjson
 from watukuy.model.errors import (
     BudgetTimeoutError,
-    ConfigError,
     HttpError,
     LeaseLostError,
     SerializedError,
     StoreError,
-    ValidationError,
-    ValidationIssue,
     WatukuyError,
 )
 from watukuy.model.events import (
@@ -63,7 +47,6 @@ from watukuy.model.events import (
     EventWriter,
     WrittenEvent,
     WrittenPage,
-    iso_time,
 )
 from watukuy.model.http_port import HttpObservations, HttpScope
 from watukuy.model.page import InvalidPageError, Page
@@ -73,11 +56,9 @@ from watukuy.model.rows import (
     EventCounts,
     ItemRow,
     Lane,
-    ListingLink,
     ListingPass,
     ListingState,
     OutboxRow,
-    ParkedRow,
     PollerState,
     PollSummary,
     RateLimitInfo,
@@ -85,15 +66,19 @@ from watukuy.model.rows import (
     Tombstone,
     apply_patch,
 )
-from watukuy.validate import Invalid, is_passthrough
+from watukuy.pipeline.page import held_until
 
 from ._hook_names import HookContext
-from ._turn import hand_over_of, turn
+from ._turn import hand_over_of
 from .context import FetchContext
 from .deliveries import Deliveries
 from .dispatcher import DrainResult
 from .fetching import Fetch, PageSource
 from .late_watch import LatePage, LateWatch
+from .page_build import Built as _Built
+from .page_build import PageBuilder, PassAt, page_rules
+from .page_build import Selection as _Selection
+from .page_build import consume as _consume
 from .pass_end import DeletePath, PassEnd
 from .scope import KeyScope
 
@@ -102,22 +87,12 @@ if TYPE_CHECKING:
 
 __all__ = ["CycleResult", "LaneCycle"]
 
-# Items hashed (or events written) between two turns of the event loop (see _turn).
-_HASH_STEP = 250
-# The link of a row marked by an incremental lane during a pass: no page read listed it.
-_UNREAD = ListingLink(read=-1)
 # Fetch failures in a row at the same page of a pass (past its first page) that abandon it.
 # Two: one failure may be a blip worth resuming after (the pages before it are not read
 # again); a second at the same page, after a backoff, most likely means the page is gone
 # (the listing shrank). It is well below the circuit's default of 5 failures, and as the
 # abandonment is stored with the failure, even a circuit that opens sooner probes a new pass.
 _PAGE_FAILURES = 2
-
-# How a quarantined item that cannot be written as JSON is kept: a repr cut short.
-_SHORT_REPR = reprlib.Repr()
-_SHORT_REPR.maxlevel = 8
-_SHORT_REPR.maxstring = _SHORT_REPR.maxother = 200
-_SHORT_REPR.maxdict = _SHORT_REPR.maxlist = 20
 
 
 # What a pass in progress has of its own; none of it outlives the pass.
@@ -164,82 +139,6 @@ def _stuck_cursor(page: int, cursor: str, why: str | None = None) -> WatukuyErro
         f"({shown}); the cycle stops instead of requesting the same page again"
     )
     return WatukuyError(f"{message}: {why}" if why else message, code="INVALID_PAGE")
-
-
-def _oversized_message(size: int) -> str:
-    return (
-        f"identity() returned {size:,} bytes of UTF-8; an identity holds at most "
-        f"{MAX_IDENTITY_BYTES:,} on every store (docs/stores.md)"
-    )
-
-
-def _describe(error: BaseException) -> str:
-    """``KeyError 'order_id'``, ``TypeError: ...``: the failure with its type."""
-    name = type(error).__name__
-    return f"{name} {error}" if isinstance(error, KeyError) else f"{name}: {error}"
-
-
-@dataclasses.dataclass(slots=True)
-class _Selection:
-    """What the first half of a page (:meth:`LaneCycle._select`) hands to the second."""
-
-    page: Page[Any]
-    number: int
-    observations: HttpObservations
-    now: int
-    kept: list[Any]
-    pairs: list[tuple[str, Any]]  # (identity, item), one per identity
-    invalid: list[tuple[Any, list[ValidationIssue]]]
-    versions: dict[int, str | None]
-    next_cursor: Any
-    done: bool
-    candidates: list[Candidate[Any]] | None = None  # hashed ahead of the stored rows
-    raws: dict[str, Any] | None = None  # raw item by identity, when lateness is measured
-    # Items that could not be hashed or written as JSON: quarantined like invalid ones.
-    rejected: list[tuple[str, Any, Exception]] = dataclasses.field(default_factory=list)
-    # Its stored rows and tombstones, being read since the page before it landed.
-    stored: asyncio.Future[tuple[dict[str, ItemRow], dict[str, Tombstone]]] | None = None
-
-    def discard(self) -> None:
-        """Drop a read of the stored rows that nobody will wait for."""
-        reading, self.stored = self.stored, None
-        if reading is not None:
-            reading.cancel()
-            reading.add_done_callback(_consume)
-
-    @property
-    def not_modified(self) -> bool:
-        """A request of this page was answered ``304 Not Modified``."""
-        return self.observations.not_modified
-
-
-@dataclasses.dataclass(slots=True)
-class _Built:
-    """A page whose commit is being written (:meth:`LaneCycle._build`), and what landing
-    it (:meth:`LaneCycle._land`) does once the commit is in."""
-
-    commit: asyncio.Future[None]
-    started: int
-    batch: CommitBatch
-    rows: list[OutboxRow]
-    page: WrittenPage
-    observed: list[Event[Any]] | None
-    invalid: list[tuple[Any, list[ValidationIssue]]]
-    observations: HttpObservations
-    keep_validators: bool
-    kept: int
-    counts: dict[str, int]
-    state: PollerState  # after this page
-    late: LatePage | None = None  # late arrivals it found
-
-    def abandon(self) -> None:
-        """Stop waiting for the commit: it lands or fails on its own, unread."""
-        self.commit.add_done_callback(_consume)
-
-
-def _consume(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()  # read, so that asyncio does not log it as never retrieved
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -919,452 +818,54 @@ class LaneCycle:
             )
         )
 
-    # --- one page -------------------------------------------------------------------------
+    # --- one page (see page_build and watukuy.pipeline.page) -----------------------------
+
+    @functools.cached_property
+    def _builder(self) -> PageBuilder:
+        deps = self._deps
+        rules = page_rules(
+            self._poller,
+            strategy=self._strategy,
+            key=self._key,
+            lane=self._lane,
+            full_scan=self._full_scan,
+            redaction=deps.redaction,
+        )
+        return PageBuilder(
+            rules=rules,
+            store=deps.store,
+            key=self._key,
+            keeper=self._keeper,
+            clock=deps.clock,
+            hooks=deps.hooks,
+            hand_over=self._hand_over,
+            logger=self._logger,
+            on_held=self._note_held,
+        )
 
     def _select(self, cursor: Any, page: Page[Any], fetch: Fetch) -> _Selection:
-        """The first half of a page, before any store call: the items ``lag`` lets through,
-        validated and identified, and the cursor after them (see :meth:`_page`)."""
-        deps = self._deps
-        poller = self._poller
-        strategy = self._strategy
-        now = deps.clock.now()
-        kept = strategy.select(page, now)
-        if len(kept) < len(page.items) and self._lane == "live":
-            self._note_held(page, now)
-        valid: list[tuple[str, Any]] = []
-        invalid: list[tuple[Any, list[ValidationIssue]]] = []
-        passthrough = is_passthrough(poller.adapter)
-        watch = self._watch
-        # Lateness is read from the raw items (the field path is the API's own).
-        raws: dict[str, Any] | None = (
-            {} if watch is not None and watch.measures and not passthrough else None
-        )
-        identity_of = poller.identity
-        version_of = poller.version
-        # version() runs once per item, here, so that its failure quarantines that item
-        # like an identity() failure; the diff reads the text back by item.
-        versions: dict[int, str | None] = {}
-        unidentified: list[tuple[str, Exception]] = []
-        unkeyable: set[int] = set()  # id() of the raw items whose identity is too long
-        for raw in kept:
-            if passthrough:
-                item = raw
-            else:
-                outcome = poller.adapter.validate(raw)
-                if isinstance(outcome, Invalid):
-                    # Issue messages quote what the schema saw: clean them like errors.
-                    invalid.append((raw, deps.redaction.value(outcome.issues)))
-                    continue
-                item = outcome.item
-            try:
-                identity = identity_text(identity_of(item))
-            except Exception as error:
-                unidentified.append(("identity", error))
-                message = deps.redaction.text(f"identity() failed: {_describe(error)}")
-                invalid.append((raw, [{"message": message}]))
-                continue
-            oversized = oversized_identity(identity)
-            if oversized is not None:
-                # Data, not a misconfigured poller: it never counts as unidentified.
-                invalid.append((raw, [{"message": _oversized_message(oversized)}]))
-                unkeyable.add(id(raw))
-                continue
-            if version_of is not None:
-                try:
-                    versions[id(item)] = version_text(version_of(item))
-                except Exception as error:
-                    unidentified.append(("version", error))
-                    message = deps.redaction.text(f"version() failed: {_describe(error)}")
-                    invalid.append((raw, [{"message": message}]))
-                    continue
-            valid.append((identity, item))
-            if raws is not None:
-                raws[identity] = raw
-        if unidentified and not valid:
-            # Not one item of the page could be identified: a misconfigured poller, not a
-            # few bad records. Quarantining them all would move the cursor past them.
-            name, first = unidentified[0]
-            raise ConfigError(
-                f"{name}() failed: {_describe(first)} (for all {len(unidentified)} item(s) of "
-                f"the page that passed the schema; the page is not committed and the cursor "
-                f"stays where it was)",
-                field=name,
-            )
-        if invalid and poller.on_invalid == "fail":
-            raw, issues = invalid[0]
-            raise ValidationError(
-                f"{len(invalid)} item(s) failed the schema: {issues[0].get('message', '')}", issues
-            )
-        if page.gone:
-            next_cursor, done = start_over(strategy, cursor), True
-        else:
-            # The cursor does not move onto an item whose identity is too long to store: its
-            # identity is often the tie-break the next request sends, and a request that
-            # cannot be sent would block the key. While it is the newest item it is read
-            # (and quarantined) again; the first newer item moves the cursor past it.
-            passed = [raw for raw in kept if id(raw) not in unkeyable] if unkeyable else kept
-            items = [item for _, item in valid]
-            next_cursor, done = strategy.advance(cursor, page, passed, items, now)
-        return _Selection(
-            page,
-            fetch.ctx.page,
-            fetch.observations,
-            now,
-            kept,
-            dedupe(valid),
-            invalid,
-            versions,
-            next_cursor,
-            done,
-            raws=raws,
+        """The first half of a page, before any store call (:meth:`PageBuilder.select`)."""
+        return self._builder.select(
+            cursor, page, fetch.ctx.page, fetch.observations, watch=self._watch
         )
 
     def _note_held(self, page: Page[Any], now: int) -> None:
         """Keep when the first item ``lag`` (or our clock) held back becomes deliverable."""
-        strategy = self._strategy
-        if not isinstance(strategy, TimestampStrategy):
-            return
-        at = strategy.held_until(page, now)
+        at = held_until(self._strategy, page, now)
         if at is not None and (self.held_until is None or at < self.held_until):
             self.held_until = at
 
     async def _hash(self, selection: _Selection) -> None:
-        """Hash the page's items ahead of reading their stored rows, when nothing about the
-        hash depends on them (a poller without ``version``, whose fast path skips hashing
-        items whose stored version is unchanged)."""
-        poller = self._poller
-        if poller.version is not None or selection.candidates is not None:
-            return
-        pairs = selection.pairs
-        candidates: list[Candidate[Any]] = []
-        for start in range(0, len(pairs), _HASH_STEP):
-            hashed, _ = prepare_candidates(
-                pairs[start : start + _HASH_STEP],
-                {},
-                unique=True,
-                version=None,
-                fingerprint=poller.fingerprint,
-                schema_version=poller.schema_version,
-                rejected=selection.rejected,
-            )
-            candidates.extend(hashed)
-            await turn(self._hand_over)
-        selection.candidates = candidates
+        """Hash the page's items ahead of their stored rows (:meth:`PageBuilder.hash`)."""
+        await self._builder.hash(selection)
 
     async def _build(self, state: PollerState, selection: _Selection, stored: str) -> _Built:
-        """The second half of a page: read the stored rows, diff, write the events, and
-        start the commit. ``stored`` is the cursor text the page was asked for with."""
-        deps = self._deps
-        poller = self._poller
-        strategy = self._strategy
-        now = selection.now
-        kept, pairs, invalid = selection.kept, selection.pairs, selection.invalid
-        versions = selection.versions
-        version_of = poller.version
-        next_cursor, done = selection.next_cursor, selection.done
-
-        identities = [identity for identity, _ in pairs]
-        reading, selection.stored = selection.stored, None
-        if reading is None:
-            existing, tombstones = await self._stored_rows(selection)
-        else:
-            existing, tombstones = await reading
-        candidates = selection.candidates
-        rejected = selection.rejected
-        if candidates is None:
-            candidates, _unchanged = prepare_candidates(
-                pairs,
-                existing,
-                unique=True,
-                version=None if version_of is None else (lambda item: versions[id(item)]),
-                fingerprint=poller.fingerprint,
-                schema_version=poller.schema_version,
-                rejected=rejected,
-            )
-        diff = diff_candidates(
-            candidates,
-            existing,
-            schema_version=poller.schema_version,
-            on_schema_change=poller.on_schema_change,
-            retain_payload=poller.retain_payload,
-            now=now,
-            tombstones=tombstones,
-            rejected=rejected,
+        """The second half of a page, up to its commit started (:meth:`PageBuilder.build`).
+        ``stored`` is the cursor text the page was asked for with."""
+        at = PassAt(self._pass, self._listing_with, self._page_source_is_generator)
+        return await self._builder.build(
+            state, selection, stored, at=at, watch=self._watch, force=self._force_backfill
         )
-
-        sequence = state.sequence
-        rows: list[OutboxRow] = []
-        events: list[WrittenEvent] = []
-        observed: list[Event[Any]] | None = [] if deps.hooks.has("on_event") else None
-        counts = {"created": 0, "updated": 0}
-        unwritten: set[str] = set()  # identities whose event could not be written
-        for change in diff.changes:
-            version = change.version if change.version is not None else change.hash
-            try:
-                event, row = self._event(
-                    change.type,
-                    change.identity,
-                    version,
-                    change.revision,
-                    change.item,
-                    self._load_payload(change.previous),
-                    sequence + 1,
-                    now,
-                    observed,
-                    change.text,
-                )
-            except wkjson.ENCODING_ERRORS as error:
-                rejected.append((change.identity, change.item, error))
-                unwritten.add(change.identity)
-                continue
-            sequence += 1
-            rows.append(row)
-            events.append(event)
-            counts[change.type] += 1
-            if not sequence % _HASH_STEP:
-                await turn(self._hand_over)
-        if self._lane == "backfill" and self._force_backfill:
-            # force: re-emit every known item as `updated`, so a consumer can rebuild.
-            changed = {change.identity for change in diff.changes}
-            hashes = {candidate.identity: candidate.hash for candidate in candidates}
-            for identity, item in pairs:
-                if identity in changed:
-                    continue
-                known = existing.get(identity)
-                previous = known.payload if known is not None and poller.retain_payload else None
-                # The same observation as the row's last event: its revision, not a new one.
-                revision = known.revision if known is not None else 0
-                try:
-                    version = self._version_or_hash(item, hashes.get(identity))
-                    event, row = self._event(
-                        "updated",
-                        identity,
-                        version,
-                        revision,
-                        item,
-                        self._load_payload(previous),
-                        sequence + 1,
-                        now,
-                        observed,
-                    )
-                except wkjson.ENCODING_ERRORS as error:
-                    rejected.append((identity, item, error))
-                    continue
-                sequence += 1
-                rows.append(row)
-                events.append(event)
-                counts["updated"] += 1
-
-        upserts = diff.upserts
-        if rejected:
-            upserts = self._reject(rejected, unwritten, upserts, invalid)
-        parked = [
-            self._quarantine(raw, issues, now)
-            for raw, issues in invalid
-            if poller.on_invalid == "quarantine"
-        ]
-        if invalid and poller.on_invalid == "skip":
-            self._logger.warning("skipped %d invalid item(s)", len(invalid))
-        cursors = dict(state.cursors)
-        cursors[self._lane] = strategy.serialize(next_cursor)
-        patch: StatePatch = {
-            "cursors": cursors,
-            "sequence": sequence,
-            "schema_version": poller.schema_version,
-            "updated_at": now,
-        }
-        late = self._late_page(state, selection, diff.changes, identities, now)
-        if late is not None:
-            patch["late"] = late.late
-        progress = self._pass
-        seen: list[str] = []
-        seen_pass = 0
-        links: dict[str, ListingLink] = {}
-        if progress is not None and progress.pass_id is not None:
-            # The page's identities get the pass's seen mark, and the pass its next cursor,
-            # in the page's own transaction: a cut pass resumes here, on any replica.
-            tail: dict[str, Any] = {}
-            if poller.deletes.proves and not selection.not_modified:
-                # A read is a window of the listing only when every item it returned is
-                # here once, in the order it came (none held back, none twice).
-                whole = len(kept) == len(selection.page.items) and len(identities) + len(
-                    invalid
-                ) == len(kept)
-                links, tail = await self._links(
-                    progress,
-                    identities,
-                    whole=whole,
-                    # A generator's pages need not tile the listing by their index.
-                    length=-1 if self._page_source_is_generator else len(selection.page.items),
-                    last=bool(done),
-                )
-            patch["listing"] = self._listing_with(
-                dataclasses.replace(
-                    progress,
-                    cursor=strategy.serialize(next_cursor),
-                    pages=progress.pages + 1,
-                    items=progress.items + len(kept),
-                    invalid=progress.invalid + len(invalid),
-                    not_modified=progress.not_modified or selection.not_modified,
-                    listed=bool(done) and not self._page_source_is_generator,
-                    **tail,
-                )
-            )
-            seen, seen_pass = identities, progress.pass_id
-        elif upserts and state.listing.counter:
-            # An incremental lane saw these items now: they count as seen by a full listing
-            # in progress (reconcile), which cannot have started after the latest pass id.
-            seen = [row.identity for row in upserts]
-            seen_pass = state.listing.counter
-            if poller.deletes.proves:
-                # Their mark is the pass's, but no page read of it listed them: a link that
-                # says so keeps a proof from taking an older read for one of this pass.
-                links = dict.fromkeys(seen, _UNREAD)
-        batch = CommitBatch(
-            state_patch=patch,
-            upserts=upserts,
-            seen=seen,
-            seen_pass=seen_pass,
-            events=rows,
-            log=self._log_events,
-            parked=parked,
-            now=now,
-            revived=[change.identity for change in diff.changes if change.identity in tombstones],
-            links=links,
-        )
-        started = deps.clock.now()
-        commit = asyncio.ensure_future(deps.store.commit_poll(self._key, self._keeper.lease, batch))
-        after = apply_patch(state, patch)
-        if rows:
-            after = dataclasses.replace(
-                after, schedule=dataclasses.replace(after.schedule, drain_blocked=False)
-            )
-        keep = self._idle(
-            stored, next_cursor, selection.page, selection.number, kept=len(kept), done=done
-        )
-        return _Built(
-            commit=commit,
-            started=started,
-            batch=batch,
-            rows=rows,
-            page=WrittenPage(self._writer(now), events),
-            observed=observed,
-            invalid=invalid,
-            observations=selection.observations,
-            keep_validators=keep,
-            kept=len(kept),
-            counts=counts,
-            state=after,
-            late=late,
-        )
-
-    async def _links(
-        self,
-        progress: ListingPass,
-        identities: list[str],
-        *,
-        whole: bool,
-        length: int,
-        last: bool,
-    ) -> tuple[dict[str, ListingLink], dict[str, Any]]:
-        """The listing links one page read of a full-listing pass writes, and the pass's
-        new tail (see :class:`ListingLink` and docs/guarantees.md).
-
-        Inside a read, neighbours are neighbours in the listing's order. Across reads the
-        first item links back to the pass's tail, and the tail forward to it, only when the
-        read repeats nothing the pass listed before (the tail itself, first, excepted): a
-        read that repeats something began before the end of the previous one (items were
-        inserted before the reading position), and its first item may lie before the tail.
-        A read that is not a window of the listing (an item held back or listed twice)
-        links nothing: its rows get a link that no proof takes for a read of the pass.
-        """
-        read = progress.pages
-        # Where the pass's page boundaries stop being clean (boundary evidence): a read
-        # shorter than the first before the last one, or longer than the first (the first
-        # was short), or one that is not a window or repeats what the pass had listed.
-        first_len, dirty = progress.first_len, progress.dirty_from
-        if length < 0:
-            dirty = 0  # no boundary evidence
-        elif read == 0:
-            first_len = length
-        elif length > first_len:
-            dirty = 0
-        elif length < first_len and not last:
-            dirty = read if dirty is None else min(dirty, read)
-        changes: dict[str, Any] = {"first_len": first_len, "dirty_from": dirty}
-
-        def dirty_here() -> dict[str, Any]:
-            return {**changes, "dirty_from": read if dirty is None else min(dirty, read)}
-
-        order: list[str] = []
-        for identity in identities:
-            if not order or order[-1] != identity:
-                order.append(identity)
-        if not whole or len(set(order)) != len(order) or len(order) != len(identities):
-            return dict.fromkeys(order, _UNREAD), {**dirty_here(), "tail": None}
-        if not order:
-            return {}, changes
-        tail, tail_prev = progress.tail, progress.tail_prev
-        marks = await self._deps.store.load_marks(self._key, order)
-        earlier = [  # listed by an earlier read of this pass
-            identity
-            for identity, mark in marks.items()
-            if mark.seen == progress.pass_id and read > 0
-        ]
-        cross = tail is not None and (not earlier or earlier == [tail] == order[:1])
-        links: dict[str, ListingLink] = {}
-        first_prev: str | None = None
-        last_next: str | None = None
-        if cross:
-            assert tail is not None
-            if order[0] == tail:
-                first_prev = tail_prev
-            else:
-                first_prev = tail
-                links[tail] = ListingLink(progress.tail_read, tail_prev, order[0])
-        else:
-            # On a side this read cannot tell, an item keeps the neighbour an earlier read
-            # gave it: under a fixed order it still lies on that side (a chain needs rows
-            # in order, not adjacent ones).
-            first = marks.get(order[0])
-            if first is not None and first.link is not None and first.link.read >= 0:
-                first_prev = first.link.prev
-        final = marks.get(order[-1])
-        if final is not None and final.link is not None and final.link.read >= 0:
-            last_next = final.link.next
-        end = len(order) - 1
-        for n, identity in enumerate(order):
-            links[identity] = ListingLink(
-                read,
-                order[n - 1] if n else first_prev,
-                order[n + 1] if n < end else last_next,
-            )
-        new_tail = {
-            **(dirty_here() if earlier else changes),
-            "tail": order[-1],
-            "tail_read": read,
-            "tail_prev": order[-2] if end else first_prev,
-        }
-        return links, new_tail
-
-    def _late_page(
-        self,
-        state: PollerState,
-        selection: _Selection,
-        changes: list[Any],
-        identities: list[str],
-        now: int,
-    ) -> LatePage | None:
-        """The late arrivals of a page (see :class:`LateWatch`), to commit with it."""
-        watch = self._watch
-        if watch is None:
-            return None
-        raws = selection.raws
-
-        def raw_of(change: Any) -> Any:
-            return change.item if raws is None else raws.get(change.identity, change.item)
-
-        return watch.page(state.late, changes, identities, raw_of, now)
 
     async def _land(self, built: _Built, ahead: _Selection | None = None) -> PollerState:
         """Wait for a built page's commit, then hand its events over for delivery, renew
@@ -1415,62 +916,16 @@ class LaneCycle:
     async def _stored_rows(
         self, selection: _Selection
     ) -> tuple[dict[str, ItemRow], dict[str, Tombstone]]:
-        """The stored rows of the page's identities, and the tombstones of those without."""
-        store = self._deps.store
-        identities = [identity for identity, _ in selection.pairs]
-        existing = await store.load_versions(self._key, identities) if identities else {}
-        # Identities without a row may have left a tombstone: their next event continues
-        # their revisions instead of starting over (and repeating old ids).
-        missing = [identity for identity in identities if identity not in existing]
-        tombstones = await store.load_tombstones(self._key, missing) if missing else {}
-        return existing, tombstones
+        return await self._builder.stored_rows(selection)
 
     async def _store_validators(self, observations: HttpObservations, *, keep: bool) -> None:
-        """Store the ETag / Last-Modified of this page's responses, now that the page is
-        committed, when ``keep`` says a later ``304`` for the same request would mean
-        exactly what processing this response again would (see :meth:`_idle`); drop them
-        otherwise."""
-        pending = observations.pending_validators
-        if keep and pending:
-            store, key = self._deps.store, self._key
-            for url_hash, validator in pending:
-                await store.set_validator(key, self._keeper.lease, url_hash, validator)
-        pending.clear()
-
-    def _idle(
-        self, before: str, cursor: Any, page: Page[Any], page_number: int, *, kept: int, done: bool
-    ) -> bool:
-        """True when this page's response may be answered ``304`` next time.
-
-        A ``304`` has no body: the lane can only treat it as an empty page that ends the
-        cycle where it stands. That is exactly what processing the same response again does
-        only when the response ended the cycle (``done``) without moving the cursor, kept
-        every item (nothing held back by ``lag``), and, for a full listing, was the whole
-        listing (its first page, ``ctx.page == 1``, and done), since a listing cut by a
-        ``304`` finds no deletes. Any
-        other response must be read in full again, or the items after it would be skipped.
-        """
-        if not done or kept < len(page.items):
-            return False
-        if self._full_scan:
-            return page_number == 1
-        return self._strategy.serialize(cursor) == before
-
-    def _version_or_hash(self, item: Any, known_hash: str | None) -> str:
-        poller = self._poller
-        if poller.version is not None:
-            version = version_text(poller.version(item))
-            if version is not None:
-                return version
-        if known_hash is not None:
-            return known_hash
-        fingerprint = poller.fingerprint(item) if poller.fingerprint else poller.adapter.dump(item)
-        return content_hash(fingerprint)
+        await self._builder.store_validators(observations, keep=keep)
 
     def _load_payload(self, payload: str | None) -> Any:
-        if payload is None:
-            return None
-        return self._poller.adapter.load(wkjson.loads(payload))
+        return self._builder.events.load_payload(payload)
+
+    def _writer(self, now: int) -> EventWriter:
+        return self._builder.events.writer(now)
 
     def _event(
         self,
@@ -1483,98 +938,19 @@ class LaneCycle:
         sequence: int,
         now: int,
         observed: list[Event[Any]] | None,
-        data_text: str | None = None,
     ) -> tuple[WrittenEvent, OutboxRow]:
-        """A new event and its outbox row; the event is read back from the row when it is
-        delivered (see :class:`EventWriter`). When ``observed`` is a list, the event as
-        observed (the item as ``fetch`` and the schema made it) is appended to it, for the
-        ``on_event`` hooks. ``data_text`` is ``data``'s text when the diff already wrote it
-        for the snapshot row (:attr:`~watukuy.diff.changes.Change.text`)."""
-        poller = self._poller
-        eid = event_id(
-            poller.source,
-            self._key.partition,
-            identity,
-            version,
-            poller.schema_version,
-            type_,
-            0 if poller.ids.compat else revision,
-        )
-        writer = self._writer(now)
-        text, written = writer.write(eid, type_, identity, sequence, data, previous, data_text)
-        if observed is not None:
-            observed.append(dataclasses.replace(writer.read(written), data=data, previous=previous))
-        return written, OutboxRow(event_id=eid, sequence=sequence, event=text, created_at=now)
-
-    def _writer(self, now: int) -> EventWriter:
-        # Every event of a page shares its commit time, and so the writer's shared members.
-        cached = self._writer_cache
-        if cached is None or cached[0] != now:
-            writer = EventWriter(
-                source=self._poller.source,
-                poller=self._key.poller,
-                partition=self._key.partition,
-                lane=self._lane,
-                time=iso_time(now),
-            )
-            self._writer_cache = cached = (now, writer)
-        return cached[1]
-
-    def _reject(
-        self,
-        rejected: list[tuple[str, Any, Exception]],
-        unwritten: set[str],
-        upserts: list[ItemRow],
-        invalid: list[tuple[Any, list[ValidationIssue]]],
-    ) -> list[ItemRow]:
-        """Items the engine cannot encode join the page's invalid items (``on_invalid``
-        decides what becomes of them) and write no row: the rest of the page goes on."""
-        messages = [
-            self._deps.redaction.text(
-                f"the item cannot be encoded as JSON: {wkjson.encoding_problem(error)}"
-            )
-            for _, _, error in rejected
-        ]
-        if self._poller.on_invalid == "fail":
-            raise ValidationError(
-                f"{len(rejected)} item(s) cannot be encoded as JSON: {messages[0]}",
-                [{"message": messages[0]}],
-            )
-        invalid.extend(
-            (item, [{"message": message}])
-            for (_, item, _), message in zip(rejected, messages, strict=True)
-        )
-        unwritten.update(identity for identity, _, _ in rejected)
-        return [row for row in upserts if row.identity not in unwritten]
-
-    def _quarantine(self, raw: Any, issues: list[ValidationIssue], now: int) -> ParkedRow:
-        try:
-            item_json = wkjson.dumps(wkjson.to_jsonable(raw))
-        except wkjson.ENCODING_ERRORS:
-            # What cannot be written as it is (too deep, say) is kept as a shortened repr,
-            # which stops at a few levels and a few hundred characters.
-            item_json = wkjson.dumps(_SHORT_REPR.repr(raw))
-        digest = content_hash(item_json)
-        message = "; ".join(
-            f"{'.'.join(str(p) for p in issue.get('path', []))}: {issue['message']}"
-            if issue.get("path")
-            else issue["message"]
-            for issue in issues
-        )
-        return ParkedRow(
-            id=f"invalid:{digest[:32]}",
-            kind="invalid",
-            event=None,
-            item=item_json,
-            error={
-                "name": "ValidationError",
-                "message": message,
-                "code": "VALIDATION",
-                "issues": [dict(i) for i in issues],
-            },
-            attempts=0,
-            parked_at=now,
-            hold_key=None,
+        """:meth:`~watukuy.pipeline.events.EventMaker.event` with its arguments by position,
+        as the deletes of a pass still call it (the pages call it by keyword)."""
+        return self._builder.events.event(
+            type_=type_,
+            identity=identity,
+            version=version,
+            revision=revision,
+            data=data,
+            previous=previous,
+            sequence=sequence,
+            now=now,
+            observed=observed,
         )
 
     async def _commit(
