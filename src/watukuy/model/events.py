@@ -9,6 +9,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 import orjson
 
+from watukuy.model.records import subscriptable
+
 from . import json as wkjson
 from .records import fast_init
 from .rows import Lane
@@ -53,6 +55,7 @@ def iso_time(ms: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
+@subscriptable
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Event(Generic[T]):

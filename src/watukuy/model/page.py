@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
+from watukuy.model.records import subscriptable
+
 from .errors import ErrorCode, WatukuyError
 
 __all__ = ["InvalidPageError", "Page", "coerce_page"]
@@ -23,6 +25,7 @@ __all__ = ["InvalidPageError", "Page", "coerce_page"]
 T = TypeVar("T")
 
 
+@subscriptable
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
     """One page returned by ``fetch``.

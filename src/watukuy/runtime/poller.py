@@ -45,6 +45,8 @@ from watukuy.validate import SchemaAdapter, schema_adapter
 if TYPE_CHECKING:
     from .context import FetchContext
 
+from watukuy.model.records import subscriptable
+
 __all__ = [
     "FetchFn",
     "JsonObject",
@@ -86,6 +88,7 @@ class _TypeAdapterLike(Protocol[T_co]):
     def dump_python(self, obj: Any, /, *, mode: Any = ...) -> Any: ...
 
 
+@subscriptable
 @dataclass(frozen=True, slots=True, eq=False)
 class PollerDefinition(Generic[T]):
     """A validated poller, ready to hand to ``Engine(pollers=[...])``.
