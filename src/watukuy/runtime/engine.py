@@ -36,7 +36,8 @@ from watukuy.model.redact import RedactingLogger, Redaction, serialize_error
 from watukuy.model.rows import DEFAULT_CONSUMER, Lane, PKey
 from watukuy.scheduler import backoff_ceiling
 
-from ._hookbus import HookBus, as_hook_list
+from ._hook_names import HookContext
+from ._hookbus import HookBus, HookEmitter, as_hook_list
 from .attach import ConsumerTable
 from .clock_skew import warn_on_clock_skew
 from .consumers import Consumer, Consumers, Subscription, check_consumer_name
@@ -522,15 +523,15 @@ class EngineCore(Operations):
                     error=error,
                 )
             )
-            await self._hooks.emit(
-                "on_error",
-                poller=key.poller,
-                partition=key.partition,
-                lane=lane,
-                instance_id=self.instance_id,
-                error=error,
-                phase=stall.phase,
+            await self._hooks_of(key.poller, key.partition, lane).on_error(
+                error=error, phase=stall.phase
             )
+
+    def _hooks_of(self, poller: str, partition: str, lane: Lane) -> HookEmitter:
+        context = HookContext(
+            poller=poller, partition=partition, lane=lane, instance_id=self.instance_id
+        )
+        return self._hooks.emitter(context)
 
     def _select(self, only: Sequence[str] | str | None) -> list[str]:
         if only is None:
@@ -575,14 +576,8 @@ class EngineCore(Operations):
                 wait,
                 exc_info=not isinstance(error, WatukuyError),
             )
-            await self._hooks.emit(
-                "on_error",
-                poller=poller.name,
-                partition=partition.key,
-                lane="live",
-                instance_id=self.instance_id,
-                error=serialize_error(error, redaction=self.redaction),
-                phase="commit",
+            await self._hooks_of(poller.name, partition.key, "live").on_error(
+                error=serialize_error(error, redaction=self.redaction), phase="commit"
             )
             return KeyRunResult(
                 "ran",
