@@ -2,15 +2,16 @@
 
 The engine talks to time through :class:`Clock`, to chance through :class:`Random`, to
 durable state through :class:`StateStore` and to shared rate budgets through
-:class:`BudgetStore`. Adapters implement them (``watukuy.stores``, ``watukuy.SystemClock``);
+:class:`BudgetStore`; user code that may block (a sync handler, a sync ``fetch``) runs
+through :class:`Offload`. Adapters implement them (``watukuy.stores``, ``watukuy.SystemClock``);
 tests inject doubles (``watukuy.testing.VirtualClock``, ``SeededRandom``, ``MemoryStore``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .errors import ConfigError, SerializedError
 from .records import dataclass
@@ -35,6 +36,8 @@ __all__ = [
     "BudgetPolicy",
     "BudgetStore",
     "Clock",
+    "InlineOffload",
+    "Offload",
     "Random",
     "StateStore",
     "StoreClock",
@@ -89,6 +92,35 @@ class StoreThread(Protocol):
         """Give the store's thread the GIL if it wants it; return at once when nothing is
         in flight on that thread."""
         ...
+
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class Offload(Protocol):
+    """Where the engine runs user code that may block: a sync handler, a sync ``fetch``.
+
+    The runtime starts no thread of its own; it hands such calls to this port.
+    ``watukuy.Engine`` runs them on worker threads (``asyncio.to_thread``), so that they
+    may block without holding the event loop; :class:`InlineOffload` runs them in place.
+    """
+
+    async def run(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """Call ``fn(*args)`` and return what it returns (or raise what it raises)."""
+        ...
+
+
+class InlineOffload:
+    """An :class:`Offload` that calls the function right away, on the event loop's thread
+    (a blocking function then blocks the loop): for code with no thread to offer."""
+
+    async def run(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """Call ``fn(*args)`` here and now."""
+        return fn(*args)
+
+    def __repr__(self) -> str:
+        return "InlineOffload()"
 
 
 @runtime_checkable

@@ -28,6 +28,7 @@ from watukuy.model.ports import (
     BudgetPolicy,
     BudgetStore,
     Clock,
+    Offload,
     Random,
     StateStore,
     StoreClock,
@@ -87,6 +88,8 @@ class EngineCore(Operations):
         pollers: The poller definitions (a list, or a mapping whose keys equal the names).
         clock: Time (required here; ``watukuy.Engine`` defaults to the system clock).
         random: Randomness (jitter, ids).
+        offload: Where sync handlers and sync ``fetch`` functions run (required here: the
+            runtime starts no threads; ``watukuy.Engine`` passes worker threads).
         budgets: Named rate budgets, ``{"erp": Budget(requests=100, per="1m")}``.
         budget_store: Where budget windows live (default in-process; ``RedisBudgetStore``
             shares them across processes).
@@ -118,6 +121,7 @@ class EngineCore(Operations):
         pollers: Sequence[PollerDefinition[Any]] | Mapping[str, PollerDefinition[Any]],
         clock: Clock,
         random: Random,
+        offload: Offload,
         budgets: Mapping[str, Budget] | None = None,
         budget_store: BudgetStore | None = None,
         instance_id: str | None = None,
@@ -157,6 +161,7 @@ class EngineCore(Operations):
         self.store = store
         self.clock = clock
         self.random = random
+        self._offload = offload
         self.instance_id = instance_id or f"watukuy-{int(random.random() * 16**10):010x}"
         self._lease = lease or LeaseOptions()
         self._hooks = HookBus(as_hook_list(hooks), self._log)
@@ -190,6 +195,7 @@ class EngineCore(Operations):
                 self._budgets[name].max_wait_ms if name in self._budgets else None
             ),
             redaction=self.redaction,
+            offload=offload,
         )
         self._max_concurrent = max_concurrent_keys
         self._tick_concurrency = tick_concurrency
@@ -451,7 +457,9 @@ class EngineCore(Operations):
             consumer = self._free_default_name(name)
         manual = self._pollers[name].delivery.ack_mode == "manual"
         self._attach_consumer(
-            name, consumer, HandlerConsumer(handler, manual_ack=manual, when=when)
+            name,
+            consumer,
+            HandlerConsumer(handler, manual_ack=manual, when=when, offload=self._offload),
         )
 
     def _free_default_name(self, name: str) -> str:

@@ -26,7 +26,7 @@ from watukuy.model.errors import (
 )
 from watukuy.model.http_port import BudgetGate, HttpFactory
 from watukuy.model.partition import Partition
-from watukuy.model.ports import Clock, Random, StateStore
+from watukuy.model.ports import Clock, InlineOffload, Offload, Random, StateStore
 from watukuy.model.records import dataclass
 from watukuy.model.redact import (
     DEFAULT_REDACTION,
@@ -125,6 +125,8 @@ class EngineDeps:
     redaction: Redaction = DEFAULT_REDACTION
     filtered: dict[PKey, int] = field(default_factory=dict)
     """Events turned down by a consumer's ``when=`` filter, per key, since the start."""
+    offload: Offload = field(default_factory=InlineOffload)
+    """Where a sync ``fetch`` runs (the engine's worker threads)."""
 
 
 RunOutcome = Literal["ran", "not-due", "paused", "leased", "lease-lost"]
