@@ -15,7 +15,7 @@ import pytest
 
 from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError, LeaseLostError, StoreError
-from watukuy.model.ports import StateStore, StoreThread
+from watukuy.model.ports import StateStore
 from watukuy.model.rows import (
     ItemMark,
     Lease,
@@ -499,32 +499,6 @@ async def test_a_lock_held_longer_than_the_busy_timeout_fails_cleanly(
     assert waited >= 0.15
     raw.execute("ROLLBACK")
     assert await store.acquire_lease(KEY, "node-a", TTL, T0) == Lease("node-a", 1, T0 + TTL)
-    await store.close()
-
-
-async def test_hand_over_releases_the_gil_only_while_a_call_is_on_the_worker(
-    db: Path, raw: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = SqliteStore(db, busy_timeout="5s")
-    assert isinstance(store, StoreThread)
-    sleeps: list[float] = []
-    monkeypatch.setattr("watukuy.stores.sqlite.time.sleep", sleeps.append)
-    store.hand_over()
-    assert sleeps == []  # no worker, nothing in flight: nothing to give way to
-    lease = await _lease(store)
-    store.hand_over()
-    assert sleeps == []  # every call landed
-    # A commit held on the worker by another connection's lock: the loop gives way.
-    raw.execute("BEGIN IMMEDIATE")
-    commit = asyncio.create_task(store.commit_poll(KEY, lease, batch(upserts=[item_row("a")])))
-    await asyncio.sleep(0)  # one turn: the commit's task runs up to its hop to the worker
-    assert not commit.done()
-    store.hand_over()
-    assert sleeps == [0]
-    raw.execute("ROLLBACK")
-    await commit
-    store.hand_over()
-    assert sleeps == [0]
     await store.close()
 
 

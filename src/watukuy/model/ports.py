@@ -41,7 +41,6 @@ __all__ = [
     "Random",
     "StateStore",
     "StoreClock",
-    "StoreThread",
     "budget_capacity",
     "check_budget_args",
     "describe_capacity",
@@ -72,25 +71,6 @@ class StoreClock(Protocol):
 
     async def server_time(self) -> int:
         """The server's current time in epoch milliseconds."""
-        ...
-
-
-@runtime_checkable
-class StoreThread(Protocol):
-    """A store that does its work on a thread of its own (``SqliteStore``).
-
-    Python's threads share one lock, the GIL. A thread that wants it while the event loop's
-    thread is computing waits out the interpreter's switch interval (5 ms unless the
-    application sets another) before it gets it, and a store's thread wants it again after
-    every statement it runs: a commit of a few statements could wait longer for the lock
-    than it works. Stretches of work on the loop that never wait (hashing a page, writing
-    its events, delivering them to handlers that return at once) call :meth:`hand_over`
-    between chunks, so the store's thread takes the lock there instead.
-    """
-
-    def hand_over(self) -> None:
-        """Give the store's thread the GIL if it wants it; return at once when nothing is
-        in flight on that thread."""
         ...
 
 

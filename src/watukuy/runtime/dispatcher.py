@@ -35,7 +35,7 @@ from watukuy.pipeline.delivery import DrainResult, Rehydration, with_history, wi
 from watukuy.scheduler import backoff_delay
 
 from ._hookbus import HookBus
-from ._turn import hand_over_of, turn
+from ._turn import turn
 from .acks import AckWriter
 from .consumers import Consumer, Consumers, DeliveryAbandoned, consumer_filter
 from .context import HandlerContext
@@ -102,7 +102,6 @@ class Dispatcher:
         self._filtered_counts = filtered_counts if filtered_counts is not None else {}
         self._redaction = redaction
         self._store = store
-        self._hand_over = hand_over_of(store)
         self._key = key
         self._poller = poller
         self._partition = partition
@@ -339,7 +338,7 @@ class Dispatcher:
             if result.halted or result.abandoned or self._cancel.is_set():
                 return
             if index and not index % _TURN_EVERY:
-                await turn(self._hand_over)  # handlers that never wait would hold the loop
+                await turn()  # handlers that never wait would hold the loop
             name, consumer = _consumer_of_row(consumers, row)
             if consumer is None:
                 result.held += 1  # it waits for its consumer to be registered

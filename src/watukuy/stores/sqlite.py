@@ -564,7 +564,6 @@ class SqliteStore:
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None  # touched only by the worker thread
         self._parameters = 999  # the connection's limit, read when it opens
-        self._in_flight = 0  # calls handed to the worker thread and not yet returned
         self._json = False  # the library has json_set(), checked when it opens
 
     def __repr__(self) -> str:
@@ -581,19 +580,7 @@ class SqliteStore:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="watukuy-sqlite")
         loop = asyncio.get_running_loop()
-        self._in_flight += 1
-        try:
-            return await loop.run_in_executor(self._executor, self._in_worker, what, fn, args)
-        finally:
-            self._in_flight -= 1
-
-    def hand_over(self) -> None:
-        """Give the worker thread the GIL if it wants it (see
-        :class:`~watukuy.model.ports.StoreThread`): the engine calls this between chunks of
-        work on the event loop. ``time.sleep(0)`` releases the GIL for a moment, which a
-        thread already waiting for it takes; without a call in flight it returns at once."""
-        if self._in_flight:
-            time.sleep(0)
+        return await loop.run_in_executor(self._executor, self._in_worker, what, fn, args)
 
     def _in_worker(self, what: str, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         with store_errors(what):
