@@ -62,7 +62,9 @@ async def test_waiting_behind_a_group_writes_it_now_and_stops_its_timer() -> Non
         store=store, key=KEY, lease=lambda: lease, clock=clock, landed=note
     )
     writer.queue("a", "e00001", None)
-    await asyncio.wait_for(writer.behind("a"), timeout=5)  # no time passes on the clock
+    previous = writer.behind("a")
+    assert previous is not None
+    await asyncio.wait_for(previous, timeout=5)  # no time passes on the clock
     assert landed == ["e00001"]
     await clock.settle()
     assert clock.pending_timers() == 0

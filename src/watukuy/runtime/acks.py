@@ -72,9 +72,14 @@ class AckWriter(Generic[T]):
 
     # --- what the dispatcher asks -----------------------------------------------------------
 
-    def queue(self, group: str, event_id: str, detail: T) -> None:
+    def queue(self, group: str, event_id: str, detail: T) -> bool:
         """Queue an ack for ``event_id``, the latest of ``group`` (its ordering key):
-        :meth:`behind` waits for it before the group's next event is delivered."""
+        :meth:`behind` returns it before the group's next event is delivered.
+
+        Returns:
+            Whether a whole group now waits for the writer: the caller should then
+            :meth:`wait_for_room` before it delivers more.
+        """
         if self._batch is None:
             self._batch = asyncio.get_running_loop().create_future()
             # A group's failure reaches every delivery that awaits one of its acks. When none
@@ -86,23 +91,22 @@ class AckWriter(Generic[T]):
         if not self._queue:
             self._timer = asyncio.ensure_future(self._flush_after_wait())
         self._queue.append((event_id, detail))
-        if len(self._queue) >= MAX_ACKS_IN_FLIGHT:
-            self.flush()
+        if len(self._queue) < MAX_ACKS_IN_FLIGHT:
+            return False
+        self.flush()
+        return True
 
-    @property
-    def full(self) -> bool:
-        """A whole group waits for the writer: the caller should :meth:`wait_for_room`."""
-        return len(self._queue) >= MAX_ACKS_IN_FLIGHT
+    def behind(self, group: str) -> asyncio.Future[None] | None:
+        """The latest ack of ``group``, to await before the group's next event is
+        delivered (a redelivery then never follows a later event of the same ordering
+        key); it is written now if still queued. ``None`` when none is in flight.
 
-    async def behind(self, group: str) -> None:
-        """Wait until the latest ack of ``group`` landed (raising its failure), writing it
-        now if it is still queued: a redelivery then never follows a later event of the
-        same ordering key."""
+        Not a coroutine: most deliveries have nothing to wait for, and pay no coroutine.
+        """
         previous = self._acking.pop(group, None)
-        if previous is not None:
-            if not previous.done():
-                self.flush()
-            await previous
+        if previous is not None and not previous.done():
+            self.flush()
+        return previous
 
     def flush(self) -> None:
         """Have the queued acks written as soon as the writer is free."""

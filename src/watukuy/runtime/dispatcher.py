@@ -449,9 +449,11 @@ class Dispatcher:
         if row.next_attempt_at is not None and row.next_attempt_at > now:
             result.note_retry(row.next_attempt_at)
             return "stop-group"
-        # The key's previous event must be acked before its next one is delivered: a
-        # redelivery then never follows a later event of the same key.
-        await self._acks.behind(okey)
+        previous_ack = self._acks.behind(okey)
+        if previous_ack is not None:
+            # The key's previous event must be acked before its next one is delivered: a
+            # redelivery then never follows a later event of the same key.
+            await previous_ack
         attempt = row.attempts + 1
         event = self._rehydrate.event(stored, attempt)
         ctx = HandlerContext(
@@ -470,8 +472,7 @@ class Dispatcher:
                 return await self._failed(okey, row, event, attempt, error, result)
             if not passed:
                 # Acked for this consumer without reaching it: it never holds the key.
-                self._queue_ack(okey, row.event_id, event, attempt, 0, result, filtered=True)
-                if self._acks.full:
+                if self._queue_ack(okey, row.event_id, event, attempt, 0, result, filtered=True):
                     await self._acks.wait_for_room()
                 return "next"
         try:
@@ -488,9 +489,8 @@ class Dispatcher:
             # A pull consumer asks for the next event only once this one is acked.
             await self._ack(row.event_id, event, attempt, duration, result)
             return "next"
-        self._queue_ack(okey, row.event_id, event, attempt, duration, result)
-        if self._acks.full:  # no coroutine per event otherwise
-            await self._acks.wait_for_room()
+        if self._queue_ack(okey, row.event_id, event, attempt, duration, result):
+            await self._acks.wait_for_room()  # no coroutine per event otherwise
         return "next"
 
     def _queue_ack(
@@ -503,12 +503,13 @@ class Dispatcher:
         result: DrainResult,
         *,
         filtered: bool = False,
-    ) -> None:
-        """Queue the ack of a handled event with the writer (see :class:`AckWriter`)."""
+    ) -> bool:
+        """Queue the ack of a handled event with the writer (see :class:`AckWriter`);
+        ``True`` when the caller should wait for room."""
         # The event is kept for the hook that reports the ack; without one it is let go
         # now, not when its ack lands, so its item does not outlive its handler.
         kept = event if self._hooks.has("on_filtered" if filtered else "on_delivered") else None
-        self._acks.queue(okey, event_id, (kept, attempt, duration, result, filtered))
+        return self._acks.queue(okey, event_id, (kept, attempt, duration, result, filtered))
 
     async def _acked(self, outbox_id: str, detail: _AckDetail) -> None:
         event, attempt, duration, result, filtered = detail
