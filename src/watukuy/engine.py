@@ -54,6 +54,9 @@ def _http_factory(
 class Engine(EngineCore):
     """The watukuy engine: pollers, a store, and the loop that runs whatever is due.
 
+    The arguments below are documented here only: :class:`~watukuy.runtime.engine.EngineCore`
+    takes the same ones with every dependency explicit, and documents what differs.
+
     Example::
 
         engine = wk.Engine(store=wk.SqliteStore("watukuy.db"), pollers=[orders])
@@ -69,11 +72,13 @@ class Engine(EngineCore):
     Args:
         store: Where all state lives (``MemoryStore``, ``SqliteStore``, ``PostgresStore``,
             ``RedisStore``, or any ``StateStore``).
-        pollers: Definitions from ``define_poller`` (a list, or a mapping by name).
+        pollers: Definitions from ``define_poller`` (a list, or a mapping whose keys equal
+            the names).
         budgets: Named rate budgets, ``{"erp": Budget(requests=100, per="1m")}``.
         budget_store: Where budget windows live; ``RedisBudgetStore`` shares them across
             processes (default: in this process).
-        instance_id: This process's id in leases (default ``<host>-<pid>-<random>``).
+        instance_id: This process's id in leases and ``inspect()`` (default
+            ``<host>-<pid>-<random>``).
         clock: Time (default the system clock; ``VirtualClock`` in tests).
         random: Randomness for jitter (default process randomness; ``SeededRandom`` in tests).
         hooks: A hook set (an object with any ``on_*`` methods) or a list of them.
@@ -91,7 +96,7 @@ class Engine(EngineCore):
         resync_every: How often the daemon asks the store's due index which keys wake
             soon, to notice changes made by other processes (each resync also re-reads a
             few keys' state in turn, a rolling audit).
-        auto_migrate: Run ``store.migrate()`` before the first pass.
+        auto_migrate: Run ``store.migrate()`` once before the first pass.
         fair_share_spread: Upper bound of a random delay the daemon adds before it looks at
             a key again, so that replicas on one store share keys evenly (default: a tenth
             of ``schedule.min``, at most 500 ms; ``0`` turns it off). A poll's delay is drawn

@@ -38,7 +38,7 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], seconds: float = 
     raise RuntimeError(f"nothing listens on port {port} after {seconds} s")
 
 
-class Server:
+class PrivateServer:
     """A private server process and the children it forks (PostgreSQL backends)."""
 
     def __init__(self, process: subprocess.Popen[bytes], port: int) -> None:
@@ -93,7 +93,7 @@ def _postgres_user() -> dict[str, Any]:
     return {"user": "postgres", "group": entry.pw_gid}
 
 
-def private_postgres(password: str) -> Iterator[Server]:
+def private_postgres(password: str) -> Iterator[PrivateServer]:
     """A private PostgreSQL (user ``postgres`` with ``password``, database ``postgres``),
     stopped and removed when the generator closes."""
     initdb, postgres = shutil.which("initdb"), shutil.which("postgres")
@@ -118,7 +118,7 @@ def private_postgres(password: str) -> Iterator[Server]:
          "-c", f"unix_socket_directories={home}", "-c", "fsync=off"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **run_as,
     )  # fmt: skip
-    server = Server(process, port)
+    server = PrivateServer(process, port)
     try:
         wait_for_port(port, process)
         time.sleep(0.5)  # accepting TCP is not yet accepting logins
@@ -128,7 +128,7 @@ def private_postgres(password: str) -> Iterator[Server]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def private_redis(directory: Path) -> Iterator[Server]:
+def private_redis(directory: Path) -> Iterator[PrivateServer]:
     """A private ``redis-server`` that keeps nothing on disk, stopped when the generator
     closes."""
     binary = shutil.which("redis-server")
@@ -140,7 +140,7 @@ def private_redis(directory: Path) -> Iterator[Server]:
          "--dir", str(directory)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    server = Server(process, port)
+    server = PrivateServer(process, port)
     try:
         wait_for_port(port, process)
         yield server

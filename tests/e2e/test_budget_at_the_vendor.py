@@ -32,7 +32,7 @@ LATENCY_S = 0.2
 BUDGET = 10  # Budget(requests=10, per="1s")
 
 
-class Vendor(http.server.ThreadingHTTPServer):
+class ThreadedVendor(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self) -> None:
@@ -48,7 +48,7 @@ class Vendor(http.server.ThreadingHTTPServer):
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: Vendor
+    server: ThreadedVendor
 
     def do_GET(self) -> None:
         arrived = time.time() * 1_000
@@ -67,8 +67,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def vendor() -> Iterator[Vendor]:
-    server = Vendor()
+def vendor() -> Iterator[ThreadedVendor]:
+    server = ThreadedVendor()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -91,7 +91,9 @@ def busiest_second(times: list[float]) -> int:
     )
 
 
-async def run_child(vendor: Vendor, name: str, start_at: int, *extra: str) -> dict[str, Any]:
+async def run_child(
+    vendor: ThreadedVendor, name: str, start_at: int, *extra: str
+) -> dict[str, Any]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         str(CHILD),
@@ -118,7 +120,7 @@ async def run_child(vendor: Vendor, name: str, start_at: int, *extra: str) -> di
     return result
 
 
-async def test_one_process_never_exceeds_the_budget_at_the_vendor(vendor: Vendor) -> None:
+async def test_one_process_never_exceeds_the_budget_at_the_vendor(vendor: ThreadedVendor) -> None:
     start_at = int(time.time() * 1_000) + 2_500
     child = await run_child(vendor, "solo", start_at)
     times = [at for at, _ in vendor.arrivals]
@@ -133,7 +135,7 @@ async def test_one_process_never_exceeds_the_budget_at_the_vendor(vendor: Vendor
 
 @pytest.mark.redis
 async def test_two_processes_sharing_redis_never_exceed_the_budget_at_the_vendor(
-    vendor: Vendor, redis_url: str, redis_prefix: str
+    vendor: ThreadedVendor, redis_url: str, redis_prefix: str
 ) -> None:
     start_at = int(time.time() * 1_000) + 3_000
     children = await asyncio.gather(

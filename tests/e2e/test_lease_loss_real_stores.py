@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _private_servers import Server, private_postgres, private_redis
+from _private_servers import PrivateServer, private_postgres, private_redis
 
 import watukuy as wk
 from watukuy.model import json as wkjson
@@ -49,7 +49,7 @@ PASSWORD = "s3cret-lease-loss"
 class _Real:
     """A private server and how to open a store on it."""
 
-    server: Server
+    server: PrivateServer
     kind: str
 
     def store(self) -> StateStore:

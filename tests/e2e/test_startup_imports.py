@@ -115,6 +115,17 @@ def test_an_engine_without_hooks_builds_no_hook_records() -> None:
     assert "watukuy.runtime.hooks" not in _loaded_after(code)
 
 
+def test_firing_hooks_nobody_listens_to_builds_no_hook_records() -> None:
+    code = (
+        "import asyncio, logging\n"
+        "from watukuy.runtime._hookbus import HookBus, HookContext\n"
+        "emitter = HookBus([], logging.getLogger()).emitter("
+        "HookContext(poller='p', partition='', lane='live', instance_id='i'))\n"
+        "asyncio.run(emitter.on_fetch(page=1, duration_ms=0, items=0, not_modified=False))\n"
+    )
+    assert "watukuy.runtime.hooks" not in _loaded_after(code)
+
+
 def test_the_help_of_the_command_loads_no_engine_store_or_event_loop() -> None:
     code = (
         "import contextlib, io\n"

@@ -20,11 +20,12 @@ from typing import Any
 
 import httpx
 import pytest
-from _private_servers import Server, free_port
+from _private_servers import PrivateServer, free_port
 from _private_servers import private_postgres as start_private_postgres
 from _private_servers import private_redis as start_private_redis
 
 import watukuy as wk
+from support.vendors import KeysetVendor
 from watukuy.model.rows import PKey
 
 pytestmark = [pytest.mark.slow]
@@ -33,28 +34,13 @@ PASSWORD = "s3cret-outage"
 
 
 @pytest.fixture
-def private_postgres() -> Iterator[Server]:
+def private_postgres() -> Iterator[PrivateServer]:
     yield from start_private_postgres(PASSWORD)
 
 
 @pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[Server]:
+def private_redis(tmp_path: Path) -> Iterator[PrivateServer]:
     yield from start_private_redis(tmp_path)
-
-
-class Vendor:
-    """An API listing ``items`` in ``updated_at`` order (MockTransport: no network)."""
-
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-
-    def add(self, n: int) -> None:
-        self.items.append({"id": f"item-{n:03d}", "updated_at": f"2025-12-31T00:00:{n:02d}.000Z"})
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        since = request.url.params.get("since")
-        rows = [i for i in self.items if since is None or i["updated_at"] > since]
-        return httpx.Response(200, json={"data": rows, "has_more": False})
 
 
 async def fetch(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
@@ -71,7 +57,9 @@ class Errors:
         self.seen.append(dict(details.error))
 
 
-def engine_on(store: wk.StateStore, vendor: Vendor, hooks: Errors, **options: Any) -> wk.Engine:
+def engine_on(
+    store: wk.StateStore, vendor: KeysetVendor, hooks: Errors, **options: Any
+) -> wk.Engine:
     poller = wk.define_poller(
         name="orders",
         identity=lambda o: o["id"],
@@ -83,15 +71,15 @@ def engine_on(store: wk.StateStore, vendor: Vendor, hooks: Errors, **options: An
         store=store,
         pollers=[poller],
         hooks=hooks,
-        http_client=httpx.AsyncClient(transport=httpx.MockTransport(vendor.handle)),
+        http_client=httpx.AsyncClient(transport=vendor.transport()),
         **options,
     )
 
 
 async def survive_a_freeze(
-    server: Server, store: wk.StateStore, caplog: pytest.LogCaptureFixture
+    server: PrivateServer, store: wk.StateStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    vendor, hooks = Vendor(), Errors()
+    vendor, hooks = KeysetVendor(), Errors()
     for n in (1, 2, 3):
         vendor.add(n)
     engine = engine_on(store, vendor, hooks)
@@ -145,7 +133,7 @@ async def survive_a_freeze(
 
 
 async def test_a_frozen_postgres(
-    private_postgres: Server, caplog: pytest.LogCaptureFixture
+    private_postgres: PrivateServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     from watukuy.stores.postgres import PostgresStore
 
@@ -161,7 +149,9 @@ async def test_a_frozen_postgres(
         await store.close()
 
 
-async def test_a_frozen_redis(private_redis: Server, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_frozen_redis(
+    private_redis: PrivateServer, caplog: pytest.LogCaptureFixture
+) -> None:
     from watukuy.stores.redis import RedisStore
 
     url = f"redis://127.0.0.1:{private_redis.port}/0?socket_timeout=2&socket_connect_timeout=1"
@@ -174,7 +164,7 @@ async def test_a_frozen_redis(private_redis: Server, caplog: pytest.LogCaptureFi
 
 
 async def test_postgres_errors_name_their_cause(
-    private_postgres: Server, caplog: pytest.LogCaptureFixture
+    private_postgres: PrivateServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     from watukuy.stores.postgres import PostgresStore
 
@@ -194,7 +184,7 @@ async def test_postgres_errors_name_their_cause(
         store = PostgresStore(url + "?connect_timeout=1", schema="outage")
         # Without auto_migrate the first store call is the key's own: its failure is a
         # failed run, reported like one.
-        engine = engine_on(store, Vendor(), hooks, auto_migrate=False)
+        engine = engine_on(store, KeysetVendor(), hooks, auto_migrate=False)
         caplog.clear()
         try:
             started = time.monotonic()

@@ -93,12 +93,27 @@ def checked(negative_copy: Path) -> dict[str, dict[str, list[int]]]:
 
 def test_there_are_negative_cases() -> None:
     names = {path.name for path in NEGATIVE.glob("*.py")}
-    assert {"cursor_mismatch.py", "handler_mismatch.py", "inbox_mismatch.py"} <= names
+    assert {
+        "cursor_mismatch.py",
+        "filter_mismatch.py",
+        "handler_mismatch.py",
+        "hooks_mismatch.py",
+        "inbox_mismatch.py",
+    } <= names
     assert all(cases(NEGATIVE / name) for name in names)
 
 
 @pytest.mark.parametrize("checker", ["mypy", "pyright"])
-@pytest.mark.parametrize("file", ["cursor_mismatch.py", "handler_mismatch.py", "inbox_mismatch.py"])
+@pytest.mark.parametrize(
+    "file",
+    [
+        "cursor_mismatch.py",
+        "filter_mismatch.py",
+        "handler_mismatch.py",
+        "hooks_mismatch.py",
+        "inbox_mismatch.py",
+    ],
+)
 def test_every_negative_case_is_a_type_error(
     checked: dict[str, dict[str, list[int]]], checker: str, file: str
 ) -> None:

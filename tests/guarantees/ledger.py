@@ -272,6 +272,9 @@ def _m(
 
 
 LANE = "src/watukuy/runtime/lane.py"
+PASS_END = "src/watukuy/runtime/pass_end.py"
+DELETES = "src/watukuy/pipeline/deletes.py"
+UD = "tests/unit/pipeline/test_deletes.py"
 DISPATCHER = "src/watukuy/runtime/dispatcher.py"
 RUNNER = "src/watukuy/runtime/runner.py"
 MEMORY = "src/watukuy/stores/memory.py"
@@ -400,11 +403,11 @@ MUTANTS: tuple[Mutant, ...] = (
     _m(
         "lane-streams-every-identity-at-once",
         "G10",
-        LANE,
+        PASS_END,
         [
             (
-                "async for candidates in deps.store.stream_unseen(self._key, below, _IDENTITY_BATCH)",
-                "async for candidates in deps.store.stream_unseen(self._key, below, 2**31 - 1)",
+                "async for candidates in self._store.stream_unseen(self._key, below, _IDENTITY_BATCH)",
+                "async for candidates in self._store.stream_unseen(self._key, below, 2**31 - 1)",
             )
         ],
         f"{GM}::test_g10_a_full_listing_streams_stored_identities_in_batches[memory]",
@@ -485,8 +488,8 @@ MUTANTS: tuple[Mutant, ...] = (
         RUNNER,
         [
             (
-                "        drain = await dispatcher.drain(self._consumer)\n        out.drain.merge(drain)",
-                "        drain = DrainResult()\n        out.drain.merge(drain)",
+                "        await deliveries.deliver()\n        if deliveries.take().halted:",
+                "        if deliveries.take().halted:",
             )
         ],
         f"{GI}::test_g1_a_fresh_engine_delivers_what_a_crash_left_in_the_outbox[memory]",
@@ -573,39 +576,36 @@ MUTANTS: tuple[Mutant, ...] = (
     _m(
         "deletes-on-the-first-miss",
         "trusted deletes",
-        LANE,
+        DELETES,
         [
             (
                 "clean = (*clean, clean[-1] if repeat else pass_id)[-rules.confirm_passes :]",
                 "clean = (*clean, clean[-1] if repeat else pass_id)[-1:]",
             )
         ],
+        f"{UD}::test_complete_passes_accumulate_up_to_the_confirming_ones",
         "tests/integration/test_full_listings.py::test_an_item_that_falls_between_two_pages_is_not_deleted[memory]",
         bug="an item one shifted listing missed is deleted at once",
     ),
     _m(
         "deletes-without-agreement",
         "trusted deletes",
-        LANE,
-        [
-            (
-                "why = self._disagreement(progress, older, clean[-1], missed, still)",
-                "why = None",
-            )
-        ],
+        PASS_END,
+        [("        why = policy.disagreement(\n", "        why = None and policy.disagreement(\n")],
         "tests/integration/test_full_listings.py::test_without_verify_churn_at_every_page_boundary_deletes_no_live_item[memory-1]",
         bug="two passes that both missed an item delete it though the listing moved under them",
     ),
     _m(
         "proof-from-two-reads",
         "trusted deletes",
-        LANE,
+        DELETES,
         [
             (
                 "(before is not None and before == after)",
                 "(before is not None and after is not None)",
             )
         ],
+        f"{UD}::test_neighbours_in_two_reads_prove_nothing",
         "tests/integration/test_full_listings.py::test_deletes_arrive_within_the_bound_while_the_vendor_never_holds_still[memory-snapshot-1]",
         bug="evidence from two different page reads counts as a proof of absence",
     ),
@@ -633,45 +633,54 @@ MUTANTS: tuple[Mutant, ...] = (
     _m(
         "guard-on-deletes-that-waited",
         "trusted deletes",
-        LANE,
-        [("new -= await self._count_unseen(before)", "new -= 0")],
+        PASS_END,
+        [
+            (
+                "return deletable - await self._count_unseen(before)",
+                "return deletable - 0",
+            )
+        ],
         "tests/integration/test_full_listings.py::test_deletes_that_waited_for_agreement_are_not_one_mass_delete[memory]",
         bug="deletes that waited for passes that agree are held as one mass delete",
     ),
     _m(
         "no-repeat-count",
         "trusted deletes",
-        LANE,
-        [("        if repeats > 0:\n", "        if False:\n")],
+        DELETES,
+        [("    if last_repeats > 0:\n", "    if False:\n")],
+        f"{UD}::test_passes_that_disagree[repeats]",
         "tests/integration/test_full_listings.py::test_an_item_moved_by_an_insert_and_its_delete_is_not_deleted[memory]",
         bug="an insert undone a page later moves a live item between pages unnoticed",
     ),
     _m(
         "no-refound-count",
         "trusted deletes",
-        LANE,
-        [("        if before > still:\n", "        if False:\n")],
+        DELETES,
+        [("    if last_missed > still:\n", "    if False:\n")],
+        f"{UD}::test_passes_that_disagree[refound]",
         "tests/integration/test_full_listings.py::test_a_pass_cut_short_by_an_empty_page_confirms_nothing[memory]",
         bug="a pass cut short by an empty 200 confirms the deletes of what it never reached",
     ),
     _m(
         "deletes-from-an-incomplete-listing",
         "trusted deletes",
-        LANE,
+        DELETES,
         [
             (
-                "        if progress.invalid or (progress.not_modified and not repeat):\n",
-                "        if progress.not_modified and not repeat:\n",
+                "    if progress.invalid or (progress.not_modified and not repeat):\n",
+                "    if progress.not_modified and not repeat:\n",
             )
         ],
+        f"{UD}::test_a_pass_with_an_invalid_item_or_a_304_page_is_incomplete",
         "tests/integration/test_full_listings.py::test_a_listing_with_an_invalid_item_deletes_nothing[memory-2]",
         bug="a pass with a quarantined item still finds deletes",
     ),
     _m(
         "no-mass-delete-guard",
         "trusted deletes",
-        LANE,
-        [("if rules.holds(new, snapshot) and", "if False and")],
+        DELETES,
+        [("if not rules.holds(new, snapshot) or", "if True or")],
+        f"{UD}::test_the_guard_holds_a_mass_delete",
         "tests/integration/test_full_listings.py::test_an_empty_answer_is_held_not_deleted[memory]",
         bug="an empty answer deletes the whole snapshot",
     ),

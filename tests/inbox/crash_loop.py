@@ -198,7 +198,7 @@ class GatedChild:
         assert await self.process.wait() == -9
 
 
-class Vendor:
+class ChangingVendor:
     """The served API, changed only between runs."""
 
     def __init__(self, rng: random.Random) -> None:
@@ -233,7 +233,7 @@ async def crash_loop(
     consumer.setup()
     store = SqliteStore(folder / "engine.db")
     await store.migrate()
-    vendor = Vendor(rng)
+    vendor = ChangingVendor(rng)
     server = await vendor.api.serve()
     args = ["--api", server.url, "--engine-db", str(folder / "engine.db"), *consumer.args()]
     if not with_inbox:

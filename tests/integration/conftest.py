@@ -1,7 +1,9 @@
-"""Factories for engine integration tests: a world of clock, API, store and engine."""
+"""Factories for engine integration tests: a world of clock, API, store and engine, and a
+single engine deployed on a clock and an API."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -108,6 +110,34 @@ class World:
         )
 
 
+@dataclass
+class Deployed:
+    """One engine, the clock and API it runs on, and what its handler delivered.
+
+    Where a :class:`World` is the place several engines of a test share, this is a single
+    engine already built (by the test module's own factory), with its hooks if it has any.
+    """
+
+    clock: VirtualClock
+    api: FakeApi
+    engine: wk.Engine
+    hooks: Any = None
+    delivered: list[Any] = field(default_factory=list)
+
+    async def tick(self) -> wk.TickResult:
+        """One pass; virtual time moves while the pass waits (API latency, backoff)."""
+        task = asyncio.create_task(self.engine.tick())
+        while not task.done():
+            if not await self.clock.run_next():
+                await self.clock.flush()
+        return task.result()
+
+    async def poll_now(self, poller: str = "orders") -> wk.TickResult:
+        """Trigger ``poller``, then run one pass as :meth:`tick` does."""
+        await self.engine.trigger(poller)
+        return await self.tick()
+
+
 @pytest.fixture(params=["memory", "sqlite"])
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -209,24 +239,8 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-class ArrivalsVendor(httpx.AsyncBaseTransport):
-    """An empty listing that records each request's arrival on ``clock``, answering after
-    ``latency_ms`` of it."""
-
-    def __init__(self, clock: VirtualClock, latency_ms: int = 0) -> None:
-        self.clock = clock
-        self.latency_ms = latency_ms
-        self.arrivals: list[int] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.arrivals.append(self.clock.now())
-        if self.latency_ms:
-            await self.clock.sleep(self.latency_ms)
-        return httpx.Response(200, json={"data": []})
-
-
 def listing_poller(schedule: wk.Schedule) -> wk.PollerDefinition[Any]:
-    """The ``orders`` full listing of an :class:`ArrivalsVendor`, on ``schedule``."""
+    """The ``orders`` full listing of a ``support.vendors.ArrivalsVendor``, on ``schedule``."""
 
     async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
         response = await ctx.http.get("https://vendor.test/items")

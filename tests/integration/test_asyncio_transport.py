@@ -1,7 +1,7 @@
 """The engine's own HTTP transport (HTTP/1.1 over asyncio streams), against a real server.
 
-The server is a few lines on ``asyncio.start_server`` that answer what each test scripts,
-so keep-alive, a server closing an idle connection, chunked bodies, timeouts, a connection
+The server (``support.servers.ScriptedServer``) answers what each test scripts, so
+keep-alive, a server closing an idle connection, chunked bodies, timeouts, a connection
 dropped half way and the pool's limits are all real sockets.
 """
 
@@ -9,81 +9,32 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 
 import httpx
 import pytest
 
+from support.servers import Answer, ScriptedServer, ok
 from watukuy.http._factory import HttpxFactory
 from watukuy.http._transport import AsyncioTransport
 
-Answer = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]
-"""Writes the answer to one request head; returns whether to keep the connection open."""
-
-
-@dataclass
-class Server:
-    """A scripted HTTP/1.1 server on 127.0.0.1."""
-
-    answer: Answer
-    port: int = 0
-    connections: int = 0
-    requests: list[bytes] = field(default_factory=list)
-    writers: list[asyncio.StreamWriter] = field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self.writers.append(writer)
-        try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                body = await reader.readexactly(length) if length else b""
-                self.requests.append(head + body)
-                if not await self.answer(head + body, writer):
-                    return
-        finally:
-            writer.close()
-
-
-async def ok(request: bytes, writer: asyncio.StreamWriter) -> bool:
-    body = b'{"ok": true}'
-    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
-    await writer.drain()
-    return True
-
 
 @pytest.fixture
-async def serve() -> AsyncIterator[Callable[[Answer], Awaitable[Server]]]:
-    servers: list[asyncio.Server] = []
+async def serve() -> AsyncIterator[Callable[[Answer], Awaitable[ScriptedServer]]]:
+    servers: list[ScriptedServer] = []
 
-    async def start(answer: Answer) -> Server:
-        server = Server(answer)
-        running = await asyncio.start_server(server.serve, "127.0.0.1", 0)
-        server.port = running.sockets[0].getsockname()[1]
-        servers.append(running)
-        return server
+    async def start(answer: Answer) -> ScriptedServer:
+        servers.append(await ScriptedServer(answer).start())
+        return servers[-1]
 
     yield start
-    for running in servers:
-        running.close()
+    for server in servers:
+        server.close()
 
 
-async def until(done: Callable[[], bool]) -> None:
-    """Wait, a turn of the loop at a time, for the sockets to get there (5 s at most)."""
+async def received(server: ScriptedServer, count: int) -> None:
+    """Wait until ``server`` has read ``count`` requests (5 s at most)."""
     async with asyncio.timeout(5):
-        while not done():
-            await asyncio.sleep(0.001)
+        await server.received(count)
 
 
 def client(**limits: int | None) -> httpx.AsyncClient:
@@ -97,12 +48,12 @@ def client(**limits: int | None) -> httpx.AsyncClient:
 
 
 async def test_connections_are_kept_alive_and_reused(
-    serve: Callable[..., Awaitable[Server]],
+    serve: Callable[..., Awaitable[ScriptedServer]],
 ) -> None:
     server = await serve(ok)
     async with client() as http:
         for _ in range(5):
-            response = await http.get(server.url + "/a")
+            response = await http.get(server.origin + "/a")
             assert response.json() == {"ok": True}
     assert server.connections == 1
     assert len(server.requests) == 5
@@ -110,7 +61,7 @@ async def test_connections_are_kept_alive_and_reused(
 
 
 async def test_a_connection_the_server_closed_while_idle_is_replaced(
-    serve: Callable[..., Awaitable[Server]],
+    serve: Callable[..., Awaitable[ScriptedServer]],
 ) -> None:
     async def once(request: bytes, writer: asyncio.StreamWriter) -> bool:
         await ok(request, writer)
@@ -119,12 +70,12 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced(
     server = await serve(once)
     async with client() as http:
         for _ in range(3):
-            assert (await http.get(server.url)).status_code == 200
+            assert (await http.get(server.origin)).status_code == 200
     assert server.connections == 3
 
 
 async def test_a_reused_connection_closed_under_a_request_sends_it_again(
-    serve: Callable[..., Awaitable[Server]],
+    serve: Callable[..., Awaitable[ScriptedServer]],
 ) -> None:
     # The server answers, keeps the connection, then drops it as the next request arrives:
     # a GET is sent again once on a new connection; a POST is not.
@@ -141,14 +92,14 @@ async def test_a_reused_connection_closed_under_a_request_sends_it_again(
 
     server = await serve(flaky)
     async with client() as http:
-        assert (await http.get(server.url)).status_code == 200
-        assert (await http.get(server.url)).status_code == 200  # sent again, transparently
+        assert (await http.get(server.origin)).status_code == 200
+        assert (await http.get(server.origin)).status_code == 200  # sent again, transparently
         assert server.connections == 2
         with pytest.raises(httpx.RemoteProtocolError):
-            await http.post(server.url, content=b"x")
+            await http.post(server.origin, content=b"x")
 
 
-async def test_chunked_and_large_bodies(serve: Callable[..., Awaitable[Server]]) -> None:
+async def test_chunked_and_large_bodies(serve: Callable[..., Awaitable[ScriptedServer]]) -> None:
     big = b"y" * 1_000_000
 
     async def chunked(request: bytes, writer: asyncio.StreamWriter) -> bool:
@@ -165,14 +116,14 @@ async def test_chunked_and_large_bodies(serve: Callable[..., Awaitable[Server]])
 
     server = await serve(chunked)
     async with client() as http:
-        assert (await http.get(server.url + "/c")).content == b"hello chunked world"
-        assert (await http.get(server.url + "/big")).content == big
-        assert (await http.get(server.url + "/c")).content == b"hello chunked world"
+        assert (await http.get(server.origin + "/c")).content == b"hello chunked world"
+        assert (await http.get(server.origin + "/big")).content == big
+        assert (await http.get(server.origin + "/c")).content == b"hello chunked world"
     assert server.connections == 1
 
 
 async def test_head_and_a_body_sent_with_the_request(
-    serve: Callable[..., Awaitable[Server]],
+    serve: Callable[..., Awaitable[ScriptedServer]],
 ) -> None:
     async def echo(request: bytes, writer: asyncio.StreamWriter) -> bool:
         if request.startswith(b"HEAD"):
@@ -187,10 +138,10 @@ async def test_head_and_a_body_sent_with_the_request(
 
     server = await serve(echo)
     async with client() as http:
-        head = await http.head(server.url)
+        head = await http.head(server.origin)
         assert head.status_code == 200
         assert head.content == b""
-        posted = await http.post(server.url, json={"a": 1})
+        posted = await http.post(server.origin, json={"a": 1})
         assert posted.status_code == 201
         assert posted.json() == {"a": 1}
         assert posted.reason_phrase == "Created"
@@ -199,7 +150,7 @@ async def test_head_and_a_body_sent_with_the_request(
 
 
 async def test_an_answer_cut_short_is_an_error_and_the_connection_is_dropped(
-    serve: Callable[..., Awaitable[Server]],
+    serve: Callable[..., Awaitable[ScriptedServer]],
 ) -> None:
     cut = True
 
@@ -215,20 +166,22 @@ async def test_an_answer_cut_short_is_an_error_and_the_connection_is_dropped(
     server = await serve(short)
     async with client() as http:
         with pytest.raises(httpx.RemoteProtocolError):
-            await http.get(server.url)
-        assert (await http.get(server.url)).status_code == 200
+            await http.get(server.origin)
+        assert (await http.get(server.origin)).status_code == 200
     assert server.connections == 2
 
 
-async def test_timeouts_and_refused_connections(serve: Callable[..., Awaitable[Server]]) -> None:
+async def test_timeouts_and_refused_connections(
+    serve: Callable[..., Awaitable[ScriptedServer]],
+) -> None:
     async def silent(request: bytes, writer: asyncio.StreamWriter) -> bool:
-        await asyncio.sleep(5)
+        await asyncio.Event().wait()  # never answers
         return False
 
     server = await serve(silent)
     async with client() as http:
         with pytest.raises(httpx.ReadTimeout):
-            await http.get(server.url, timeout=0.2)
+            await http.get(server.origin, timeout=0.2)
     closed = await serve(ok)
     port = closed.port
     async with client() as http:
@@ -238,7 +191,7 @@ async def test_timeouts_and_refused_connections(serve: Callable[..., Awaitable[S
 
 
 async def test_a_cancelled_request_closes_its_connection(
-    serve: Callable[..., Awaitable[Server]],
+    serve: Callable[..., Awaitable[ScriptedServer]],
 ) -> None:
     release = asyncio.Event()
 
@@ -249,18 +202,18 @@ async def test_a_cancelled_request_closes_its_connection(
 
     server = await serve(slow)
     async with client() as http:
-        task = asyncio.ensure_future(http.get(server.url + "/slow"))
-        await until(lambda: bool(server.requests))
+        task = asyncio.ensure_future(http.get(server.origin + "/slow"))
+        await received(server, 1)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         release.set()
-        assert (await http.get(server.url + "/fast")).status_code == 200
+        assert (await http.get(server.origin + "/fast")).status_code == 200
     assert server.connections == 2
 
 
 async def test_the_pool_bounds_connections_and_waits_for_one(
-    serve: Callable[..., Awaitable[Server]],
+    serve: Callable[..., Awaitable[ScriptedServer]],
 ) -> None:
     gate = asyncio.Event()
 
@@ -270,24 +223,24 @@ async def test_the_pool_bounds_connections_and_waits_for_one(
 
     server = await serve(gated)
     async with client(max_connections=2, max_keepalive_connections=2) as http:
-        calls = [asyncio.ensure_future(http.get(server.url)) for _ in range(3)]
-        await until(lambda: len(server.requests) == 2)
+        calls = [asyncio.ensure_future(http.get(server.origin)) for _ in range(3)]
+        await received(server, 2)
         await asyncio.sleep(0.01)
         assert len(server.requests) == 2  # the third waits for a connection
         gate.set()
         assert [r.status_code for r in await asyncio.gather(*calls)] == [200, 200, 200]
         assert server.connections == 2
         gate.clear()
-        blocked = [asyncio.ensure_future(http.get(server.url)) for _ in range(2)]
-        await until(lambda: len(server.requests) == 5)
+        blocked = [asyncio.ensure_future(http.get(server.origin)) for _ in range(2)]
+        await received(server, 5)
         with pytest.raises(httpx.PoolTimeout):
-            await http.get(server.url, timeout=httpx.Timeout(5, pool=0.05))
+            await http.get(server.origin, timeout=httpx.Timeout(5, pool=0.05))
         gate.set()
         await asyncio.gather(*blocked)
 
 
 async def test_a_server_that_says_close_is_not_reused(
-    serve: Callable[..., Awaitable[Server]],
+    serve: Callable[..., Awaitable[ScriptedServer]],
 ) -> None:
     async def closing(request: bytes, writer: asyncio.StreamWriter) -> bool:
         writer.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok")
@@ -297,12 +250,12 @@ async def test_a_server_that_says_close_is_not_reused(
     server = await serve(closing)
     async with client() as http:
         for _ in range(3):
-            assert (await http.get(server.url)).content == b"ok"
+            assert (await http.get(server.origin)).content == b"ok"
     assert server.connections == 3
 
 
 async def test_the_engines_own_client_uses_it_unless_a_proxy_is_configured(
-    monkeypatch: pytest.MonkeyPatch, serve: Callable[..., Awaitable[Server]]
+    monkeypatch: pytest.MonkeyPatch, serve: Callable[..., Awaitable[ScriptedServer]]
 ) -> None:
     for name in (
         "HTTP_PROXY",
@@ -316,7 +269,7 @@ async def test_the_engines_own_client_uses_it_unless_a_proxy_is_configured(
     factory = HttpxFactory()
     assert isinstance(factory.client._transport, AsyncioTransport)
     server = await serve(ok)
-    assert (await factory.client.get(server.url)).json() == {"ok": True}
+    assert (await factory.client.get(server.origin)).json() == {"ok": True}
     await factory.aclose()
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
     proxied = HttpxFactory()

@@ -19,23 +19,16 @@ import httpx
 import pytest
 
 import watukuy as wk
+from support.vendors import ArrivalsVendor
 from watukuy.model.ports import BudgetStore
 from watukuy.testing import SeededRandom, VirtualClock
 
 TENANTS = [f"t{n:02d}" for n in range(40)]
 
 
-class SlowVendor(httpx.AsyncBaseTransport):
-    """Answers every request 100 ms later on the virtual clock and logs its arrival."""
-
-    def __init__(self, clock: VirtualClock) -> None:
-        self.clock = clock
-        self.arrivals: list[tuple[int, str]] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.arrivals.append((self.clock.now(), request.url.path.split("/")[2]))
-        await self.clock.sleep(100)
-        return httpx.Response(200, json={"data": []})
+def tenants(vendor: ArrivalsVendor) -> list[str]:
+    """The tenant of each request, in arrival order (``/t/<tenant>/items``)."""
+    return [path.split("/")[2] for path in vendor.paths]
 
 
 class Errors:
@@ -47,7 +40,7 @@ class Errors:
 
 
 def engine_for(
-    clock: VirtualClock, vendor: SlowVendor, errors: Errors, budget_store: BudgetStore | None
+    clock: VirtualClock, vendor: ArrivalsVendor, errors: Errors, budget_store: BudgetStore | None
 ) -> wk.Engine:
     async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
         response = await ctx.http.get(f"https://vendor.test/t/{ctx.partition.key}/items")
@@ -94,7 +87,7 @@ async def admitted_oldest_due_first(
     budget_store: BudgetStore | None, *, real_io: bool = False
 ) -> None:
     clock = VirtualClock()
-    vendor = SlowVendor(clock)
+    vendor = ArrivalsVendor(clock, latency_ms=100)
     errors = Errors()
     engine = engine_for(clock, vendor, errors, budget_store)
     engine.on("tenants", lambda event, ctx: None)
@@ -121,17 +114,17 @@ async def admitted_oldest_due_first(
     assert errors.codes == Counter()  # no BudgetTimeoutError, no other failure
     assert most_running <= 4
     assert most_waiting <= 4
-    polled = [tenant for _, tenant in vendor.arrivals]
+    polled = tenants(vendor)
     assert sorted(polled) == TENANTS  # every tenant, once
     assert polled == TENANTS  # in the order they became due (the listing's, here)
     if not real_io:
         # The budget is spent: four requests per window of a second and the 100 ms answer.
-        assert vendor.arrivals[-1][0] - vendor.arrivals[0][0] <= 11_000
+        assert vendor.arrivals[-1] - vendor.arrivals[0] <= 11_000
 
 
 async def test_a_trigger_goes_before_the_keys_that_are_merely_due() -> None:
     clock = VirtualClock()
-    vendor = SlowVendor(clock)
+    vendor = ArrivalsVendor(clock, latency_ms=100)
     errors = Errors()
     engine = engine_for(clock, vendor, errors, None)
     engine.on("tenants", lambda event, ctx: None)
@@ -147,7 +140,7 @@ async def test_a_trigger_goes_before_the_keys_that_are_merely_due() -> None:
         await clock.advance("100ms")
     await stopping
 
-    polled = [tenant for _, tenant in vendor.arrivals]
+    polled = tenants(vendor)
     assert polled[0] == "t00"
     assert polled[1] == "t39"  # the first run started after the trigger
     assert polled[2:8] == TENANTS[1:7]
@@ -156,7 +149,7 @@ async def test_a_trigger_goes_before_the_keys_that_are_merely_due() -> None:
 
 async def test_runs_on_a_budget_start_at_its_pace() -> None:
     clock = VirtualClock()
-    vendor = SlowVendor(clock)
+    vendor = ArrivalsVendor(clock, latency_ms=100)
     errors = Errors()
     engine = engine_for(clock, vendor, errors, None)
     engine.on("tenants", lambda event, ctx: None)
@@ -172,14 +165,14 @@ async def test_runs_on_a_budget_start_at_its_pace() -> None:
     # Budget(4, "1s") admits four runs, started a tenth of the limit (one) at once and
     # then one per 250 ms, as fast as the budget grants: not all four at 0 ms. The fifth
     # waits for the first grant to leave the window (answered at 100 ms, so 1.1 s).
-    times = [at - started for at, _ in vendor.arrivals]
+    times = [at - started for at in vendor.arrivals]
     assert times[:5] == [0, 250, 500, 750, 1_100]
     assert errors.codes == Counter()
 
 
 async def test_max_concurrent_keys_still_bounds_every_line() -> None:
     clock = VirtualClock()
-    vendor = SlowVendor(clock)
+    vendor = ArrivalsVendor(clock, latency_ms=100)
     errors = Errors()
 
     async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:

@@ -9,29 +9,17 @@ for a connection arrive in the same second as requests granted a second later.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from typing import Any
 
 import httpx
 
 import watukuy as wk
+from support.vendors import ArrivalsVendor
 from watukuy.testing import SeededRandom, VirtualClock
 
 LATENCIES_MS = (200, 50, 300, 120, 250, 80, 180)
-
-
-class PooledVendor(httpx.AsyncBaseTransport):
-    def __init__(self, clock: VirtualClock, connections: int) -> None:
-        self.clock = clock
-        self.pool = asyncio.Semaphore(connections)
-        self.arrivals: list[int] = []
-        self.latency = itertools.cycle(LATENCIES_MS)
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        async with self.pool:
-            self.arrivals.append(self.clock.now())
-            await self.clock.sleep(next(self.latency))
-            return httpx.Response(200, json={"data": []})
 
 
 def busiest_second(times: list[int]) -> int:
@@ -44,7 +32,8 @@ def busiest_second(times: list[int]) -> int:
 
 async def test_no_second_at_the_vendor_holds_more_than_the_budget() -> None:
     clock = VirtualClock()
-    vendor = PooledVendor(clock, connections=5)
+    latency = functools.partial(next, itertools.cycle(LATENCIES_MS))
+    vendor = ArrivalsVendor(clock, latency_ms=latency, connections=5)
 
     async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
         response = await ctx.http.get("https://vendor.test/items", validators=False)

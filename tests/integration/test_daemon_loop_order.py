@@ -12,9 +12,10 @@ import asyncio
 import httpx
 
 import watukuy as wk
+from support.vendors import ArrivalsVendor
 from watukuy.testing import VirtualClock
 
-from .conftest import ArrivalsVendor, listing_poller
+from .conftest import listing_poller
 
 
 class SlowIndexStore(wk.MemoryStore):

@@ -14,6 +14,7 @@ ms (drawn from a seeded generator), so runs end at every phase of the pace.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from typing import Any
 
@@ -21,6 +22,7 @@ import httpx
 import pytest
 
 import watukuy as wk
+from support.vendors import ArrivalsVendor
 from watukuy.testing import SeededRandom, VirtualClock
 
 KEYS = [f"p{n:02d}" for n in range(20)]
@@ -35,23 +37,12 @@ class ReadingMovesTime(VirtualClock):
         return self._now
 
 
-class Vendor(httpx.AsyncBaseTransport):
-    """An empty listing that logs each request's arrival and answers 50-99 ms later."""
-
-    def __init__(self, clock: VirtualClock, seed: int) -> None:
-        self.clock = clock
-        self.arrivals: list[int] = []
-        self._latency = random.Random(seed)
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.arrivals.append(self.clock.now())
-        await self.clock.sleep(self._latency.randint(50, 99))
-        return httpx.Response(200, json={"data": []})
-
-
 async def requests_per_second(seed: int) -> list[int]:
     clock = ReadingMovesTime()
-    vendor = Vendor(clock, seed)
+    # An empty listing that answers 50-99 ms after each request arrives.
+    vendor = ArrivalsVendor(
+        clock, latency_ms=functools.partial(random.Random(seed).randint, 50, 99)
+    )
 
     async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
         response = await ctx.http.get(f"https://vendor.test/{ctx.partition.key}")

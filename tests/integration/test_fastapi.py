@@ -14,7 +14,6 @@ import sys
 import textwrap
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -27,23 +26,17 @@ from watukuy.integrations.fastapi import health_router, inspect_router, watukuy_
 from watukuy.model.rows import PKey
 from watukuy.testing import FakeApi, SeededRandom, VirtualClock, fake_items
 
+from .conftest import Deployed
+
 T0 = 1_767_225_600_000  # the VirtualClock's default start, 2026-01-01T00:00:00Z
 
 
-@dataclass
-class World:
-    clock: VirtualClock
-    api: FakeApi
-    engine: wk.Engine
-    delivered: list[str] = field(default_factory=list)
-
-
-def make_world(
+def deploy(
     *,
     handler: Callable[[wk.Event[Any], wk.HandlerContext], Any] | bool | None = True,
     store: wk.MemoryStore | None = None,
     **poller: Any,
-) -> World:
+) -> Deployed:
     clock = VirtualClock()
     api = FakeApi(clock, items=fake_items(5, start=T0 - 60_000))
 
@@ -66,12 +59,12 @@ def make_world(
         random=SeededRandom(3),
         instance_id="i-1",
     )
-    world = World(clock=clock, api=api, engine=engine)
+    deployed = Deployed(clock=clock, api=api, engine=engine)
     if handler is True:
-        engine.on("orders", lambda event, ctx: world.delivered.append(event.subject))
+        engine.on("orders", lambda event, ctx: deployed.delivered.append(event.subject))
     elif callable(handler):
         engine.on("orders", handler)
-    return world
+    return deployed
 
 
 def app_for(engine: wk.Engine, **options: Any) -> FastAPI:
@@ -109,10 +102,10 @@ def healthy_key(**changes: Any) -> dict[str, Any]:
 
 
 async def test_health_is_200_with_one_row_per_key_after_a_clean_tick() -> None:
-    world = make_world()
-    await world.engine.tick()
+    deployed = deploy()
+    await deployed.engine.tick()
 
-    async with client_for(app_for(world.engine)) as client:
+    async with client_for(app_for(deployed.engine)) as client:
         response = await client.get("/watukuy/health")
 
     assert response.status_code == 200
@@ -124,18 +117,18 @@ async def test_health_is_200_with_one_row_per_key_after_a_clean_tick() -> None:
         "generated_at": T0,
         "pollers": [healthy_key()],
     }
-    assert len(world.delivered) == 5
+    assert len(deployed.delivered) == 5
 
 
 async def test_a_lag_over_max_lag_is_503_unless_the_key_is_paused() -> None:
-    world = make_world()
-    await world.engine.tick()
-    await world.clock.advance("20m")
-    await world.engine.tick()  # polled on time: nothing new, so the lag grew all the same
+    deployed = deploy()
+    await deployed.engine.tick()
+    await deployed.clock.advance("20m")
+    await deployed.engine.tick()  # polled on time: nothing new, so the lag grew all the same
 
-    async with client_for(app_for(world.engine)) as client:
+    async with client_for(app_for(deployed.engine)) as client:
         lagging = await client.get("/watukuy/health")
-        await world.engine.pause("orders")
+        await deployed.engine.pause("orders")
         paused = await client.get("/watukuy/health")
 
     assert lagging.status_code == 503
@@ -150,13 +143,13 @@ async def test_a_lag_over_max_lag_is_503_unless_the_key_is_paused() -> None:
 
 
 async def test_an_open_circuit_is_503_unless_allowed() -> None:
-    world = make_world(circuit=wk.Circuit(failures=1))
-    world.api.fail_next(500)
-    result = await world.engine.tick()
+    deployed = deploy(circuit=wk.Circuit(failures=1))
+    deployed.api.fail_next(500)
+    result = await deployed.engine.tick()
     assert result.polled[0].error is not None
-    app = app_for(world.engine)
+    app = app_for(deployed.engine)
     app.include_router(
-        health_router(world.engine, allow_open_circuit=True, detail=True, prefix="/lenient")
+        health_router(deployed.engine, allow_open_circuit=True, detail=True, prefix="/lenient")
     )
 
     async with client_for(app) as client:
@@ -177,13 +170,13 @@ async def test_anything_parked_is_503() -> None:
         if event.subject == "item-003":
             raise RuntimeError("cannot handle item 3")
 
-    world = make_world(
+    deployed = deploy(
         handler=refuse_item_3,
         delivery=wk.Delivery(retry=wk.Retry(attempts=1)),
     )
-    await world.engine.tick()
+    await deployed.engine.tick()
 
-    async with client_for(app_for(world.engine)) as client:
+    async with client_for(app_for(deployed.engine)) as client:
         response = await client.get("/watukuy/health")
 
     assert response.status_code == 503
@@ -192,15 +185,15 @@ async def test_anything_parked_is_503() -> None:
 
 
 async def test_a_growing_outbox_is_503_until_it_stops_growing() -> None:
-    world = make_world(handler=None)  # nobody consumes: events wait in the outbox
-    await world.engine.tick()
+    deployed = deploy(handler=None)  # nobody consumes: events wait in the outbox
+    await deployed.engine.tick()
 
-    async with client_for(app_for(world.engine)) as client:
+    async with client_for(app_for(deployed.engine)) as client:
         first = await client.get("/watukuy/health")
-        world.api.add({"id": "item-006", "name": "Item 6", "status": "paid", "total": 600})
-        world.api.add({"id": "item-007", "name": "Item 7", "status": "paid", "total": 700})
-        await world.engine.trigger("orders")
-        await world.engine.tick()
+        deployed.api.add({"id": "item-006", "name": "Item 6", "status": "paid", "total": 600})
+        deployed.api.add({"id": "item-007", "name": "Item 7", "status": "paid", "total": 700})
+        await deployed.engine.trigger("orders")
+        await deployed.engine.tick()
         grown = await client.get("/watukuy/health")
         steady = await client.get("/watukuy/health")
 
@@ -213,9 +206,9 @@ async def test_a_growing_outbox_is_503_until_it_stops_growing() -> None:
 
 
 async def test_require_running_reports_an_engine_that_is_not_started() -> None:
-    world = make_world()
+    deployed = deploy()
 
-    async with client_for(app_for(world.engine, require_running=True)) as client:
+    async with client_for(app_for(deployed.engine, require_running=True)) as client:
         response = await client.get("/watukuy/health")
 
     assert response.status_code == 503
@@ -231,9 +224,9 @@ class BrokenStore(wk.MemoryStore):
 
 
 async def test_a_failing_store_is_503_on_both_routes() -> None:
-    world = make_world(store=BrokenStore())
+    deployed = deploy(store=BrokenStore())
 
-    async with client_for(app_for(world.engine)) as client:
+    async with client_for(app_for(deployed.engine)) as client:
         health = await client.get("/watukuy/health")
         inspect = await client.get("/watukuy/inspect")
 
@@ -256,7 +249,7 @@ TENANT = "tenant-7f3a9"
 ERROR_MARK = "V3ND0R-SAYS-NO"
 
 
-def tenant_world(**poller: Any) -> World:
+def deploy_tenants(**poller: Any) -> Deployed:
     """Two partitions (tenant ids), whose API answers 500 with a distinctive body."""
     clock = VirtualClock()
 
@@ -279,14 +272,14 @@ def tenant_world(**poller: Any) -> World:
         random=SeededRandom(3),
         instance_id="host-secret-1",
     )
-    return World(clock=clock, api=FakeApi(clock), engine=engine)
+    return Deployed(clock=clock, api=FakeApi(clock), engine=engine)
 
 
 async def test_the_default_health_body_names_no_tenant_and_quotes_no_error() -> None:
-    world = tenant_world()
-    await world.engine.tick()
+    deployed = deploy_tenants()
+    await deployed.engine.tick()
     app = FastAPI()
-    app.include_router(health_router(world.engine))
+    app.include_router(health_router(deployed.engine))
 
     async with client_for(app) as client:
         response = await client.get("/watukuy/health")
@@ -296,15 +289,15 @@ async def test_the_default_health_body_names_no_tenant_and_quotes_no_error() -> 
     for hidden in (TENANT, ERROR_MARK, "host-secret-1", "Traceback", ".py"):
         assert hidden not in response.text
     # The detailed verdict (for operators) has both.
-    detail = HealthCheck(world.engine)
+    detail = HealthCheck(deployed.engine)
     result = await detail.check()
     assert any(TENANT in reason and ERROR_MARK in reason for reason in result.reasons)
 
 
 async def test_a_failing_inspect_is_reported_without_its_message_by_default() -> None:
-    world = make_world(store=BrokenStore())
+    deployed = deploy(store=BrokenStore())
     app = FastAPI()
-    app.include_router(health_router(world.engine))
+    app.include_router(health_router(deployed.engine))
 
     async with client_for(app) as client:
         response = await client.get("/watukuy/health")
@@ -313,7 +306,7 @@ async def test_a_failing_inspect_is_reported_without_its_message_by_default() ->
     assert response.json() == {"status": "unhealthy", "reasons": ["inspect() failed"]}
 
 
-async def _parked_world(invalid: int, poison: int) -> World:
+async def _deploy_parked(invalid: int, poison: int) -> Deployed:
     """One key whose first ``invalid`` items fail the schema (quarantined) and whose next
     ``poison`` items fail the handler once (parked, with ``retry.attempts=1``)."""
     ids = [f"item-00{n}" for n in range(1, 6)]
@@ -328,13 +321,13 @@ async def _parked_world(invalid: int, poison: int) -> World:
         if event.subject in refused:
             raise RuntimeError("cannot handle it")
 
-    world = make_world(
+    deployed = deploy(
         handler=handler, schema=schema, delivery=wk.Delivery(retry=wk.Retry(attempts=1))
     )
-    await world.engine.tick()
-    parked = await world.engine.parked.list("orders")
+    await deployed.engine.tick()
+    parked = await deployed.engine.parked.list("orders")
     assert sorted(row.kind for row in parked) == ["invalid"] * invalid + ["poison"] * poison
-    return world
+    return deployed
 
 
 @pytest.mark.parametrize(
@@ -353,27 +346,27 @@ async def _parked_world(invalid: int, poison: int) -> World:
 async def test_parked_thresholds(
     invalid: int, poison: int, options: dict[str, Any], healthy: bool
 ) -> None:
-    world = await _parked_world(invalid, poison)
-    result = await HealthCheck(world.engine, **options).check()
+    deployed = await _deploy_parked(invalid, poison)
+    result = await HealthCheck(deployed.engine, **options).check()
     assert result.healthy is healthy, result.reasons
     if not healthy:
         assert result.summary == ["orders: parked events"]
 
 
 async def test_max_outbox_and_max_lag_thresholds() -> None:
-    world = make_world(handler=None)  # nobody consumes: 5 events wait
-    await world.engine.tick()
-    assert (await HealthCheck(world.engine, max_outbox=5).check()).healthy
-    over = await HealthCheck(world.engine, max_outbox=4).check()
+    deployed = deploy(handler=None)  # nobody consumes: 5 events wait
+    await deployed.engine.tick()
+    assert (await HealthCheck(deployed.engine, max_outbox=5).check()).healthy
+    over = await HealthCheck(deployed.engine, max_outbox=4).check()
     assert over.reasons == ["orders: outbox holds 5 pending, over max_outbox 4"]
     assert over.summary == ["orders: outbox over max_outbox"]
-    assert (await HealthCheck(world.engine, max_lag="57s").check()).healthy
-    lagging = await HealthCheck(world.engine, max_lag="55s").check()
+    assert (await HealthCheck(deployed.engine, max_lag="57s").check()).healthy
+    lagging = await HealthCheck(deployed.engine, max_lag="55s").check()
     assert lagging.summary == ["orders: lag over max_lag"]
 
 
 def test_bad_thresholds_are_config_errors() -> None:
-    engine = make_world().engine
+    engine = deploy().engine
     for options, field_name in (
         ({"max_parked": -1}, "max_parked"),
         ({"max_outbox": 1.5}, "max_outbox"),
@@ -389,16 +382,16 @@ def test_bad_thresholds_are_config_errors() -> None:
 
 
 async def test_inspect_returns_the_engine_report() -> None:
-    world = make_world()
-    await world.engine.tick()
+    deployed = deploy()
+    await deployed.engine.tick()
 
-    async with client_for(app_for(world.engine)) as client:
+    async with client_for(app_for(deployed.engine)) as client:
         response = await client.get("/watukuy/inspect")
 
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
     report = response.json()
-    assert report == await world.engine.inspect()
+    assert report == await deployed.engine.inspect()
     assert report["pollers"][0]["items"] == 5
     assert report["pollers"][0]["cursors"]["live"] == {
         "value": "2025-12-31T23:59:04.000Z",
@@ -407,10 +400,10 @@ async def test_inspect_returns_the_engine_report() -> None:
 
 
 async def test_routes_follow_the_prefix() -> None:
-    world = make_world()
+    deployed = deploy()
     app = FastAPI()
-    app.include_router(health_router(world.engine, prefix="/ops/sync"))
-    app.include_router(inspect_router(world.engine, prefix="/ops/sync"))
+    app.include_router(health_router(deployed.engine, prefix="/ops/sync"))
+    app.include_router(inspect_router(deployed.engine, prefix="/ops/sync"))
 
     async with client_for(app) as client:
         health = await client.get("/ops/sync/health")
@@ -423,9 +416,9 @@ async def test_routes_follow_the_prefix() -> None:
 
 
 async def test_the_inspect_route_exists_only_when_included() -> None:
-    world = make_world()
+    deployed = deploy()
     app = FastAPI()
-    app.include_router(health_router(world.engine))
+    app.include_router(health_router(deployed.engine))
 
     async with client_for(app) as client:
         assert (await client.get("/watukuy/inspect")).status_code == 404
@@ -469,15 +462,15 @@ class LifespanDriver:
 
 
 async def test_the_daemon_runs_between_startup_and_shutdown() -> None:
-    world = make_world()
-    engine = world.engine
+    deployed = deploy()
+    engine = deployed.engine
     app = FastAPI(lifespan=watukuy_lifespan(engine))
     app.include_router(health_router(engine, require_running=True))
     driver = LifespanDriver(app)
 
     await driver.startup()
     assert engine.status is wk.EngineStatus.RUNNING
-    await world.clock.flush()  # the first cycle is due at once
+    await deployed.clock.flush()  # the first cycle is due at once
     async with client_for(app) as client:
         response = await client.get("/watukuy/health")
     await driver.shutdown()
@@ -485,13 +478,13 @@ async def test_the_daemon_runs_between_startup_and_shutdown() -> None:
     assert driver.sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "reasons": []}
-    assert len(world.delivered) == 5
+    assert len(deployed.delivered) == 5
     assert engine.status is wk.EngineStatus.STOPPED
 
 
 async def test_a_users_lifespan_wraps_the_engine_and_keeps_its_state() -> None:
-    world = make_world()
-    engine = world.engine
+    deployed = deploy()
+    engine = deployed.engine
     seen: list[tuple[str, str]] = []
 
     @asynccontextmanager
@@ -515,8 +508,8 @@ async def test_a_users_lifespan_wraps_the_engine_and_keeps_its_state() -> None:
 
 
 async def test_the_lifespan_nests_inside_a_hand_written_one() -> None:
-    world = make_world()
-    engine = world.engine
+    deployed = deploy()
+    engine = deployed.engine
     seen: list[str] = []
 
     @asynccontextmanager
@@ -534,8 +527,8 @@ async def test_the_lifespan_nests_inside_a_hand_written_one() -> None:
 
 
 async def test_mode_none_leaves_the_engine_to_the_app() -> None:
-    world = make_world()
-    engine = world.engine
+    deployed = deploy()
+    engine = deployed.engine
     app = FastAPI(lifespan=watukuy_lifespan(engine, mode="none"))
     driver = LifespanDriver(app)
 
@@ -553,7 +546,7 @@ async def test_mode_none_leaves_the_engine_to_the_app() -> None:
 
 
 def test_bad_options_are_config_errors() -> None:
-    engine = make_world().engine
+    engine = deploy().engine
     with pytest.raises(wk.ConfigError, match=r"^mode: expected 'daemon' or 'none', got 'cron'$"):
         watukuy_lifespan(engine, mode="cron")  # type: ignore[call-overload]
     with pytest.raises(wk.ConfigError, match=r"^stop_timeout: .*'soon'"):

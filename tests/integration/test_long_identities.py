@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 import watukuy as wk
+from support.vendors import KeysetVendor
 
 from .conftest import World
 
@@ -32,30 +33,13 @@ OVER = "x" * 2_700  # what PostgreSQL refused
 HUGE = "y" * 1_000_000  # what the memory and SQLite stores took, and sent in the next URL
 
 
-class Vendor:
-    """A keyset listing ``since`` + ``after_id`` that refuses a URL no server would take."""
-
-    def __init__(self, items: list[dict[str, Any]]) -> None:
-        self.items = items
-        self.requests = 0
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests += 1
-        since = request.url.params.get("since")
-        after = request.url.params.get("after_id")
-        rows = sorted(self.items, key=lambda o: (o["updated_at"], o["id"]))
-        if since:
-            rows = [o for o in rows if (o["updated_at"], o["id"]) > (since, after or "")]
-        return httpx.Response(200, json={"data": rows})
-
-
 async def fetch(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
     params = {"since": ctx.cursor.value, "after_id": ctx.cursor.tie_break}
     response = await ctx.http.get("https://vendor.test/items", params=params)
     return wk.Page(items=response.json()["data"])
 
 
-def engine_for(world: World, vendor: Vendor) -> tuple[wk.Engine, list[str]]:
+def engine_for(world: World, vendor: KeysetVendor) -> tuple[wk.Engine, list[str]]:
     poller = wk.define_poller(
         name="orders",
         identity=lambda o: o["id"],
@@ -67,7 +51,7 @@ def engine_for(world: World, vendor: Vendor) -> tuple[wk.Engine, list[str]]:
         store=world.store,
         pollers=[poller],
         clock=world.clock,
-        http_client=httpx.AsyncClient(transport=httpx.MockTransport(vendor)),
+        http_client=httpx.AsyncClient(transport=vendor.transport()),
     )
     delivered: list[str] = []
     engine.on("orders", lambda event, ctx: delivered.append(event.subject))
@@ -78,7 +62,7 @@ def engine_for(world: World, vendor: Vendor) -> tuple[wk.Engine, list[str]]:
 async def test_an_identity_over_the_limit_is_quarantined_and_the_key_polls_on(
     world: World, too_long: str
 ) -> None:
-    vendor = Vendor(
+    vendor = KeysetVendor(
         [
             {"id": "a", "updated_at": AT},
             {"id": EDGE, "updated_at": AT},

@@ -7,13 +7,11 @@ so one cycle is three pages, five ``created`` events and five deliveries.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -31,6 +29,8 @@ from watukuy.otel import DURATION_BUCKETS_MS, INSTRUMENT_NAMES, OtelHooks
 from watukuy.runtime import hooks as wk_hooks
 from watukuy.runtime.hooks import PollEndDetails, PollStartDetails
 from watukuy.testing import FakeApi, SeededRandom, VirtualClock, fake_items
+
+from .conftest import Deployed
 
 T0 = 1_767_225_600_000  # the VirtualClock's default start, 2026-01-01T00:00:00Z
 MS = 1_000_000  # nanoseconds per millisecond
@@ -105,27 +105,6 @@ def telemetry() -> Iterator[Telemetry]:
 # --- the engine -------------------------------------------------------------------------
 
 
-@dataclass
-class World:
-    clock: VirtualClock
-    api: FakeApi
-    engine: wk.Engine
-    hooks: OtelHooks
-    delivered: list[wk.Event[Any]] = field(default_factory=list)
-
-    async def tick(self) -> wk.TickResult:
-        """One pass; virtual time moves while the pass waits (API latency, backoff)."""
-        task = asyncio.create_task(self.engine.tick())
-        while not task.done():
-            if not await self.clock.run_next():
-                await self.clock.flush()
-        return task.result()
-
-    async def poll_now(self) -> wk.TickResult:
-        await self.engine.trigger("orders")
-        return await self.tick()
-
-
 def listing(api: FakeApi) -> Callable[[wk.FetchContext[Any]], Any]:
     async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
         response = await ctx.http.get(
@@ -138,7 +117,7 @@ def listing(api: FakeApi) -> Callable[[wk.FetchContext[Any]], Any]:
 
 
 @pytest.fixture
-async def make_world(telemetry: Telemetry) -> AsyncIterator[Callable[..., World]]:
+async def deploy(telemetry: Telemetry) -> AsyncIterator[Callable[..., Deployed]]:
     clients: list[httpx.AsyncClient] = []
 
     def make(
@@ -147,7 +126,7 @@ async def make_world(telemetry: Telemetry) -> AsyncIterator[Callable[..., World]
         fetch: Callable[[FakeApi], Callable[[wk.FetchContext[Any]], Any]] = listing,
         record_event_ids: bool = False,
         **poller: Any,
-    ) -> World:
+    ) -> Deployed:
         clock = VirtualClock()
         api = FakeApi(clock, items=fake_items(5))
         http = httpx.AsyncClient(transport=api.transport())
@@ -172,13 +151,13 @@ async def make_world(telemetry: Telemetry) -> AsyncIterator[Callable[..., World]
             http_client=http,
             instance_id="i-1",
         )
-        world = World(clock=clock, api=api, engine=engine, hooks=hooks)
+        deployed = Deployed(clock=clock, api=api, engine=engine, hooks=hooks)
 
         def record(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
-            world.delivered.append(event)
+            deployed.delivered.append(event)
 
         engine.on("orders", handler or record)
-        return world
+        return deployed
 
     yield make
     for client in clients:
@@ -192,11 +171,11 @@ KEY = {"watukuy.poller": "orders", "watukuy.partition": "", "watukuy.lane": "liv
 
 
 async def test_a_cycle_is_a_poll_span_with_fetch_commit_and_deliver_children(
-    make_world: Callable[..., World], telemetry: Telemetry
+    deploy: Callable[..., Deployed], telemetry: Telemetry
 ) -> None:
-    world = make_world()
+    deployed = deploy()
 
-    result = await world.tick()
+    result = await deployed.tick()
 
     assert [(r.items, r.events, r.delivered, r.error) for r in result.polled] == [(5, 5, 5, None)]
     poll = telemetry.span("watukuy.poll")
@@ -239,12 +218,12 @@ async def test_a_cycle_is_a_poll_span_with_fetch_commit_and_deliver_children(
 
 
 async def test_span_times_come_from_the_engine_clock(
-    make_world: Callable[..., World], telemetry: Telemetry
+    deploy: Callable[..., Deployed], telemetry: Telemetry
 ) -> None:
-    world = make_world()
-    world.api.set_latency("120ms")
+    deployed = deploy()
+    deployed.api.set_latency("120ms")
 
-    await world.tick()
+    await deployed.tick()
 
     poll = telemetry.span("watukuy.poll")
     assert poll.start_time == T0 * MS
@@ -256,24 +235,24 @@ async def test_span_times_come_from_the_engine_clock(
 
 
 async def test_deliver_spans_carry_event_ids_only_when_asked(
-    make_world: Callable[..., World], telemetry: Telemetry
+    deploy: Callable[..., Deployed], telemetry: Telemetry
 ) -> None:
-    world = make_world(record_event_ids=True)
+    deployed = deploy(record_event_ids=True)
 
-    await world.tick()
+    await deployed.tick()
 
     ids = [(s.attributes or {}).get("watukuy.event.id") for s in telemetry.spans("watukuy.deliver")]
-    assert ids == [event.id for event in world.delivered]
+    assert ids == [event.id for event in deployed.delivered]
     assert len(set(ids)) == 5
 
 
 async def test_a_failing_fetch_marks_the_poll_span_as_error(
-    make_world: Callable[..., World], telemetry: Telemetry
+    deploy: Callable[..., Deployed], telemetry: Telemetry
 ) -> None:
-    world = make_world()
-    world.api.fail_next(500)
+    deployed = deploy()
+    deployed.api.fail_next(500)
 
-    result = await world.tick()
+    result = await deployed.tick()
 
     (polled,) = result.polled
     assert polled.error is not None
@@ -296,14 +275,14 @@ async def test_a_failing_fetch_marks_the_poll_span_as_error(
 
 
 async def test_a_handler_failure_does_not_fail_the_poll_span(
-    make_world: Callable[..., World], telemetry: Telemetry
+    deploy: Callable[..., Deployed], telemetry: Telemetry
 ) -> None:
     def flaky(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
         raise RuntimeError("downstream is down")
 
-    world = make_world(handler=flaky)
+    deployed = deploy(handler=flaky)
 
-    await world.tick()
+    await deployed.tick()
 
     assert telemetry.span("watukuy.poll").status.status_code is StatusCode.UNSET
     assert telemetry.spans("watukuy.deliver") == []
@@ -312,9 +291,9 @@ async def test_a_handler_failure_does_not_fail_the_poll_span(
 
 
 async def test_a_lost_lease_ends_the_poll_span_with_error(
-    make_world: Callable[..., World], telemetry: Telemetry
+    deploy: Callable[..., Deployed], telemetry: Telemetry
 ) -> None:
-    world: World
+    deployed: Deployed
 
     def stealing(api: FakeApi) -> Callable[[wk.FetchContext[Any]], Any]:
         inner = listing(api)
@@ -322,16 +301,16 @@ async def test_a_lost_lease_ends_the_poll_span_with_error(
         async def fetch(ctx: wk.FetchContext[Any]) -> Any:
             if ctx.page == 2:
                 # Another instance takes the key over, as if this one had paused too long.
-                store = world.engine.store
-                now = world.clock.now() + 3_600_000
+                store = deployed.engine.store
+                now = deployed.clock.now() + 3_600_000
                 assert await store.acquire_lease(PKey("orders"), "thief", 30_000, now)
             return await inner(ctx)
 
         return fetch
 
-    world = make_world(fetch=stealing)
+    deployed = deploy(fetch=stealing)
 
-    result = await world.tick()
+    result = await deployed.tick()
 
     assert result.polled == []
     poll = telemetry.span("watukuy.poll")
@@ -353,11 +332,11 @@ def _key(**extra: Any) -> dict[str, Any]:
 
 
 async def test_metrics_count_what_a_tick_did(
-    make_world: Callable[..., World], telemetry: Telemetry
+    deploy: Callable[..., Deployed], telemetry: Telemetry
 ) -> None:
-    world = make_world(deletes=wk.Deletes(confirm_passes=1))  # a delete on its first miss
+    deployed = deploy(deletes=wk.Deletes(confirm_passes=1))  # a delete on its first miss
 
-    await world.tick()
+    await deployed.tick()
 
     assert telemetry.value("watukuy.items.fetched", **_key()) == 5
     assert telemetry.value("watukuy.events.emitted", **_key(event_type="created")) == 5
@@ -381,10 +360,10 @@ async def test_metrics_count_what_a_tick_did(
         "watukuy.partition": "",
     }
 
-    world.api.update("item-002", status="cancelled")
-    world.api.remove("item-005")
-    world.api.add({"id": "item-006", "name": "Item 6", "status": "pending", "total": 600})
-    await world.poll_now()
+    deployed.api.update("item-002", status="cancelled")
+    deployed.api.remove("item-005")
+    deployed.api.add({"id": "item-006", "name": "Item 6", "status": "pending", "total": 600})
+    await deployed.poll_now()
 
     assert telemetry.value("watukuy.items.fetched", **_key()) == 10
     assert telemetry.value("watukuy.events.emitted", **_key(event_type="created")) == 6
@@ -400,20 +379,24 @@ async def test_metrics_count_what_a_tick_did(
 
 
 async def test_every_instrument_has_a_unit_and_a_description(
-    make_world: Callable[..., World], telemetry: Telemetry
+    deploy: Callable[..., Deployed], telemetry: Telemetry
 ) -> None:
-    world = make_world()
-    world.hooks.on_retry(_retry_details())
+    deployed = deploy()
+    deployed.hooks.on_retry(_retry_details())
     retry = _retry_details()
-    world.hooks.on_filtered(wk_hooks.FilteredDetails(**_context(), event=retry.event, attempt=1))
-    world.hooks.on_budget_wait(wk_hooks.BudgetWaitDetails(**_context(), budget="erp", wait_ms=40))
-    world.hooks.on_circuit_open(wk_hooks.CircuitOpenDetails(**_context(), failures=5, probe_at=T0))
-    world.hooks.on_lease_lost(wk_hooks.LeaseLostDetails(**_context(), epoch=1))
-    world.api.fail_next(500)
-    await world.tick()
-    await world.poll_now()
-    world.hooks.on_invalid(wk_hooks.InvalidDetails(**_context(), item={}, issues=[]))
-    world.hooks.on_late_arrivals(
+    deployed.hooks.on_filtered(wk_hooks.FilteredDetails(**_context(), event=retry.event, attempt=1))
+    deployed.hooks.on_budget_wait(
+        wk_hooks.BudgetWaitDetails(**_context(), budget="erp", wait_ms=40)
+    )
+    deployed.hooks.on_circuit_open(
+        wk_hooks.CircuitOpenDetails(**_context(), failures=5, probe_at=T0)
+    )
+    deployed.hooks.on_lease_lost(wk_hooks.LeaseLostDetails(**_context(), epoch=1))
+    deployed.api.fail_next(500)
+    await deployed.tick()
+    await deployed.poll_now()
+    deployed.hooks.on_invalid(wk_hooks.InvalidDetails(**_context(), item={}, issues=[]))
+    deployed.hooks.on_late_arrivals(
         wk_hooks.LateArrivalsDetails(
             **_context(), lateness_ms=(4_100, 300), missed=1, window_ms=10_000
         )
@@ -451,15 +434,15 @@ def keyset(api: FakeApi) -> Callable[[wk.FetchContext[Any]], Any]:
 
 
 async def test_late_arrivals_are_counted_with_how_late_they_were(
-    make_world: Callable[..., World], telemetry: Telemetry
+    deploy: Callable[..., Deployed], telemetry: Telemetry
 ) -> None:
-    world = make_world(fetch=keyset, cursor=wk.TimestampCursor(field="updated_at", tie_break="id"))
-    await world.clock.advance("10s")
-    await world.tick()  # the five items, the last one stamped T0 + 4 s
+    deployed = deploy(fetch=keyset, cursor=wk.TimestampCursor(field="updated_at", tie_break="id"))
+    await deployed.clock.advance("10s")
+    await deployed.tick()  # the five items, the last one stamped T0 + 4 s
     # A row stamped 1.5 s before the watermark, committed only now.
-    world.api.add({"id": "item-late", "updated_at": "2026-01-01T00:00:02.500Z"})
-    await world.poll_now()
-    assert [e.subject for e in world.delivered][-1] == "item-late"
+    deployed.api.add({"id": "item-late", "updated_at": "2026-01-01T00:00:02.500Z"})
+    await deployed.poll_now()
+    assert [e.subject for e in deployed.delivered][-1] == "item-late"
     assert telemetry.value("watukuy.late.arrivals", **_key()) == 1
     lateness = telemetry.histogram("watukuy.late.lateness", **_key())
     assert (lateness.count, lateness.sum) == (1, 1_500)
@@ -467,7 +450,7 @@ async def test_late_arrivals_are_counted_with_how_late_they_were(
 
 
 async def test_parked_and_retried_events_are_counted_by_kind(
-    make_world: Callable[..., World], telemetry: Telemetry
+    deploy: Callable[..., Deployed], telemetry: Telemetry
 ) -> None:
     def refuse_item_2(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
         if event.subject == "item-002":
@@ -478,13 +461,13 @@ async def test_parked_and_retried_events_are_counted_by_kind(
             raise ValueError("item 4 is malformed")
         return raw
 
-    world = make_world(
+    deployed = deploy(
         handler=refuse_item_2,
         schema=schema,
         delivery=wk.Delivery(retry=wk.Retry(attempts=2)),
     )
 
-    await world.tick()
+    await deployed.tick()
 
     assert telemetry.value("watukuy.events.retried", **_key()) == 1
     assert telemetry.value("watukuy.events.delivered", **_key()) == 3
@@ -493,30 +476,30 @@ async def test_parked_and_retried_events_are_counted_by_kind(
     assert telemetry.value("watukuy.events.parked", **_key(kind="poison")) is None
 
     # Past the retry delay, before the next poll: only the retry runs.
-    await world.clock.advance("5s")
-    result = await world.tick()
+    await deployed.clock.advance("5s")
+    result = await deployed.tick()
 
     assert result.polled == []
     assert telemetry.value("watukuy.events.retried", **_key()) == 1
     assert telemetry.value("watukuy.events.parked", **_key(kind="poison")) == 1
     assert telemetry.value("watukuy.events.parked", **_key(kind="invalid")) == 1
-    assert [row.kind for row in await world.engine.parked.list("orders")] == [
+    assert [row.kind for row in await deployed.engine.parked.list("orders")] == [
         "invalid",
         "poison",
     ]
 
 
 async def test_a_named_consumer_has_series_and_spans_of_its_own(
-    make_world: Callable[..., World], telemetry: Telemetry
+    deploy: Callable[..., Deployed], telemetry: Telemetry
 ) -> None:
-    world = make_world()  # the "default" consumer records every event
+    deployed = deploy()  # the "default" consumer records every event
 
     def audit(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
         if event.subject == "item-003" and ctx.attempt == 1:
             raise RuntimeError("the audit log is busy")
 
-    world.engine.on("orders", audit, consumer="audit")
-    await world.tick()
+    deployed.engine.on("orders", audit, consumer="audit")
+    await deployed.tick()
 
     by_consumer = {
         point.attributes.get("watukuy.consumer"): point.value
@@ -533,7 +516,7 @@ async def test_a_named_consumer_has_series_and_spans_of_its_own(
 
 
 async def test_the_circuit_gauge_follows_open_probe_and_close(
-    make_world: Callable[..., World], telemetry: Telemetry
+    deploy: Callable[..., Deployed], telemetry: Telemetry
 ) -> None:
     seen_during_fetch: list[Any] = []
 
@@ -547,25 +530,25 @@ async def test_the_circuit_gauge_follows_open_probe_and_close(
 
         return fetch
 
-    world = make_world(fetch=observing, circuit=wk.Circuit(failures=2, probe_every="1m"))
+    deployed = deploy(fetch=observing, circuit=wk.Circuit(failures=2, probe_every="1m"))
 
-    await world.tick()
+    await deployed.tick()
     assert telemetry.value("watukuy.circuit.state", poller="orders") == 0
 
-    world.api.fail_next(500, times=3)
-    await world.poll_now()  # failure 1: backoff, still closed
+    deployed.api.fail_next(500, times=3)
+    await deployed.poll_now()  # failure 1: backoff, still closed
     assert telemetry.value("watukuy.circuit.state", poller="orders") == 0
     assert telemetry.value("watukuy.circuit.opened", **_key()) is None
-    await world.poll_now()  # failure 2: the circuit opens
+    await deployed.poll_now()  # failure 2: the circuit opens
     assert telemetry.value("watukuy.circuit.state", poller="orders") == 2
     assert telemetry.value("watukuy.circuit.opened", **_key()) == 1
-    assert (await world.engine.inspect())["pollers"][0]["schedule"]["circuit"] == "open"
+    assert (await deployed.engine.inspect())["pollers"][0]["schedule"]["circuit"] == "open"
 
-    await world.poll_now()  # the probe fails: open again, without a new opening
+    await deployed.poll_now()  # the probe fails: open again, without a new opening
     assert telemetry.value("watukuy.circuit.state", poller="orders") == 2
     assert telemetry.value("watukuy.circuit.opened", **_key()) == 1
 
-    await world.poll_now()  # the probe succeeds
+    await deployed.poll_now()  # the probe succeeds
     assert telemetry.value("watukuy.circuit.state", poller="orders") == 0
     assert telemetry.value("watukuy.errors", **_key(phase="fetch")) == 3
     # Inside each probe the gauge read half-open.

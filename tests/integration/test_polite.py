@@ -31,7 +31,7 @@ Answer = Callable[[httpx.Request, int], httpx.Response]
 
 
 @dataclass
-class Vendor:
+class ScriptedVendor:
     """A scripted API: ``answer(request, n)`` for the n-th request (1-based) of a path."""
 
     clock: VirtualClock
@@ -111,8 +111,8 @@ async def store() -> AsyncIterator[StateStore]:
 
 
 @pytest.fixture
-def vendor() -> Vendor:
-    return Vendor(VirtualClock())
+def vendor() -> ScriptedVendor:
+    return ScriptedVendor(VirtualClock())
 
 
 async def run_daemon(engine: wk.Engine, clock: VirtualClock, duration: str) -> None:
@@ -124,7 +124,7 @@ async def run_daemon(engine: wk.Engine, clock: VirtualClock, duration: str) -> N
 
 
 async def test_a_page_that_claims_more_without_moving_the_cursor_fails_the_cycle(
-    vendor: Vendor, store: StateStore
+    vendor: ScriptedVendor, store: StateStore
 ) -> None:
     vendor.answers["/tokens"] = listing(item(1), has_more=True, cursor="same")
     poller = orders(cursor=wk.TokenCursor(), fetch=fetch_tokens)
@@ -149,7 +149,7 @@ async def test_a_page_that_claims_more_without_moving_the_cursor_fails_the_cycle
 
 
 async def test_retry_after_zero_every_time_backs_off_without_opening_the_circuit(
-    vendor: Vendor, store: StateStore
+    vendor: ScriptedVendor, store: StateStore
 ) -> None:
     vendor.answers["/items"] = status(429, {"retry-after": "0"})
     engine = vendor.engine(store, orders())
@@ -164,7 +164,7 @@ async def test_retry_after_zero_every_time_backs_off_without_opening_the_circuit
 
 
 async def test_a_throttled_cycle_is_reported_as_throttled_not_failed(
-    vendor: Vendor, store: StateStore, caplog: pytest.LogCaptureFixture
+    vendor: ScriptedVendor, store: StateStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     vendor.answers["/items"] = status(429, {"retry-after": "0"})
     engine = vendor.engine(store, orders())
@@ -183,7 +183,7 @@ async def test_a_throttled_cycle_is_reported_as_throttled_not_failed(
 
 
 async def test_a_429_without_retry_after_waits_a_growing_floor(
-    vendor: Vendor, store: StateStore
+    vendor: ScriptedVendor, store: StateStore
 ) -> None:
     vendor.answers["/items"] = status(429)
     engine = vendor.engine(store, orders(schedule=wk.Schedule(min="1s", max="5m")))
@@ -201,7 +201,7 @@ async def test_a_429_without_retry_after_waits_a_growing_floor(
 
 
 async def test_a_far_future_retry_after_is_capped_at_schedule_max(
-    vendor: Vendor, store: StateStore
+    vendor: ScriptedVendor, store: StateStore
 ) -> None:
     vendor.answers["/items"] = status(429, {"retry-after": "Fri, 31 Dec 9999 23:59:59 GMT"})
     engine = vendor.engine(store, orders())
@@ -217,7 +217,7 @@ async def test_a_far_future_retry_after_is_capped_at_schedule_max(
 
 
 async def test_a_failing_reconcile_backs_off_alone_and_the_live_lane_keeps_polling(
-    vendor: Vendor, store: StateStore
+    vendor: ScriptedVendor, store: StateStore
 ) -> None:
     vendor.answers["/items"] = listing(item(1))
     vendor.answers["/all"] = status(500)
@@ -255,7 +255,9 @@ async def test_a_failing_reconcile_backs_off_alone_and_the_live_lane_keeps_polli
     assert state.last_reconcile_at is not None
 
 
-async def test_a_failing_backfill_backs_off_alone(vendor: Vendor, store: StateStore) -> None:
+async def test_a_failing_backfill_backs_off_alone(
+    vendor: ScriptedVendor, store: StateStore
+) -> None:
     calls = {"backfill": 0}
 
     async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
@@ -284,7 +286,7 @@ async def test_a_failing_backfill_backs_off_alone(vendor: Vendor, store: StateSt
 
 
 async def test_the_strictest_of_two_rate_limit_policies_paces_the_key(
-    vendor: Vendor, store: StateStore
+    vendor: ScriptedVendor, store: StateStore
 ) -> None:
     def answer(request: httpx.Request, n: int) -> httpx.Response:
         # A new item on every answer keeps AIMD at schedule.min (1 s): only pacing slows it.
@@ -331,7 +333,7 @@ async def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
 async def test_huge_header_values_are_stored_fine(
     any_store: StateStore, headers: dict[str, str]
 ) -> None:
-    vendor = Vendor(VirtualClock())
+    vendor = ScriptedVendor(VirtualClock())
     throttled = "retry-after" in headers
     code = 429 if throttled else 200
     vendor.answers["/items"] = (

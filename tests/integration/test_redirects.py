@@ -7,11 +7,8 @@ told to, and then never to another origin.
 
 from __future__ import annotations
 
-import asyncio
 import ssl
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from http import HTTPStatus
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +16,10 @@ import httpx
 import pytest
 
 import watukuy as wk
+from support.servers import Answer, ScriptedServer, engine_http, reply_with
 from watukuy.http import HttpxFactory
 from watukuy.model.errors import HttpError
-from watukuy.model.http_port import HttpObservations, HttpScope
-from watukuy.model.rows import Lease, PKey
 from watukuy.sinks import WebhookDeliveryError, webhook_sink
-from watukuy.testing import VirtualClock
 
 MARK = "R3D1R3CT"
 SENSITIVE = {
@@ -37,64 +32,13 @@ SENSITIVE = {
 }
 
 
-@dataclass
-class Seen:
-    method: str
-    target: str
-    headers: dict[str, str]
-    body: bytes
-
-
-Answer = tuple[int, dict[str, str], bytes]
-
-
-@dataclass
-class Server:
-    """A one-request-per-connection HTTP/1.1 server that records what it received."""
-
-    answer: Callable[[Seen], Answer] = lambda seen: (200, {}, b"{}")
-    seen: list[Seen] = field(default_factory=list)
-    tls: ssl.SSLContext | None = None
-    _server: asyncio.Server | None = None
-
-    @property
-    def origin(self) -> str:
-        assert self._server is not None
-        host, port = self._server.sockets[0].getsockname()[:2]
-        return f"{'https' if self.tls else 'http'}://{host}:{port}"
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
-
-    async def stop(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            line = await reader.readline()
-            method, target, _ = line.decode().split(" ", 2)
-            headers: dict[str, str] = {}
-            while (raw := await reader.readline()) not in (b"\r\n", b""):
-                name, _, value = raw.decode().partition(":")
-                headers[name.strip().lower()] = value.strip()
-            body = await reader.readexactly(int(headers.get("content-length", "0")))
-            seen = Seen(method, target, headers, body)
-            self.seen.append(seen)
-            status, extra, payload = self.answer(seen)
-            head = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\nconnection: close\r\n"
-            head += f"content-length: {len(payload)}\r\n"
-            head += "".join(f"{name}: {value}\r\n" for name, value in extra.items())
-            writer.write(head.encode() + b"\r\n" + payload)
-            await writer.drain()
-        finally:
-            writer.close()
+_OK = reply_with(lambda seen: (200, {}, b"{}"))
+"""The servers' answer until a test scripts another."""
 
 
 @pytest.fixture
-async def servers() -> AsyncIterator[tuple[Server, Server]]:
-    a, b = Server(), Server()
+async def servers() -> AsyncIterator[tuple[ScriptedServer, ScriptedServer]]:
+    a, b = ScriptedServer(_OK), ScriptedServer(_OK)
     await a.start()
     await b.start()
     yield a, b
@@ -102,48 +46,28 @@ async def servers() -> AsyncIterator[tuple[Server, Server]]:
     await b.stop()
 
 
-class _NoValidators:
-    async def get_validator(self, key: PKey, url_hash: str) -> None:
-        return None
-
-    async def set_validator(self, *args: Any) -> None:
-        return None
-
-
 def _http(factory: HttpxFactory) -> Any:
-    """A ``ctx.http`` exactly as the engine binds it (the factory owns its client)."""
-    lease = Lease(owner="me", epoch=1, expires_at=2**40)
-    scope = HttpScope(
-        key=PKey("orders", ""),
-        lane="live",
-        store=_NoValidators(),  # type: ignore[arg-type]
-        lease=lambda: lease,
-        observations=HttpObservations(),
-        budget=None,
-        budget_weight=1.0,
-        budget_cost=1.0,
-        max_wait_ms=1_000,
-        gate=None,
-        clock=VirtualClock(start=1_700_000_000_000),
-        logger=__import__("logging").getLogger("watukuy.tests.redirects"),
-    )
-    return factory.bind(scope)
+    return engine_http(factory, "watukuy.tests.redirects")
 
 
-def _redirect(status: int, location: str) -> Callable[[Seen], Answer]:
-    return lambda seen: (status, {"location": location}, b"")
+def _redirect(status: int, location: str) -> Answer:
+    return reply_with(lambda seen: (status, {"location": location}, b""))
 
 
 async def test_a_redirect_to_another_origin_carries_no_credential(
-    servers: tuple[Server, Server],
+    servers: tuple[ScriptedServer, ScriptedServer],
 ) -> None:
     a, b = servers
-    a.answer = lambda seen: (
-        302,
-        {"location": f"{b.origin}/landing?{seen.target.split('?')[1]}"},
-        b"",
+    a.answer = reply_with(
+        lambda seen: (
+            302,
+            {"location": f"{b.origin}/landing?{seen.target.split('?')[1]}"},
+            b"",
+        )
     )
-    b.answer = lambda seen: (200, {"content-type": "application/json"}, b'{"landed": true}')
+    b.answer = reply_with(
+        lambda seen: (200, {"content-type": "application/json"}, b'{"landed": true}')
+    )
     factory = HttpxFactory()
     try:
         res = await _http(factory).get(
@@ -165,13 +89,15 @@ async def test_a_redirect_to_another_origin_carries_no_credential(
 
 
 async def test_a_redirect_within_the_origin_keeps_everything(
-    servers: tuple[Server, Server],
+    servers: tuple[ScriptedServer, ScriptedServer],
 ) -> None:
     a, _ = servers
-    a.answer = lambda seen: (
-        (301, {"location": "/new?api_key=" + MARK}, b"")
-        if seen.target.startswith("/old")
-        else (200, {}, b"[]")
+    a.answer = reply_with(
+        lambda seen: (
+            (301, {"location": "/new?api_key=" + MARK}, b"")
+            if seen.target.startswith("/old")
+            else (200, {}, b"[]")
+        )
     )
     factory = HttpxFactory()
     try:
@@ -186,7 +112,9 @@ async def test_a_redirect_within_the_origin_keeps_everything(
         assert new.headers[name] == value
 
 
-async def test_redirect_loops_end_in_an_http_error(servers: tuple[Server, Server]) -> None:
+async def test_redirect_loops_end_in_an_http_error(
+    servers: tuple[ScriptedServer, ScriptedServer],
+) -> None:
     a, _ = servers
     a.answer = _redirect(302, "/again")
     factory = HttpxFactory()
@@ -199,7 +127,7 @@ async def test_redirect_loops_end_in_an_http_error(servers: tuple[Server, Server
 
 
 async def test_a_client_that_does_not_follow_sees_the_redirect(
-    servers: tuple[Server, Server],
+    servers: tuple[ScriptedServer, ScriptedServer],
 ) -> None:
     a, b = servers
     a.answer = _redirect(302, f"{b.origin}/x")
@@ -215,7 +143,7 @@ async def test_https_to_http_is_refused_between_real_servers(
     cert, key = certificate
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
-    secure, plain = Server(tls=tls), Server()
+    secure, plain = ScriptedServer(_OK, tls=tls), ScriptedServer(_OK)
     await secure.start()
     await plain.start()
     try:
@@ -276,7 +204,7 @@ def _event() -> wk.Event[Any]:
 
 
 async def test_the_webhook_sink_follows_no_redirect_by_default(
-    servers: tuple[Server, Server],
+    servers: tuple[ScriptedServer, ScriptedServer],
 ) -> None:
     a, b = servers
     a.answer = _redirect(307, f"{b.origin}/hooks")
@@ -293,7 +221,7 @@ async def test_the_webhook_sink_follows_no_redirect_by_default(
 
 
 async def test_the_webhook_sink_never_takes_its_signature_to_another_origin(
-    servers: tuple[Server, Server],
+    servers: tuple[ScriptedServer, ScriptedServer],
 ) -> None:
     a, b = servers
     a.answer = _redirect(308, f"{b.origin}/hooks")
@@ -305,11 +233,13 @@ async def test_the_webhook_sink_never_takes_its_signature_to_another_origin(
 
 
 async def test_the_webhook_sink_follows_within_its_origin_when_told(
-    servers: tuple[Server, Server],
+    servers: tuple[ScriptedServer, ScriptedServer],
 ) -> None:
     a, _ = servers
-    a.answer = lambda seen: (
-        (308, {"location": "/hooks/v2"}, b"") if seen.target == "/hooks" else (204, {}, b"")
+    a.answer = reply_with(
+        lambda seen: (
+            (308, {"location": "/hooks/v2"}, b"") if seen.target == "/hooks" else (204, {}, b"")
+        )
     )
     async with webhook_sink(f"{a.origin}/hooks", SECRET, follow_redirects=True) as sink:
         assert await sink.publish(_event()) == 204

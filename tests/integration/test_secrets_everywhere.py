@@ -54,7 +54,7 @@ OTHER = "https://elsewhere.test"
 T0 = 1_767_225_600_000
 
 
-class Vendor:
+class TwoOriginVendor:
     """The vendor API behind ``httpx.MockTransport``, and a second origin it redirects to."""
 
     def __init__(self) -> None:
@@ -188,7 +188,7 @@ async def test_no_secret_reaches_any_surface(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     clock = VirtualClock(start=T0)
-    vendor = Vendor()
+    vendor = TwoOriginVendor()
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))

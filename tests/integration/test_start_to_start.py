@@ -13,10 +13,11 @@ import asyncio
 import httpx
 
 import watukuy as wk
+from support.vendors import ArrivalsVendor
 from watukuy.model.rows import PKey, PollerState
 from watukuy.testing import VirtualClock
 
-from .conftest import ArrivalsVendor, listing_poller
+from .conftest import listing_poller
 
 
 class SlowStore(wk.MemoryStore):

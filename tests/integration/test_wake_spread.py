@@ -15,10 +15,11 @@ import httpx
 import pytest
 
 import watukuy as wk
+from support.vendors import ArrivalsVendor
 from watukuy.scheduler import PLANNING_ALLOWANCE_MS
 from watukuy.testing import VirtualClock
 
-from .conftest import ArrivalsVendor, listing_poller
+from .conftest import listing_poller
 
 
 class Fixed:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from watukuy.model.errors import ConfigError, StoreError, WatukuyError
+from watukuy.model.errors import StoreError, WatukuyError
 from watukuy.model.ports import StateStore
 from watukuy.model.rows import (
     CommitBatch,
@@ -175,24 +174,6 @@ async def test_codec_failures_are_store_errors_like_in_durable_stores() -> None:
         ("e1", 0)
     ]
     assert await store.count_parked(KEY) == 0
-
-
-@pytest.mark.parametrize("size", [0, -1])
-async def test_stream_identities_rejects_a_batch_size_below_one(size: int) -> None:
-    store = MemoryStore()
-    with pytest.raises(ConfigError, match=rf"batch_size: must be at least 1, got {size}"):
-        async for _ in store.stream_identities(KEY, size):
-            pass
-
-
-async def test_retry_of_a_row_parked_without_a_sequence_uses_the_envelope() -> None:
-    store = MemoryStore()
-    lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
-    assert lease is not None
-    await store.park_event(KEY, lease, dataclasses.replace(parked_poison("e4", 4), sequence=None))
-    assert await store.retry_parked(KEY, ["e4"]) == 1
-    rows: Sequence[Any] = await store.load_pending(KEY, 10)
-    assert [(row.event_id, row.sequence, row.created_at) for row in rows] == [("e4", 4, T0 + 100)]
 
 
 async def test_the_due_index_agrees_with_the_states_through_random_writes() -> None:

@@ -41,7 +41,6 @@ from watukuy.testing.store_contract import (
     item_row,
     outbox_row,
     parked_invalid,
-    parked_poison,
 )
 
 pytestmark = pytest.mark.postgres
@@ -701,28 +700,6 @@ async def test_partitions_keep_their_own_rows(postgres_store: PostgresStore) -> 
     assert await postgres_store.load_versions(other, [str(KEY), str(other)]) == {
         str(other): item_row(str(other))
     }
-
-
-async def test_retry_of_a_row_parked_without_a_sequence_uses_the_envelope(
-    postgres_store: PostgresStore,
-) -> None:
-    lease = await postgres_store.acquire_lease(KEY, "node-a", TTL, T0)
-    assert lease is not None
-    row = dataclasses.replace(parked_poison("e4", 4), sequence=None)
-    await postgres_store.park_event(KEY, lease, row)
-    assert await postgres_store.list_parked(KEY) == [row]
-    assert await postgres_store.retry_parked(KEY, ["e4"]) == 1
-    pending = await postgres_store.load_pending(KEY, 10)
-    assert [(r.event_id, r.sequence, r.created_at) for r in pending] == [("e4", 4, T0 + 100)]
-
-
-@pytest.mark.parametrize("size", [0, -1])
-async def test_stream_identities_rejects_a_batch_size_below_one(
-    postgres_store: PostgresStore, size: int
-) -> None:
-    with pytest.raises(ConfigError, match=rf"^batch_size: must be at least 1, got {size}$"):
-        async for _ in postgres_store.stream_identities(KEY, size):
-            pass
 
 
 async def test_a_call_cancelled_half_way_never_leaves_a_transaction_behind(

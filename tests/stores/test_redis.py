@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import subprocess
 import sys
 import time
@@ -416,25 +415,3 @@ async def test_read_log_skips_entries_outside_the_window_across_many_pages(
     assert [entry.sequence for entry in late] == [2_000, 2_001, 2_002, 2_003, 2_004]
     assert await redis_store.prune_log(KEY, T0 + 2) == 2_000
     assert [e.sequence for e in await redis_store.read_log(KEY, limit=1)] == [2_000]
-
-
-async def test_retry_of_a_row_parked_without_a_sequence_uses_the_envelope(
-    redis_store: RedisStore,
-) -> None:
-    lease = await redis_store.acquire_lease(KEY, "node-a", TTL, T0)
-    assert lease is not None
-    row = dataclasses.replace(parked_poison("e4", 4), sequence=None)
-    await redis_store.park_event(KEY, lease, row)
-    assert await redis_store.list_parked(KEY) == [row]
-    assert await redis_store.retry_parked(KEY, ["e4"]) == 1
-    pending = await redis_store.load_pending(KEY, 10)
-    assert [(r.event_id, r.sequence, r.created_at) for r in pending] == [("e4", 4, T0 + 100)]
-
-
-@pytest.mark.parametrize("size", [0, -1])
-async def test_stream_identities_rejects_a_batch_size_below_one(
-    redis_store: RedisStore, size: int
-) -> None:
-    with pytest.raises(ConfigError, match=rf"^batch_size: must be at least 1, got {size}$"):
-        async for _ in redis_store.stream_identities(KEY, size):
-            pass

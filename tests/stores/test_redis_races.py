@@ -340,29 +340,6 @@ async def test_list_parked_reads_the_index_not_the_hash(private_redis_url: str) 
         await client.aclose()
 
 
-async def test_list_parked_builds_the_indexes_of_rows_parked_without_them(
-    redis_store: RedisStore, redis_client: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Rows parked by a version that kept no indexes: the hash only, plus an index entry
-    # whose row is gone. The first list_parked builds the indexes in small steps.
-    monkeypatch.setattr(redis_module, "_PRUNE_BATCH", 7)
-    store = redis_store
-    keys = store._keys(KEY)
-    lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
-    assert lease is not None
-    rows = _parked_rows(400)  # beyond a small hash's compact encoding: HSCAN takes steps
-    await store.commit_poll(KEY, lease, batch(parked=rows))
-    await redis_client.unlink(keys.parkpoison, keys.parkinvalid)
-    await redis_client.zadd(keys.parkpoison, {"gone": T0})
-    await redis_client.zadd(keys.parkinvalid, {"gone-too": 0})
-    assert await store.list_parked(KEY, "invalid", limit=5) == _oldest(rows, "invalid", 5)
-    assert await redis_client.zcard(keys.parkpoison) == sum(r.kind == "poison" for r in rows)
-    assert await redis_client.zcard(keys.parkinvalid) == sum(r.kind == "invalid" for r in rows)
-    assert await redis_client.zscore(keys.parkpoison, "gone") is None
-    assert await store.list_parked(KEY) == _oldest(rows, None, None)
-    assert await store.list_parked(KEY, "poison", limit=3) == _oldest(rows, "poison", 3)
-
-
 # --- the known-keys set in a cluster: the rolling audit drops ghosts ----------------------
 
 

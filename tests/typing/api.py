@@ -13,6 +13,13 @@ from pydantic import BaseModel
 import watukuy as wk
 from watukuy.http import HttpResponse
 from watukuy.model.errors import SerializedError
+from watukuy.runtime.hooks import (
+    DeliveredDetails,
+    ErrorDetails,
+    FetchDetails,
+    Hooks,
+    PollEndDetails,
+)
 
 
 class Order(BaseModel):
@@ -134,3 +141,25 @@ async def on_customer(event: wk.Event[wk.JsonObject], ctx: wk.HandlerContext) ->
 async def in_context() -> None:
     async with wk.Engine(store=wk.MemoryStore(), pollers=[customers]) as running:
         assert_type(running, wk.Engine)
+
+
+class Metrics(Hooks):
+    """A typed hook set: each method receives its own record, sync or async."""
+
+    def on_fetch(self, details: FetchDetails) -> None:
+        assert_type(details.page, int)
+        assert_type(details.not_modified, bool)
+        assert_type(details.lane, wk.Lane)
+
+    async def on_delivered(self, details: DeliveredDetails) -> None:
+        assert_type(details.event, wk.Event[Any])
+        assert_type(details.consumer, str)
+
+    def on_error(self, details: ErrorDetails) -> None:
+        assert_type(details.error, SerializedError)
+
+    async def on_poll_end(self, details: PollEndDetails) -> None:
+        print(details.summary.items, details.instance_id)
+
+
+hooked = wk.Engine(store=wk.MemoryStore(), pollers=[customers], hooks=[Metrics()])

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import dataclasses
+import inspect
 import logging
+import textwrap
 from typing import Any
 
 from watukuy.runtime import hooks
 from watukuy.runtime._hook_names import HOOK_NAMES
-from watukuy.runtime._hookbus import HookBus, record_type
+from watukuy.runtime._hookbus import HookBus, HookContext, HookEmitter, record_type
 
 FIELDS: dict[str, Any] = {"poller": "p", "partition": "", "lane": "live", "instance_id": "i"}
 
@@ -37,3 +40,77 @@ def test_a_listened_hook_gets_its_record_and_an_unheard_one_builds_none() -> Non
     asyncio.run(bus.emit("on_commit", **FIELDS, no_such_field=1))
     assert got == [hooks.FetchDetails(**FIELDS, **fetch)]
     assert dataclasses.asdict(got[0])["items"] == 3  # type: ignore[call-overload]
+
+
+def _own_parameters(function: Any) -> list[tuple[str, Any, Any]]:
+    """``(name, annotation, default)`` of the keyword parameters besides the context."""
+    context = {field.name for field in dataclasses.fields(hooks.HookContext)}
+    return [
+        (p.name, p.annotation, p.default)
+        for p in inspect.signature(function).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in context
+    ]
+
+
+def test_every_hook_has_an_emitter_method_taking_its_record_fields() -> None:
+    for name, cls in hooks.RECORD_TYPES.items():
+        method = getattr(HookEmitter, name)
+        assert _own_parameters(method) == _own_parameters(cls), name
+
+
+def test_the_emitter_builds_each_record_from_its_context_and_fields() -> None:
+    got: dict[str, object] = {}
+
+    class Everything:
+        def __getattr__(self, name: str) -> Any:
+            if name not in HOOK_NAMES:
+                raise AttributeError(name)
+            return lambda details: got.setdefault(name, details)
+
+    context = HookContext(**FIELDS)
+    emitter = HookBus([Everything()], logging.getLogger("test")).emitter(context)
+    assert emitter.context is context
+    for name, cls in hooks.RECORD_TYPES.items():
+        fields = {param: f"{param}-value" for param, _, _ in _own_parameters(cls)}
+        asyncio.run(getattr(emitter, name)(**fields))
+        assert got[name] == cls(**FIELDS, **fields), name
+
+
+def test_the_emitter_builds_nothing_without_a_listener_and_keeps_the_order() -> None:
+    calls: list[str] = []
+
+    class First:
+        async def on_poll_start(self, details: hooks.PollStartDetails) -> None:
+            calls.append(f"first {details.started_at}")
+
+    class Second:
+        def on_poll_start(self, details: hooks.PollStartDetails) -> None:
+            calls.append(f"second {details.started_at}")
+            raise RuntimeError("a failing hook is logged, never raised")
+
+    bus = HookBus([First(), Second()], logging.getLogger("test"))
+    emitter = bus.emitter(HookContext(**FIELDS))
+    asyncio.run(emitter.on_poll_start(started_at=7))
+    asyncio.run(emitter.on_fetch(page=1, duration_ms=2, items=3, not_modified=False))
+    assert calls == ["first 7", "second 7"]
+    assert not emitter.has("on_fetch")
+    assert emitter.has("on_poll_start")
+
+
+def test_the_hooks_base_class_declares_no_method_at_run_time() -> None:
+    # A subclass listens only to the hooks it defines: the bus finds no other method.
+    class One(hooks.Hooks):
+        def on_fetch(self, details: hooks.FetchDetails) -> None: ...
+
+    assert [name for name in HOOK_NAMES if hasattr(One(), name)] == ["on_fetch"]
+
+
+def test_the_hooks_base_class_declares_every_hook_with_its_record() -> None:
+    # The declarations exist for type checkers only: read them from the source.
+    tree = ast.parse(textwrap.dedent(inspect.getsource(hooks.Hooks)))
+    declared = {
+        node.name: ast.unparse(node.args.args[1].annotation)  # type: ignore[arg-type]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+    }
+    assert declared == {name: cls.__name__ for name, cls in hooks.RECORD_TYPES.items()}

@@ -24,8 +24,8 @@ FORBIDDEN_MODULES = {"time", "threading", "concurrent", "concurrent.futures"}
 # (file under watukuy/, what) still waiting to move: each must still be there (so the entry
 # is removed with it), and nothing else may be.
 PENDING = {
-    # _PageSource.next's sync fetch: to become ``deps.offload.run(...)`` where it lands.
-    ("runtime/lane.py", "to_thread"),
+    # _PageSource.next's sync fetch: to become ``offload.run(...)`` with ``deps.offload``.
+    ("runtime/fetching.py", "to_thread"),
 }
 
 

@@ -10,8 +10,9 @@ the keys the store already holds:
   ``lag`` is computed only for watermarks that read as standard timestamps, and a key is
   ``overdue`` after the least grace (``watukuy.scheduler.OVERDUE_GRACE_MS``), the
   engine's settings being unknown;
-- ``trigger``, ``pause``, ``resume``, ``parked`` and ``deletes`` write what the engine
-  would write (a confirmed hold is emitted by the next run of an engine);
+- ``trigger``, ``pause``, ``resume``, ``reset-cursor``, ``parked`` and ``deletes`` make the
+  engine's own writes (:class:`watukuy.runtime.key_operations.KeyOperations`; a confirmed
+  hold is emitted by the next run of an engine);
 - ``reset-cursor --to null`` removes the stored live cursor, so the next cycle starts
   from the poller's own initial cursor. Any other ``--to`` cannot be interpreted without
   the strategy, so it must be the *stored* form of a cursor, as JSON, shaped like the one
@@ -22,33 +23,15 @@ the keys the store already holds:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from watukuy.cursor.config import read_timestamp_ms
 from watukuy.model import json as wkjson
-from watukuy.model.late import late_report
 from watukuy.model.ports import Clock, StateStore
-from watukuy.model.rows import (
-    HeldDeletes,
-    ParkedKind,
-    ParkedRow,
-    PKey,
-    PollerState,
-    held_deletes_to_json,
-    schedule_to_json,
-)
-from watukuy.runtime.engine import EngineCore
-from watukuy.runtime.operations import (
-    confirm_held_deletes,
-    discard_held_deletes,
-    listing_report,
-    reset_cursor_patch,
-)
-from watukuy.runtime.operator import KeyOperator
-from watukuy.scheduler import OVERDUE_GRACE_MS, is_overdue, waiting_ms
-from watukuy.scheduler import trigger as trigger_schedule
+from watukuy.model.rows import HeldDeletes, ParkedKind, ParkedRow, PKey, PollerState
+from watukuy.runtime.key_operations import KeyOperations, stored_cursor
+from watukuy.runtime.operator import EngineKeyOperator, KeyOperator
+from watukuy.scheduler import OVERDUE_GRACE_MS
 
 from ._errors import CliError
 
@@ -68,16 +51,8 @@ class Operator(KeyOperator, Protocol):
         ...
 
 
-class EngineOperator:
+class EngineOperator(EngineKeyOperator):
     """The operations of a loaded application's engine, with CLI-worded argument checks."""
-
-    def __init__(self, engine: EngineCore) -> None:
-        self.engine = engine
-
-    @property
-    def store(self) -> StateStore:
-        """The engine's store."""
-        return self.engine.store
 
     def key(self, name: str, partition: str | None) -> PKey:
         """Check ``--poller``/``--partition`` against the definitions."""
@@ -95,63 +70,15 @@ class EngineOperator:
         """``engine.inspect()``."""
         return dict(await self.engine.inspect())
 
-    async def trigger(self, name: str, partition: str | None) -> PKey:
-        """``engine.trigger()``."""
-        key = self.key(name, partition)
-        await self.engine.trigger(name, partition=partition)
-        return key
 
-    async def pause(self, name: str, partition: str | None) -> PKey:
-        """``engine.pause()``."""
-        key = self.key(name, partition)
-        await self.engine.pause(name, partition=partition)
-        return key
+class _StoredKeyOperations(KeyOperations):
+    """The key operations on keys the store holds: a key whose state is gone is refused."""
 
-    async def resume(self, name: str, partition: str | None) -> PKey:
-        """``engine.resume()``."""
-        key = self.key(name, partition)
-        await self.engine.resume(name, partition=partition)
-        return key
-
-    async def reset_cursor(
-        self, name: str, to: str | None, *, clear_snapshot: bool, partition: str | None
-    ) -> PKey:
-        """``engine.reset_cursor()`` with the raw cursor ``to``."""
-        key = self.key(name, partition)
-        await self.engine.reset_cursor(name, to, clear_snapshot=clear_snapshot, partition=partition)
-        return key
-
-    async def parked_list(
-        self, name: str, *, partition: str | None, kind: ParkedKind | None, limit: int | None
-    ) -> list[ParkedRow]:
-        """``engine.parked.list()``."""
-        self.key(name, partition)
-        return await self.engine.parked.list(name, partition=partition, kind=kind, limit=limit)
-
-    async def parked_retry(self, name: str, ids: Sequence[str], *, partition: str | None) -> int:
-        """``engine.parked.retry()``."""
-        self.key(name, partition)
-        return await self.engine.parked.retry(name, ids, partition=partition)
-
-    async def parked_discard(self, name: str, ids: Sequence[str], *, partition: str | None) -> int:
-        """``engine.parked.discard()``."""
-        self.key(name, partition)
-        return await self.engine.parked.discard(name, ids, partition=partition)
-
-    async def deletes_held(self, name: str, *, partition: str | None) -> HeldDeletes | None:
-        """``engine.deletes.held()``."""
-        self.key(name, partition)
-        return await self.engine.deletes.held(name, partition=partition)
-
-    async def deletes_confirm(self, name: str, *, partition: str | None) -> int:
-        """``engine.deletes.confirm()``."""
-        self.key(name, partition)
-        return await self.engine.deletes.confirm(name, partition=partition)
-
-    async def deletes_discard(self, name: str, *, partition: str | None) -> int:
-        """``engine.deletes.discard()``."""
-        self.key(name, partition)
-        return await self.engine.deletes.discard(name, partition=partition)
+    async def stored(self, key: PKey) -> PollerState:
+        state = await self.store.load_state(key)
+        if state is None:  # deleted between list_keys and now
+            raise CliError(f"--poller: {key} is no longer in the store")
+        return state
 
 
 class StoreOperator:
@@ -165,6 +92,7 @@ class StoreOperator:
     def __init__(self, store: StateStore, clock: Clock) -> None:
         self._store = store
         self._clock = clock
+        self._ops = _StoredKeyOperations(store, clock)
 
     @property
     def store(self) -> StateStore:
@@ -195,17 +123,14 @@ class StoreOperator:
             )
         return PKey(name, wanted)
 
-    async def _state(self, key: PKey) -> PollerState:
-        state = await self._store.load_state(key)
-        if state is None:  # deleted between list_keys and now
-            raise CliError(f"--poller: {key} is no longer in the store")
-        return state
-
     async def inspect(self) -> dict[str, Any]:
         """Every stored key, in the shape of ``engine.inspect()`` (``instance_id`` is
         ``None`` and ``status`` is ``"store-only"``)."""
         now = self._clock.now()
-        pollers = [await self._inspect_key(key, now) for key in await self._store.list_keys()]
+        pollers = [
+            await self._ops.inspect_key(key, now, grace_ms=OVERDUE_GRACE_MS)
+            for key in await self._store.list_keys()
+        ]
         return {
             "instance_id": None,
             "status": "store-only",
@@ -215,82 +140,36 @@ class StoreOperator:
             "overdue_grace_ms": OVERDUE_GRACE_MS,
         }
 
-    async def _inspect_key(self, key: PKey, now: int) -> dict[str, Any]:
-        store = self._store
-        state = await self._state(key)
-        lease = await store.get_lease(key)
-        cursors = {
-            lane: _stored_cursor(text) for lane, text in state.cursors.items() if text is not None
-        }
-        schedule = schedule_to_json(state.schedule)
-        waiting = waiting_ms(state, lease, now)
-        return {
-            "poller": key.poller,
-            "partition": key.partition,
-            "paused": state.paused,
-            "lease": None
-            if lease is None
-            else {"owner": lease.owner, "epoch": lease.epoch, "expires_at": lease.expires_at},
-            "cursors": cursors,
-            "schedule": schedule,
-            "last_poll": schedule["last_poll"],
-            "outbox_pending": await store.count_pending(key),
-            "parked": await store.count_parked(key),
-            "items": await store.count_items(key),
-            "lag_ms": _lag_ms(cursors.get("live"), now),
-            "listing": listing_report(state),
-            "held_deletes": held_deletes_to_json(state.held_deletes),
-            "waiting_ms": waiting,
-            "overdue": is_overdue(waiting, OVERDUE_GRACE_MS),
-            "late_arrivals": late_report(state.late),
-        }
-
     async def trigger(self, name: str, partition: str | None) -> PKey:
         """Due now, any ``Retry-After`` window dropped, an open circuit half-open."""
         key = await self.key(name, partition)
-        now = self._clock.now()
-        state = await self._state(key)
-        schedule = trigger_schedule(state.schedule, now)
-        await self._store.save_state_unfenced(
-            key, {"schedule": schedule, "updated_at": now, "wake_at": now}, now
-        )
+        await self._ops.trigger(key)
         return key
 
     async def pause(self, name: str, partition: str | None) -> PKey:
         """Paused until resumed."""
         key = await self.key(name, partition)
-        now = self._clock.now()
-        await self._store.save_state_unfenced(
-            key, {"paused": True, "updated_at": now, "wake_at": None}, now
-        )
+        await self._ops.pause(key)
         return key
 
     async def resume(self, name: str, partition: str | None) -> PKey:
         """Un-paused and due now."""
         key = await self.key(name, partition)
-        now = self._clock.now()
-        state = await self._state(key)
-        schedule = dataclasses.replace(state.schedule, next_due_at=now, drain_blocked=False)
-        await self._store.save_state_unfenced(
-            key, {"paused": False, "schedule": schedule, "updated_at": now, "wake_at": now}, now
-        )
+        await self._ops.resume(key)
         return key
 
     async def reset_cursor(
         self, name: str, to: str | None, *, clear_snapshot: bool, partition: str | None
     ) -> PKey:
-        """Remove the live cursor (``to=None``) or write a stored-form cursor verbatim."""
+        """Remove the live cursor (``to=None``) or write a stored-form cursor verbatim;
+        otherwise the engine's own reset (validators forgotten, a listing pass started
+        over, the held deletes dropped with the snapshot)."""
         key = await self.key(name, partition)
-        state = await self._state(key)
-        cursors = dict(state.cursors)
-        if to is None:
-            cursors.pop("live", None)
-        else:
-            cursors["live"] = _check_stored_form(to, cursors.get("live"))
-        now = self._clock.now()
-        if clear_snapshot:
-            await self._store.clear_items(key)
-        await self._store.save_state_unfenced(key, reset_cursor_patch(state, cursors, now), now)
+
+        def live(current: str | None) -> str | None:
+            return None if to is None else _check_stored_form(to, current)
+
+        await self._ops.reset_cursor(key, live, clear_snapshot=clear_snapshot)
         return key
 
     async def parked_list(
@@ -298,73 +177,40 @@ class StoreOperator:
     ) -> list[ParkedRow]:
         """Parked rows, oldest first."""
         key = await self.key(name, partition)
-        return await self._store.list_parked(key, kind=kind, limit=limit)
+        return await self._ops.parked_list(key, kind=kind, limit=limit)
 
     async def parked_retry(self, name: str, ids: Sequence[str], *, partition: str | None) -> int:
         """Poison rows back to the outbox, and the key's deliveries unblocked."""
         key = await self.key(name, partition)
-        moved = await self._store.retry_parked(key, list(ids))
-        if moved:
-            await self._unblock(key)
-        return moved
+        return await self._ops.parked_retry(key, ids)
 
     async def parked_discard(self, name: str, ids: Sequence[str], *, partition: str | None) -> int:
         """Rows dropped, and the key's deliveries unblocked."""
         key = await self.key(name, partition)
-        dropped = await self._store.discard_parked(key, list(ids))
-        if dropped:
-            await self._unblock(key)
-        return dropped
+        return await self._ops.parked_discard(key, ids)
 
     async def deletes_held(self, name: str, *, partition: str | None) -> HeldDeletes | None:
         """The stored hold, if any."""
         key = await self.key(name, partition)
-        return (await self._state(key)).held_deletes
+        return await self._ops.deletes_held(key)
 
     async def deletes_confirm(self, name: str, *, partition: str | None) -> int:
         """The engine's own write: the hold confirmed and the key due now."""
         key = await self.key(name, partition)
-        held = await confirm_held_deletes(self._store, key, self._clock.now())
+        held = await self._ops.deletes_confirm(key)
         return 0 if held is None else held.count
 
     async def deletes_discard(self, name: str, *, partition: str | None) -> int:
         """The hold dropped; nothing is emitted."""
         key = await self.key(name, partition)
-        held = await discard_held_deletes(self._store, key, self._clock.now())
+        held = await self._ops.deletes_discard(key)
         return 0 if held is None else held.count
-
-    async def _unblock(self, key: PKey) -> None:
-        # The same write the engine makes: held events become deliverable at once.
-        now = self._clock.now()
-        state = await self._state(key)
-        schedule = dataclasses.replace(state.schedule, next_retry_at=now, drain_blocked=False)
-        await self._store.save_state_unfenced(
-            key, {"schedule": schedule, "updated_at": now, "wake_at": now}, now
-        )
 
 
 def _sample(partitions: Sequence[str], limit: int = 5) -> str:
     shown = [p for p in partitions if p][:limit]
     more = len([p for p in partitions if p]) - len(shown)
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
-
-
-def _stored_cursor(text: str) -> Any:
-    try:
-        return wkjson.loads(text)
-    except ValueError:
-        return text
-
-
-def _lag_ms(live: Any, now: int) -> int | None:
-    """Lag of a timestamp watermark, when it reads with the default timestamp rules."""
-    if not isinstance(live, dict) or set(live) != {"value", "tie_break"}:
-        return None
-    value = live["value"]
-    if value is None:
-        return None
-    ms = read_timestamp_ms(value, None)
-    return None if ms is None else round(now - ms)
 
 
 def _check_stored_form(raw: str, current: str | None) -> str:
@@ -379,7 +225,7 @@ def _check_stored_form(raw: str, current: str | None) -> str:
     except ValueError:
         raise CliError(f"--to: {hint}; got {raw!r}") from None
     if current is not None:
-        stored = _stored_cursor(current)
+        stored = stored_cursor(current)
         same_shape = type(stored) is type(value) and (
             not isinstance(value, dict) or set(value) == set(stored)
         )

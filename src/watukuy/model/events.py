@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 import orjson
 
 from . import json as wkjson
-from .records import dataclass, fast_init
+from .records import fast_init
 from .rows import Lane
 
 __all__ = [

@@ -13,11 +13,10 @@ A listing ends in one of two ways, and ``fetch`` says which:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 from .errors import ErrorCode, WatukuyError
-from .records import dataclass
 
 __all__ = ["InvalidPageError", "Page", "coerce_page"]
 

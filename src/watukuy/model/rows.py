@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypedDict, cast
 
@@ -25,7 +25,7 @@ from .late import (
     lookback_from_json,
     lookback_to_json,
 )
-from .records import dataclass, fast_init
+from .records import fast_init
 
 __all__ = [
     "BRIDGE_LIMIT",
@@ -612,6 +612,7 @@ class LoggedEvent:
     created_at: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ListingLink:
     """Where a full listing last saw an identity, kept on its snapshot row.

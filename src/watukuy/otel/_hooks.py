@@ -24,6 +24,7 @@ from watukuy.runtime.hooks import (
     FetchDetails,
     FilteredDetails,
     HookContext,
+    Hooks,
     InvalidDetails,
     LateArrivalsDetails,
     LeaseLostDetails,
@@ -110,7 +111,7 @@ class _OpenPoll:
     error: str | None = None
 
 
-class OtelHooks:
+class OtelHooks(Hooks):
     """A hook set that turns the engine's lifecycle into OpenTelemetry spans and metrics.
 
     Pass it to the engine like any hook set::

@@ -1,14 +1,18 @@
-"""The names of the hooks, in the order they fire within a lane cycle.
+"""The names of the hooks, in the order they fire within a lane cycle, and the context every
+hook record carries.
 
-Its own module so that the engine's hook bus knows them without importing the detail
-records of :mod:`watukuy.runtime.hooks`.
+Its own module so that the engine's hook bus knows them, and holds a context per key and
+lane, without importing the detail records of :mod:`watukuy.runtime.hooks`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["HOOK_NAMES"]
+from watukuy.model.rows import Lane
+
+__all__ = ["HOOK_NAMES", "HookContext"]
 
 HOOK_NAMES: Final = (
     "on_lease_acquired",
@@ -31,3 +35,13 @@ HOOK_NAMES: Final = (
     "on_deletes_held",
     "on_late_arrivals",
 )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookContext:
+    """Fields every hook record carries."""
+
+    poller: str
+    partition: str
+    lane: Lane
+    instance_id: str

@@ -1,8 +1,13 @@
 """The engine's side of the hooks: who listens to what, and the calls.
 
-The detail records live in :mod:`watukuy.runtime.hooks`; that module (nineteen frozen
-dataclasses) is imported the first time a hook that someone listens to fires, so an engine
-without hooks never builds them, nor a record per event.
+The detail records live in :mod:`watukuy.runtime.hooks`; that module is imported the first
+time a hook that someone listens to fires, so an engine without hooks never builds the
+record classes, nor a record per event.
+
+The engine fires hooks through a :class:`HookEmitter`, one per key and lane, which holds the
+:class:`HookContext` every record of that key and lane carries and has one method per hook,
+taking that hook's own fields: the type checker holds every call to the record's fields,
+and a record is built only when a hook set listens.
 """
 
 from __future__ import annotations
@@ -10,14 +15,29 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from ._hook_names import HOOK_NAMES
+from watukuy.model.rows import DEFAULT_CONSUMER, Lane
+
+from ._hook_names import HOOK_NAMES, HookContext
 
 if TYPE_CHECKING:
-    from .hooks import HookContext
+    from watukuy.model.errors import SerializedError, ValidationIssue
+    from watukuy.model.events import Event
+    from watukuy.model.rows import Lease, ParkedRow, PollSummary
 
-__all__ = ["HookBus", "as_hook_list", "record_type"]
+    from .hooks import ErrorPhase
+
+__all__ = ["HookBus", "HookContext", "HookEmitter", "as_hook_list", "record_type"]
+
+
+class _ContextFields(TypedDict):
+    """A :class:`HookContext` as keyword arguments of a record's constructor."""
+
+    poller: str
+    partition: str
+    lane: Lane
+    instance_id: str
 
 
 class HookBus:
@@ -45,29 +65,283 @@ class HookBus:
         """True when at least one hook set implements ``name``."""
         return bool(self._table[name])
 
+    def emitter(self, context: HookContext) -> HookEmitter:
+        """The typed way to fire the hooks of one key and lane (see :class:`HookEmitter`)."""
+        return HookEmitter(self, context)
+
     async def emit(self, name: str, /, **fields: Any) -> None:
         """Call every ``name`` hook with its record built from ``fields``.
 
         The record (``on_fetch``: :class:`~watukuy.runtime.hooks.FetchDetails`, and so on)
         is built only when someone listens; errors of the hooks are logged, never raised.
+        The fields are not type-checked: :class:`HookEmitter` is the typed way.
         """
         methods = self._table[name]
         if not methods:
             return
         details = record_type(name)(**fields)
+        # The loop of fire(), written out: until their call sites move to HookEmitter,
+        # on_event and on_delivered come here once per event.
         for method in methods:
             try:
                 result = method(details)
                 if inspect.isawaitable(result):
                     await result
             except Exception as error:  # a hook must never break the engine
-                self._logger.warning(
-                    "hook %s raised %s: %s",
-                    name,
-                    type(error).__name__,
-                    error,
-                    extra={"hook": name, "poller": details.poller, "partition": details.partition},
-                )
+                self._failed(name, details, error)
+
+    async def fire(self, name: str, details: HookContext) -> None:
+        """Call every ``name`` hook with ``details``, in registration order; errors of the
+        hooks are logged, never raised."""
+        for method in self._table[name]:
+            try:
+                result = method(details)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as error:  # a hook must never break the engine
+                self._failed(name, details, error)
+
+    def _failed(self, name: str, details: HookContext, error: Exception) -> None:
+        self._logger.warning(
+            "hook %s raised %s: %s",
+            name,
+            type(error).__name__,
+            error,
+            extra={"hook": name, "poller": details.poller, "partition": details.partition},
+        )
+
+
+class HookEmitter:
+    """Fires the hooks of one key and lane: one method per hook, named after it.
+
+    Each method takes the own fields of its hook's record (``on_fetch``: those of
+    :class:`~watukuy.runtime.hooks.FetchDetails` besides the context) and, when a hook set
+    listens, builds the record from them and :attr:`context`, then calls every listener as
+    :meth:`HookBus.fire` does. With no listener a call builds nothing and imports nothing.
+    Build one per key and lane (:meth:`HookBus.emitter`) and keep it.
+
+    Args:
+        bus: The engine's hook bus.
+        context: The poller, partition, lane and instance every record carries.
+    """
+
+    __slots__ = ("_bus", "_fields", "context")
+
+    def __init__(self, bus: HookBus, context: HookContext) -> None:
+        self._bus = bus
+        self.context = context
+        self._fields: _ContextFields = {
+            "poller": context.poller,
+            "partition": context.partition,
+            "lane": context.lane,
+            "instance_id": context.instance_id,
+        }
+
+    def has(self, name: str) -> bool:
+        """True when at least one hook set implements ``name``."""
+        return self._bus.has(name)
+
+    async def on_lease_acquired(self, *, lease: Lease) -> None:
+        """Fire ``on_lease_acquired``."""
+        if self._bus.has("on_lease_acquired"):
+            from .hooks import LeaseAcquiredDetails
+
+            details = LeaseAcquiredDetails(**self._fields, lease=lease)
+            await self._bus.fire("on_lease_acquired", details)
+
+    async def on_poll_start(self, *, started_at: int) -> None:
+        """Fire ``on_poll_start``."""
+        if self._bus.has("on_poll_start"):
+            from .hooks import PollStartDetails
+
+            details = PollStartDetails(**self._fields, started_at=started_at)
+            await self._bus.fire("on_poll_start", details)
+
+    async def on_fetch(
+        self, *, page: int, duration_ms: int, items: int, not_modified: bool
+    ) -> None:
+        """Fire ``on_fetch``."""
+        if self._bus.has("on_fetch"):
+            from .hooks import FetchDetails
+
+            details = FetchDetails(
+                **self._fields,
+                page=page,
+                duration_ms=duration_ms,
+                items=items,
+                not_modified=not_modified,
+            )
+            await self._bus.fire("on_fetch", details)
+
+    async def on_commit(self, *, events: int, upserts: int, deletes: int, duration_ms: int) -> None:
+        """Fire ``on_commit``."""
+        if self._bus.has("on_commit"):
+            from .hooks import CommitDetails
+
+            details = CommitDetails(
+                **self._fields,
+                events=events,
+                upserts=upserts,
+                deletes=deletes,
+                duration_ms=duration_ms,
+            )
+            await self._bus.fire("on_commit", details)
+
+    async def on_event(self, *, event: Event[Any]) -> None:
+        """Fire ``on_event`` (once per event: callers skip the loop when :meth:`has` is
+        false)."""
+        if self._bus.has("on_event"):
+            from .hooks import EventDetails
+
+            await self._bus.fire("on_event", EventDetails(**self._fields, event=event))
+
+    async def on_delivered(
+        self,
+        *,
+        event: Event[Any],
+        attempt: int,
+        duration_ms: int,
+        consumer: str = DEFAULT_CONSUMER,
+    ) -> None:
+        """Fire ``on_delivered``."""
+        if self._bus.has("on_delivered"):
+            from .hooks import DeliveredDetails
+
+            details = DeliveredDetails(
+                **self._fields,
+                event=event,
+                attempt=attempt,
+                duration_ms=duration_ms,
+                consumer=consumer,
+            )
+            await self._bus.fire("on_delivered", details)
+
+    async def on_filtered(
+        self, *, event: Event[Any], attempt: int, consumer: str = DEFAULT_CONSUMER
+    ) -> None:
+        """Fire ``on_filtered``."""
+        if self._bus.has("on_filtered"):
+            from .hooks import FilteredDetails
+
+            details = FilteredDetails(
+                **self._fields, event=event, attempt=attempt, consumer=consumer
+            )
+            await self._bus.fire("on_filtered", details)
+
+    async def on_retry(
+        self,
+        *,
+        event: Event[Any],
+        attempt: int,
+        error: SerializedError,
+        delay_ms: int,
+        consumer: str = DEFAULT_CONSUMER,
+    ) -> None:
+        """Fire ``on_retry``."""
+        if self._bus.has("on_retry"):
+            from .hooks import RetryDetails
+
+            details = RetryDetails(
+                **self._fields,
+                event=event,
+                attempt=attempt,
+                error=error,
+                delay_ms=delay_ms,
+                consumer=consumer,
+            )
+            await self._bus.fire("on_retry", details)
+
+    async def on_parked(self, *, row: ParkedRow) -> None:
+        """Fire ``on_parked``."""
+        if self._bus.has("on_parked"):
+            from .hooks import ParkedDetails
+
+            await self._bus.fire("on_parked", ParkedDetails(**self._fields, row=row))
+
+    async def on_invalid(self, *, item: Any, issues: list[ValidationIssue]) -> None:
+        """Fire ``on_invalid``."""
+        if self._bus.has("on_invalid"):
+            from .hooks import InvalidDetails
+
+            details = InvalidDetails(**self._fields, item=item, issues=issues)
+            await self._bus.fire("on_invalid", details)
+
+    async def on_error(self, *, error: SerializedError, phase: ErrorPhase) -> None:
+        """Fire ``on_error``."""
+        if self._bus.has("on_error"):
+            from .hooks import ErrorDetails
+
+            details = ErrorDetails(**self._fields, error=error, phase=phase)
+            await self._bus.fire("on_error", details)
+
+    async def on_lease_lost(self, *, epoch: int) -> None:
+        """Fire ``on_lease_lost``."""
+        if self._bus.has("on_lease_lost"):
+            from .hooks import LeaseLostDetails
+
+            await self._bus.fire("on_lease_lost", LeaseLostDetails(**self._fields, epoch=epoch))
+
+    async def on_circuit_open(self, *, failures: int, probe_at: int) -> None:
+        """Fire ``on_circuit_open``."""
+        if self._bus.has("on_circuit_open"):
+            from .hooks import CircuitOpenDetails
+
+            details = CircuitOpenDetails(**self._fields, failures=failures, probe_at=probe_at)
+            await self._bus.fire("on_circuit_open", details)
+
+    async def on_circuit_close(self) -> None:
+        """Fire ``on_circuit_close``."""
+        if self._bus.has("on_circuit_close"):
+            from .hooks import CircuitCloseDetails
+
+            await self._bus.fire("on_circuit_close", CircuitCloseDetails(**self._fields))
+
+    async def on_budget_wait(self, *, budget: str, wait_ms: int) -> None:
+        """Fire ``on_budget_wait``."""
+        if self._bus.has("on_budget_wait"):
+            from .hooks import BudgetWaitDetails
+
+            details = BudgetWaitDetails(**self._fields, budget=budget, wait_ms=wait_ms)
+            await self._bus.fire("on_budget_wait", details)
+
+    async def on_schedule_change(self, *, interval_ms: int, next_due_at: int, reason: str) -> None:
+        """Fire ``on_schedule_change``."""
+        if self._bus.has("on_schedule_change"):
+            from .hooks import ScheduleChangeDetails
+
+            details = ScheduleChangeDetails(
+                **self._fields, interval_ms=interval_ms, next_due_at=next_due_at, reason=reason
+            )
+            await self._bus.fire("on_schedule_change", details)
+
+    async def on_poll_end(self, *, summary: PollSummary) -> None:
+        """Fire ``on_poll_end``."""
+        if self._bus.has("on_poll_end"):
+            from .hooks import PollEndDetails
+
+            await self._bus.fire("on_poll_end", PollEndDetails(**self._fields, summary=summary))
+
+    async def on_deletes_held(self, *, count: int, snapshot: int, passes: int) -> None:
+        """Fire ``on_deletes_held``."""
+        if self._bus.has("on_deletes_held"):
+            from .hooks import DeletesHeldDetails
+
+            details = DeletesHeldDetails(
+                **self._fields, count=count, snapshot=snapshot, passes=passes
+            )
+            await self._bus.fire("on_deletes_held", details)
+
+    async def on_late_arrivals(
+        self, *, lateness_ms: tuple[int, ...], missed: int, window_ms: int | None
+    ) -> None:
+        """Fire ``on_late_arrivals``."""
+        if self._bus.has("on_late_arrivals"):
+            from .hooks import LateArrivalsDetails
+
+            details = LateArrivalsDetails(
+                **self._fields, lateness_ms=lateness_ms, missed=missed, window_ms=window_ms
+            )
+            await self._bus.fire("on_late_arrivals", details)
 
 
 def record_type(name: str) -> type[HookContext]:

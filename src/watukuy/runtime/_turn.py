@@ -16,8 +16,8 @@ __all__ = ["hand_over_of", "turn"]
 def hand_over_of(store: object) -> Callable[[], None] | None:
     """Always ``None``: nothing is handed over at a turn any more.
 
-    Only ``runtime/lane.py``'s two call sites still ask (``hand_over_of(store)`` and
-    ``turn(self._hand_over)``); both go with this function once that module is edited.
+    Only ``runtime/lane.py`` still asks (``hand_over_of(deps.store)`` and
+    ``turn(self._hand_over)``); its calls go with this function once that module is edited.
     """
     return None
 

@@ -1,9 +1,10 @@
 """Lifecycle hooks: what happened, as frozen detail records.
 
-A hook set is any object with some of the methods below (sync or async); pass one or a list
-to ``Engine(hooks=...)``. Every method receives one frozen record carrying ``poller``,
-``partition``, ``lane`` and ``instance_id`` plus its own fields. A hook that raises is logged
-at WARNING and never affects the engine.
+A hook set is any object with some of the methods of :class:`Hooks` (sync or async); pass
+one or a list to ``Engine(hooks=...)``. Every method receives one frozen record carrying
+``poller``, ``partition``, ``lane`` and ``instance_id`` plus its own fields. A hook that
+raises is logged at WARNING and never affects the engine. Subclass :class:`Hooks` to have a
+type checker hold each method to its record.
 
 Within one lane cycle hooks fire in this order::
 
@@ -15,15 +16,16 @@ Within one lane cycle hooks fire in this order::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final, Literal
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from watukuy.model.errors import SerializedError, ValidationIssue
 from watukuy.model.events import Event
-from watukuy.model.records import dataclass, fast_init
-from watukuy.model.rows import DEFAULT_CONSUMER, Lane, Lease, ParkedRow, PollSummary
+from watukuy.model.records import fast_init
+from watukuy.model.rows import DEFAULT_CONSUMER, Lease, ParkedRow, PollSummary
 
-from ._hook_names import HOOK_NAMES
+from ._hook_names import HOOK_NAMES, HookContext
 
 __all__ = [
     "HOOK_NAMES",
@@ -39,6 +41,7 @@ __all__ = [
     "FetchDetails",
     "FilteredDetails",
     "HookContext",
+    "Hooks",
     "InvalidDetails",
     "LateArrivalsDetails",
     "LeaseAcquiredDetails",
@@ -52,16 +55,6 @@ __all__ = [
 ]
 
 ErrorPhase = Literal["fetch", "commit", "dispatch", "lease", "schedule"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HookContext:
-    """Fields every hook record carries."""
-
-    poller: str
-    partition: str
-    lane: Lane
-    instance_id: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -266,3 +259,81 @@ RECORD_TYPES: Final[Mapping[str, type[HookContext]]] = {
     "on_late_arrivals": LateArrivalsDetails,
 }
 """The record each hook receives, by hook name (the keys are :data:`HOOK_NAMES`)."""
+
+
+class Hooks:
+    """Base class of a typed hook set: subclass it and define the hooks you want.
+
+    A method may be sync or async. Its record is the one of the table below, and a type
+    checker holds every method a subclass defines to it: a method given another record, or
+    reading a field its record does not have, fails ``mypy --strict``::
+
+        class Alerts(Hooks):
+            async def on_parked(self, details: ParkedDetails) -> None:
+                await pager.send(f"{details.poller}: parked {details.row.id}")
+
+    The methods are declared for type checkers only: at run time the class is empty, so a
+    subclass listens to the hooks it defines and no others (an engine builds no record for
+    a hook nobody listens to).
+    """
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        def on_lease_acquired(self, details: LeaseAcquiredDetails) -> Awaitable[None] | None:
+            """Once per key run, after the lease was taken."""
+
+        def on_poll_start(self, details: PollStartDetails) -> Awaitable[None] | None:
+            """A lane cycle begins."""
+
+        def on_fetch(self, details: FetchDetails) -> Awaitable[None] | None:
+            """After each fetched page."""
+
+        def on_commit(self, details: CommitDetails) -> Awaitable[None] | None:
+            """After each ``commit_poll``."""
+
+        def on_event(self, details: EventDetails) -> Awaitable[None] | None:
+            """Once per event committed to the outbox."""
+
+        def on_delivered(self, details: DeliveredDetails) -> Awaitable[None] | None:
+            """The handler succeeded and the event was acked."""
+
+        def on_filtered(self, details: FilteredDetails) -> Awaitable[None] | None:
+            """The consumer's ``when=`` filter turned the event down; it was acked unseen."""
+
+        def on_retry(self, details: RetryDetails) -> Awaitable[None] | None:
+            """The handler failed and will be retried."""
+
+        def on_parked(self, details: ParkedDetails) -> Awaitable[None] | None:
+            """A poison event was parked."""
+
+        def on_invalid(self, details: InvalidDetails) -> Awaitable[None] | None:
+            """An item failed the schema and was quarantined."""
+
+        def on_error(self, details: ErrorDetails) -> Awaitable[None] | None:
+            """A lane cycle failed."""
+
+        def on_lease_lost(self, details: LeaseLostDetails) -> Awaitable[None] | None:
+            """A write met a newer epoch, or a renewal failed."""
+
+        def on_circuit_open(self, details: CircuitOpenDetails) -> Awaitable[None] | None:
+            """Consecutive failures (or a poison halt) opened the circuit."""
+
+        def on_circuit_close(self, details: CircuitCloseDetails) -> Awaitable[None] | None:
+            """A successful cycle closed an open circuit."""
+
+        def on_budget_wait(self, details: BudgetWaitDetails) -> Awaitable[None] | None:
+            """A request waited for budget tokens."""
+
+        def on_schedule_change(self, details: ScheduleChangeDetails) -> Awaitable[None] | None:
+            """After every live cycle, with why the next wait was chosen."""
+
+        def on_poll_end(self, details: PollEndDetails) -> Awaitable[None] | None:
+            """A lane cycle ended, successfully or not."""
+
+        def on_deletes_held(self, details: DeletesHeldDetails) -> Awaitable[None] | None:
+            """The mass-delete guard held deletes back."""
+
+        def on_late_arrivals(self, details: LateArrivalsDetails) -> Awaitable[None] | None:
+            """A re-read found late arrivals, or a live cycle settled reconcile findings."""

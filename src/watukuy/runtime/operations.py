@@ -1,5 +1,10 @@
 """Operating a running system: trigger, pause, backfill, replay, reset, parked, inspect.
 
+The writes to one key are :class:`~watukuy.runtime.key_operations.KeyOperations`, shared
+with the CLI's store-only mode and the admin page; what this module adds is what only an
+engine knows: the poller definitions (a key's partition, the cursor strategy, the event
+log), the store's migration, and waking or forgetting the key in this process.
+
 Administrative writes are unfenced (they work from any process, including one that does not
 hold the key's lease); ``replay`` briefly takes the lease because it appends to the outbox.
 Every per-key operation takes ``partition=`` and raises ``ConfigError`` when a partitioned
@@ -11,34 +16,30 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from watukuy.model import json as wkjson
 from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError, ReplayUnavailableError, StoreError, WatukuyError
 from watukuy.model.events import event_from_json, event_to_json
-from watukuy.model.late import LateArrivals, Lookback, late_report
 from watukuy.model.partition import Partition
 from watukuy.model.rows import (
     BackfillState,
     CommitBatch,
     HeldDeletes,
+    Lease,
+    LoggedEvent,
     OutboxRow,
     ParkedKind,
     ParkedRow,
     PKey,
     PollerState,
-    StatePatch,
-    empty_poller_state,
-    held_deletes_to_json,
-    listing_to_json,
-    schedule_to_json,
 )
-from watukuy.scheduler import is_overdue, loop_grace, overdue_grace, waiting_ms
-from watukuy.scheduler import trigger as trigger_schedule
+from watukuy.scheduler import loop_grace, overdue_grace
 
 from .deadline import finish_by
+from .key_operations import CursorView, KeyOperations, PollerInspect
 from .late_watch import window_ms
 from .poller import PollerDefinition
 from .results import EngineStatus, ReplayResult
@@ -53,10 +54,6 @@ if TYPE_CHECKING:
 __all__ = [
     "BudgetInspect",
     "DeletesOperations",
-    "confirm_held_deletes",
-    "discard_held_deletes",
-    "listing_report",
-    "reset_cursor_patch",
     "InspectReport",
     "LoopInspect",
     "Operations",
@@ -72,45 +69,6 @@ TimeArg = str | int | float | dt.datetime
 _REPLAY_BATCH = 500
 _REPLAY_LEASE_ATTEMPTS = 20
 _REPLAY_LEASE_WAIT_MS = 250
-
-
-class PollerInspect(TypedDict):
-    """One key in :class:`InspectReport` (all plain JSON)."""
-
-    poller: str
-    partition: str
-    paused: bool
-    lease: dict[str, Any] | None
-    cursors: dict[str, Any]
-    schedule: dict[str, Any]
-    last_poll: dict[str, Any] | None
-    outbox_pending: int
-    parked: int
-    items: int
-    lag_ms: int | None
-    listing: dict[str, Any]
-    held_deletes: dict[str, Any] | None
-    waiting_ms: NotRequired[int | None]
-    """How long the key has been due with nobody working on it (``0``: not due yet, or its
-    lease is held; ``None``: paused or nothing planned); see ``watukuy.scheduler.waiting_ms``."""
-    overdue: NotRequired[bool]
-    """``waiting_ms`` is over the engine's grace (``overdue_grace_ms`` of the report): the
-    key should have been polled by now and nobody is on it."""
-    queued: NotRequired[bool]
-    """This engine holds the key due and waiting to start, for room on its budget or under
-    ``max_concurrent_keys`` (a fact of this process; absent from reports read from the store
-    alone)."""
-
-    late_arrivals: dict[str, Any]
-    """Versions re-reads found behind the live watermark, and live-lane misses a reconcile
-    found (see ``docs/cursors.md``, late commits)."""
-    filtered: NotRequired[int]
-    """Events this engine's consumer of the key acknowledged without delivering them,
-    because its ``when=`` filter turned them down, since the engine was created (a count of
-    this process; absent from reports read from the store alone)."""
-    consumers: NotRequired[list[str]]
-    """The names of the consumers this engine has for the poller, sorted (a list of this
-    process; absent from reports read from the store alone)."""
 
 
 class BudgetInspect(TypedDict):
@@ -230,44 +188,41 @@ class Operations:
             )
         return poller, PKey(poller.name, partition or "")
 
+    async def _operated(self, name: str, partition: str | None) -> PKey:
+        """The key an operation names, checked against the definitions, on a migrated
+        store."""
+        _, key = self._key(name, partition)
+        await self._ensure_migrated()
+        return key
+
+    @property
+    def _key_ops(self) -> KeyOperations:
+        """The key operations on this engine's store and clock (what the engine adds to
+        them, the definitions' checks and the wake-ups, stays here)."""
+        return KeyOperations(self.store, self.clock)
+
     async def _state(self, key: PKey) -> PollerState:
-        return await self.store.load_state(key) or empty_poller_state(self.clock.now())
+        return await self._key_ops.state(key)
 
     # --- scheduling -------------------------------------------------------------------------
 
     async def trigger(self, name: str, partition: str | None = None) -> None:
         """Mark a key due now and clear any ``Retry-After`` window. On an open circuit the
         run is a half-open probe (success closes it)."""
-        _, key = self._key(name, partition)
-        await self._ensure_migrated()
-        now = self.clock.now()
-        state = await self._state(key)
-        schedule = trigger_schedule(state.schedule, now)
-        await self.store.save_state_unfenced(
-            key, {"schedule": schedule, "updated_at": now, "wake_at": now}, now
-        )
+        key = await self._operated(name, partition)
+        await self._key_ops.trigger(key)
         self._wake_key(key, force=True)
 
     async def pause(self, name: str, partition: str | None = None) -> None:
         """Skip a key until :meth:`resume` (its outbox is not delivered meanwhile)."""
-        _, key = self._key(name, partition)
-        await self._ensure_migrated()
-        now = self.clock.now()
-        await self.store.save_state_unfenced(
-            key, {"paused": True, "updated_at": now, "wake_at": None}, now
-        )
+        key = await self._operated(name, partition)
+        await self._key_ops.pause(key)
         self._forget(key)
 
     async def resume(self, name: str, partition: str | None = None) -> None:
         """Un-pause a key and mark it due now."""
-        _, key = self._key(name, partition)
-        await self._ensure_migrated()
-        now = self.clock.now()
-        state = await self._state(key)
-        schedule = dataclasses.replace(state.schedule, next_due_at=now, drain_blocked=False)
-        await self.store.save_state_unfenced(
-            key, {"paused": False, "schedule": schedule, "updated_at": now, "wake_at": now}, now
-        )
+        key = await self._operated(name, partition)
+        await self._key_ops.resume(key)
         self._wake_key(key)
 
     async def backfill(
@@ -345,21 +300,7 @@ class Operations:
         await self._ensure_migrated()
         strategy = poller.strategy
         cursor = strategy.serialize(strategy.from_raw(to, field="to"))
-        state = await self._state(key)
-        now = self.clock.now()
-        cursors = dict(state.cursors)
-        cursors["live"] = cursor
-        await self.store.clear_validators(key)
-        patch = reset_cursor_patch(state, cursors, now)
-        progress = state.listing.lanes.get("live")
-        if progress is not None and progress.pass_id is not None:
-            # A full listing in progress starts over: its next cursor is no longer ours.
-            lanes = {**state.listing.lanes, "live": dataclasses.replace(progress, pass_id=None)}
-            patch["listing"] = dataclasses.replace(state.listing, lanes=lanes)
-        if clear_snapshot:
-            await self.store.clear_items(key)
-            patch["held_deletes"] = None  # the rows they named are gone
-        await self.store.save_state_unfenced(key, patch, now)
+        await self._key_ops.reset_cursor(key, lambda _stored: cursor, clear_snapshot=clear_snapshot)
         self._wake_key(key)
 
     async def replay(
@@ -385,23 +326,10 @@ class Operations:
         await self._ensure_migrated()
         start = _epoch_ms(from_, "from_")
         end = None if to is None else _epoch_ms(to, "to")
-        lease = None
-        for _ in range(_REPLAY_LEASE_ATTEMPTS):
-            lease = await self.store.acquire_lease(
-                key, self.instance_id, self._lease.ttl_ms, self.clock.now()
-            )
-            if lease is not None:
-                break
-            await self.clock.sleep(_REPLAY_LEASE_WAIT_MS)
-        if lease is None:
-            raise WatukuyError(
-                f"replay(): {key} stayed leased by another instance; try again",
-                code="INVALID_STATE",
-            )
+        lease = await self._replay_lease(key)
         replayed = 0
         try:
-            state = await self._state(key)
-            sequence = state.sequence
+            sequence = (await self._state(key)).sequence
             after: int | None = None
             while True:
                 logged = await self.store.read_log(
@@ -410,31 +338,8 @@ class Operations:
                 if not logged:
                     break
                 after = logged[-1].sequence
-                now = self.clock.now()
-                rows: list[OutboxRow] = []
-                for entry in logged:
-                    sequence += 1
-                    event = dataclasses.replace(
-                        event_from_json(entry.event), lane="replay", sequence=sequence
-                    )
-                    rows.append(
-                        OutboxRow(
-                            event_id=event.id,
-                            sequence=sequence,
-                            event=event_to_json(event),
-                            created_at=now,
-                        )
-                    )
-                await self.store.commit_poll(
-                    key,
-                    lease,
-                    CommitBatch(
-                        state_patch={"sequence": sequence, "updated_at": now},
-                        events=rows,
-                        now=now,
-                    ),
-                )
-                replayed += len(rows)
+                sequence = await self._replay_batch(key, lease, logged, sequence)
+                replayed += len(logged)
                 if len(logged) < _REPLAY_BATCH:
                     break
             if replayed:
@@ -448,6 +353,51 @@ class Operations:
             await self.store.release_lease(key, lease)
         self._wake_key(key)
         return ReplayResult(replayed=replayed)
+
+    async def _replay_lease(self, key: PKey) -> Lease:
+        """The key's lease, waited for a few times while a run holds it."""
+        for _ in range(_REPLAY_LEASE_ATTEMPTS):
+            lease = await self.store.acquire_lease(
+                key, self.instance_id, self._lease.ttl_ms, self.clock.now()
+            )
+            if lease is not None:
+                return lease
+            await self.clock.sleep(_REPLAY_LEASE_WAIT_MS)
+        raise WatukuyError(
+            f"replay(): {key} stayed leased by another instance; try again",
+            code="INVALID_STATE",
+        )
+
+    async def _replay_batch(
+        self, key: PKey, lease: Lease, logged: Sequence[LoggedEvent], sequence: int
+    ) -> int:
+        """Append one batch of logged events to the outbox after ``sequence``, with the
+        key's next sequences and ``lane="replay"``; returns the last sequence used."""
+        now = self.clock.now()
+        rows: list[OutboxRow] = []
+        for entry in logged:
+            sequence += 1
+            event = dataclasses.replace(
+                event_from_json(entry.event), lane="replay", sequence=sequence
+            )
+            rows.append(
+                OutboxRow(
+                    event_id=event.id,
+                    sequence=sequence,
+                    event=event_to_json(event),
+                    created_at=now,
+                )
+            )
+        await self.store.commit_poll(
+            key,
+            lease,
+            CommitBatch(
+                state_patch={"sequence": sequence, "updated_at": now},
+                events=rows,
+                now=now,
+            ),
+        )
+        return sequence
 
     # --- reporting ------------------------------------------------------------------------
 
@@ -548,104 +498,32 @@ class Operations:
     async def _inspect_key(
         self, poller: PollerDefinition[Any], key: PKey, now: int
     ) -> PollerInspect:
-        store = self.store
-        state = await store.load_state(key)
-        lease = await store.get_lease(key)
-        strategy = poller.strategy
-        cursors: dict[str, Any] = {}
-        lag_ms: int | None = None
-        if state is not None:
-            for lane, text in state.cursors.items():
-                if text is None:
-                    continue
-                lane_strategy = self._deps.reconcile_strategy if lane == "reconcile" else strategy
-                try:
-                    value = lane_strategy.deserialize(text)
-                    cursors[lane] = lane_strategy.describe(value)
-                    if lane == "live":
-                        lag_ms = lane_strategy.lag_ms(value, now)
-                except ConfigError:
-                    cursors[lane] = wkjson.loads(text) if text.startswith(("{", "[", '"')) else text
-        schedule = schedule_to_json(
-            state.schedule if state is not None else empty_poller_state(now).schedule
+        return await self._key_ops.inspect_key(
+            key,
+            now,
+            grace_ms=self._overdue_grace(),
+            view=self._cursor_view(poller),
+            late_window=lambda late: window_ms(poller, late),
+            queued=self._queued(poller, key, now),
+            filtered=self._deps.filtered.get(key, 0),
+            consumers=sorted(self._consumers.get(key.poller, {})),
         )
-        waiting = waiting_ms(state, lease, now)
 
-        late = state.late if state is not None else LateArrivals()
-        return {
-            "poller": key.poller,
-            "partition": key.partition,
-            "paused": bool(state and state.paused),
-            "lease": None
-            if lease is None
-            else {"owner": lease.owner, "epoch": lease.epoch, "expires_at": lease.expires_at},
-            "cursors": cursors,
-            "schedule": schedule,
-            "last_poll": schedule["last_poll"],
-            "outbox_pending": await store.count_pending(key),
-            "parked": await store.count_parked(key),
-            "items": await store.count_items(key),
-            "lag_ms": lag_ms,
-            "listing": listing_report(state),
-            "held_deletes": held_deletes_to_json(state.held_deletes) if state else None,
-            "waiting_ms": waiting,
-            "overdue": is_overdue(waiting, self._overdue_grace()),
-            "queued": self._queued(poller, key, now),
-            "late_arrivals": late_report(late, window_ms(poller, late)),
-            "filtered": self._deps.filtered.get(key, 0),
-            "consumers": sorted(self._consumers.get(key.poller, {})),
-        }
+    def _cursor_view(self, poller: PollerDefinition[Any]) -> CursorView:
+        """Cursors described by the poller's strategies (a cursor they cannot read is
+        shown as stored, without a lag)."""
 
+        def view(lane: str, text: str, now: int) -> tuple[Any, int | None]:
+            strategy = self._deps.reconcile_strategy if lane == "reconcile" else poller.strategy
+            try:
+                value = strategy.deserialize(text)
+                described = strategy.describe(value)
+                return described, strategy.lag_ms(value, now) if lane == "live" else None
+            except ConfigError:
+                stored = wkjson.loads(text) if text.startswith(("{", "[", '"')) else text
+                return stored, None
 
-def reset_cursor_patch(
-    state: PollerState, cursors: Mapping[str, str | None], now: int
-) -> StatePatch:
-    """What resetting the live cursor writes, from the engine or from the CLI on a store
-    alone: the new ``cursors``, due now, and the default lookback's memory forgotten (it
-    was of the old cursor: the next cycle starts at the new one)."""
-    return {
-        "cursors": cursors,
-        "schedule": dataclasses.replace(state.schedule, next_due_at=now),
-        "lookback": Lookback(),
-        "updated_at": now,
-        "wake_at": now,
-    }
-
-
-def listing_report(state: PollerState | None) -> dict[str, Any]:
-    """``inspect()``'s view of the full listings: per lane, the pass in progress (``None``
-    between passes), what the last complete pass did, and the passes cut short."""
-    if state is None or not state.listing.lanes:
-        return {}
-    report: dict[str, Any] = {}
-    for lane, progress in listing_to_json(state.listing)["lanes"].items():
-        current = None
-        if progress["pass_id"] is not None:
-            current = {
-                name: progress[name]
-                for name in (
-                    "pass_id",
-                    "started_at",
-                    "pages",
-                    "items",
-                    "invalid",
-                    "not_modified",
-                    "listed",
-                )
-            }
-        report[lane] = {
-            "pass": current,
-            "completed": progress["completed"],
-            "last_completed_at": progress["last_completed_at"],
-            "last_outcome": progress["last_outcome"],
-            "disagreed": progress["disagreed"],
-            "proven": len(progress["proven"]),
-            "unproven": progress["unproven"],
-            "abandoned": progress["abandoned"],
-            "last_abandoned_at": progress["last_abandoned_at"],
-            "last_abandoned": progress["last_abandoned"],
-        }
-    return report
+        return view
 
 
 class ParkedOperations:
@@ -665,39 +543,26 @@ class ParkedOperations:
         """Parked rows of a key, oldest first, optionally of one ``kind``."""
         if kind not in (None, "poison", "invalid"):
             raise ConfigError(f"expected 'poison' or 'invalid', got {kind!r}", field="kind")
-        _, key = self._engine._key(name, partition)
-        await self._engine._ensure_migrated()
-        return await self._engine.store.list_parked(key, kind=kind, limit=limit)
+        key = await self._engine._operated(name, partition)
+        return await self._engine._key_ops.parked_list(key, kind=kind, limit=limit)
 
     async def retry(self, name: str, ids: Sequence[str], *, partition: str | None = None) -> int:
         """Put parked poison events back in the outbox (holds released); returns the count."""
         engine = self._engine
-        _, key = engine._key(name, partition)
-        await engine._ensure_migrated()
-        moved = await engine.store.retry_parked(key, list(ids))
+        key = await engine._operated(name, partition)
+        moved = await engine._key_ops.parked_retry(key, ids)
         if moved:
-            await self._unblock(key)
+            engine._wake_key(key)
         return moved
 
     async def discard(self, name: str, ids: Sequence[str], *, partition: str | None = None) -> int:
         """Drop parked rows for good; returns the count."""
         engine = self._engine
-        _, key = engine._key(name, partition)
-        await engine._ensure_migrated()
-        dropped = await engine.store.discard_parked(key, list(ids))
+        key = await engine._operated(name, partition)
+        dropped = await engine._key_ops.parked_discard(key, ids)
         if dropped:
-            await self._unblock(key)
+            engine._wake_key(key)
         return dropped
-
-    async def _unblock(self, key: PKey) -> None:
-        engine = self._engine
-        now = engine.clock.now()
-        state = await engine._state(key)
-        schedule = dataclasses.replace(state.schedule, next_retry_at=now, drain_blocked=False)
-        await engine.store.save_state_unfenced(
-            key, {"schedule": schedule, "updated_at": now, "wake_at": now}, now
-        )
-        engine._wake_key(key)
 
 
 class DeletesOperations:
@@ -709,19 +574,16 @@ class DeletesOperations:
     async def held(self, name: str, *, partition: str | None = None) -> HeldDeletes | None:
         """The key's held deletes, or ``None`` when nothing is held."""
         engine = self._engine
-        _, key = engine._key(name, partition)
-        await engine._ensure_migrated()
-        state = await engine.store.load_state(key)
-        return None if state is None else state.held_deletes
+        key = await engine._operated(name, partition)
+        return await engine._key_ops.deletes_held(key)
 
     async def confirm(self, name: str, *, partition: str | None = None) -> int:
         """Let the held deletes go out: the key's next run (due now) emits ``deleted`` for
         every identity still missing, under its lease. Returns how many were held (``0``
         when nothing was)."""
         engine = self._engine
-        _, key = engine._key(name, partition)
-        await engine._ensure_migrated()
-        held = await confirm_held_deletes(engine.store, key, engine.clock.now())
+        key = await engine._operated(name, partition)
+        held = await engine._key_ops.deletes_confirm(key)
         if held is None:
             return 0
         engine._wake_key(key)
@@ -732,37 +594,9 @@ class DeletesOperations:
         pass that still misses them proposes them again (and the guard may hold them
         again). Returns how many were held (``0`` when nothing was)."""
         engine = self._engine
-        _, key = engine._key(name, partition)
-        await engine._ensure_migrated()
-        held = await discard_held_deletes(engine.store, key, engine.clock.now())
+        key = await engine._operated(name, partition)
+        held = await engine._key_ops.deletes_discard(key)
         return 0 if held is None else held.count
-
-
-async def confirm_held_deletes(store: StateStore, key: PKey, now: int) -> HeldDeletes | None:
-    """Mark a key's held deletes confirmed and the key due now (an unfenced write: the
-    lease holder emits them). Returns the hold as it was, ``None`` when there was none."""
-    state = await store.load_state(key)
-    held = None if state is None else state.held_deletes
-    if held is None:
-        return None
-    patch: StatePatch = {
-        "held_deletes": dataclasses.replace(held, confirmed=True),
-        "updated_at": now,
-        "wake_at": now,
-    }
-    await store.save_state_unfenced(key, patch, now)
-    return held
-
-
-async def discard_held_deletes(store: StateStore, key: PKey, now: int) -> HeldDeletes | None:
-    """Drop a key's held deletes (an unfenced write). Returns the hold as it was, ``None``
-    when there was none."""
-    state = await store.load_state(key)
-    held = None if state is None else state.held_deletes
-    if held is None:
-        return None
-    await store.save_state_unfenced(key, {"held_deletes": None, "updated_at": now}, now)
-    return held
 
 
 class PartitionOperations:
@@ -781,7 +615,6 @@ class PartitionOperations:
         """Delete every row of a partition (state, lease, items, outbox, parked,
         validators, log). Use it when a tenant is gone for good."""
         engine = self._engine
-        _, key = engine._key(name, partition)
-        await engine._ensure_migrated()
+        key = await engine._operated(name, partition)
         await engine.store.delete_key(key)
         engine._forget(key)

@@ -12,7 +12,7 @@ import dataclasses
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -40,7 +40,6 @@ from watukuy.model.options import (
     Schedule,
 )
 from watukuy.model.partition import Partition
-from watukuy.model.records import dataclass
 from watukuy.validate import SchemaAdapter, schema_adapter
 
 if TYPE_CHECKING:
@@ -305,50 +304,40 @@ def define_poller(
 
     Args:
         name: Unique name, ``^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$``.
-        fetch: Fetches one page: ``async def fetch(ctx) -> Page | dict``, an async
-            generator of pages, or a plain ``def`` (run in a worker thread).
-        identity: ``(item) -> str`` (an ``int`` is accepted and written in decimal).
+        fetch: Fetches one page: an ``async def fetch(ctx)`` returning a ``Page`` (or a dict,
+            or a list of items), an async generator of pages, or a plain ``def``.
+        identity: ``(item) -> str`` (an ``int`` is written in decimal).
         cursor: ``TimestampCursor``, ``TokenCursor``, ``PageCursor``, ``SnapshotDiff`` or
             ``CustomCursor``.
-        schema: Validates raw items: a pydantic model, a ``TypeAdapter``, a msgspec
-            ``Struct`` type, or a callable ``(raw) -> item``. Handlers then receive
-            ``Event[Item]``. Without one, items are the JSON objects the API sent and the
-            definition is a ``PollerDefinition[JsonObject]`` (``dict[str, Any]``).
-        version: ``(item) -> str | int``; an unchanged version skips hashing. Default: the
-            content hash decides.
-        fingerprint: ``(item) -> data`` hashed to detect changes. Default: the whole item.
+        schema: Validates raw items (a pydantic model, a ``TypeAdapter``, a msgspec ``Struct``
+            or a callable ``(raw) -> item``); without one, items are the JSON objects sent.
+        version: ``(item) -> str | int``; an unchanged version skips hashing.
+        fingerprint: ``(item) -> data`` hashed to detect changes (default: the whole item).
         schema_version: Bump when the item shape changes (see ``on_schema_change``).
-        schedule: Polling interval bounds, AIMD, jitter and fetch backoff.
+        schedule: A :class:`Schedule`: interval bounds, AIMD, jitter, fetch backoff.
         budget: Name of a shared rate budget given to the engine.
         budget_weight: Share of the budget under ``fairness="weighted"``.
         budget_cost: Tokens each HTTP call costs (``0`` is free).
         partitions: ``() -> [str | Partition]`` (sync or async); one key per partition.
         partitions_refresh: How often ``partitions`` is called again.
-        delivery: Ordering key, concurrency, retries, poison handling, ack mode.
-        retain: ``"hash"`` (default) or ``"payload"`` (deleted events carry the last
-            payload; updated events carry ``previous`` and the JSON Patch ``changes``).
-        reconcile: A slow full listing that emits deletes for incremental strategies.
-        on_invalid: Items failing the schema are ``"quarantine"``-d (parked, default),
-            ``"skip"``-ped, or ``"fail"`` the page.
-        on_schema_change: When ``schema_version`` changes: ``"rebaseline"`` silently, or
-            ``"emit"`` ``updated`` for items whose fingerprint changed.
+        delivery: A :class:`Delivery`: ordering, concurrency, retries, poison, ack mode.
+        retain: ``"hash"`` (default) or ``"payload"`` (deleted events carry the last payload,
+            updated events ``previous`` and the JSON Patch ``changes``).
+        reconcile: A :class:`Reconcile`: a slow full listing that finds deletes.
+        on_invalid: Invalid items are ``"quarantine"``-d (default), ``"skip"``-ped, or
+            ``"fail"`` the page.
+        on_schema_change: ``"rebaseline"`` silently, or ``"emit"`` ``updated`` events.
         max_pages_per_cycle: Catch-up pages per cycle before the cycle is truncated.
-        circuit: Consecutive failures that open the circuit, and the probe interval.
-        log: Keep an event log (enables ``engine.replay()``).
+        circuit: A :class:`Circuit`: failures that open it, and the probe interval.
+        log: An :class:`EventLog` to keep (enables ``engine.replay()``).
         source: CloudEvents ``source``; default ``urn:watukuy:<name>``.
-        ids: ``"distinct"`` (default: a new id for every distinct observation),
-            ``"compat"`` (the original watukuy's ids for every event), or an
+        ids: ``"distinct"`` (default), ``"compat"`` (the original watukuy's ids), or an
             :class:`EventIds` that also sets how long tombstones are kept.
-        deletes: When a full listing (``SnapshotDiff``, ``reconcile``) emits ``deleted``:
-            passes that must confirm a delete, and the mass-delete guard (on by default).
-        array_key: The member that identifies the objects of an array when
-            ``event.changes`` is computed (``retain="payload"``): arrays whose objects all
-            carry a distinct one are diffed by it, other arrays by position; ``None``
-            diffs every array by position.
-        prefetch: Ask for the next page of a cycle while the current one is committed
-            and delivered (default). Turn it off for an API whose next request
-            acknowledges the previous page (a destructive read): with it on, a crash before
-            the commit would leave a page that the API no longer serves.
+        deletes: A :class:`Deletes`: confirming passes, the mass-delete guard, the order.
+        array_key: The member that identifies array objects when ``changes`` are computed;
+            ``None`` diffs every array by position.
+        prefetch: Ask for the next page while the current one commits (default); turn it
+            off for an API whose next request acknowledges the previous page.
 
     Returns:
         The validated, immutable definition.
@@ -356,75 +345,100 @@ def define_poller(
     Raises:
         ConfigError: Any option is invalid; the message names it and the value.
     """
+    return _definition(**locals())  # every argument, by name, as given
+
+
+def _check_plain(
+    name: Any,
+    budget: Any,
+    source: Any,
+    array_key: Any,
+    prefetch: Any,
+) -> None:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(
             f"must match ^[a-zA-Z0-9][a-zA-Z0-9._-]{{0,127}}$, got {name!r}", field="name"
         )
-    _callable("fetch", fetch, required=True)
-    _callable("identity", identity, required=True)
-    _callable("version", version, required=False)
-    _callable("fingerprint", fingerprint, required=False)
-    strategy = make_strategy(cursor)  # raises ConfigError for anything that is not a cursor
-    adapter = schema_adapter(schema)
-    resolved_schedule = _coerce_option("schedule", schedule or Schedule(), Schedule)
-    resolved_delivery = _coerce_option("delivery", delivery or Delivery(), Delivery)
-    resolved_circuit = _coerce_option("circuit", circuit or Circuit(), Circuit)
-    resolved_reconcile = (
-        None if reconcile is None else _coerce_option("reconcile", reconcile, Reconcile)
-    )
-    resolved_log = None if log is None else _coerce_option("log", log, EventLog)
-    resolved_ids = (
-        EventIds(mode=_choice("ids", ids, ("distinct", "compat")))
-        if isinstance(ids, str)
-        else _coerce_option("ids", ids, EventIds)
-    )
-    resolved_deletes = _coerce_option("deletes", deletes or Deletes(), Deletes)
-    if resolved_reconcile is not None and isinstance(cursor, SnapshotDiff):
-        raise ConfigError(
-            "is redundant with the snapshot diff cursor, which finds deletes every cycle",
-            field="reconcile",
-        )
     if budget is not None and (not isinstance(budget, str) or not budget):
         raise ConfigError(f"expected a budget name, got {budget!r}", field="budget")
-    if partitions is not None:
-        _callable("partitions", partitions, required=True)
     if source is not None and (not isinstance(source, str) or not source):
         raise ConfigError(f"expected a non-empty string, got {source!r}", field="source")
-    if inspect.isclass(fetch):
-        raise ConfigError(f"expected a function, got the class {fetch!r}", field="fetch")
     if array_key is not None and (not isinstance(array_key, str) or not array_key):
         raise ConfigError(f"expected a member name or None, got {array_key!r}", field="array_key")
     if not isinstance(prefetch, bool):
         raise ConfigError(f"expected True or False, got {prefetch!r}", field="prefetch")
 
+
+def _check_functions(
+    fetch: Any, identity: Any, version: Any, fingerprint: Any, partitions: Any
+) -> None:
+    _callable("fetch", fetch, required=True)
+    _callable("identity", identity, required=True)
+    _callable("version", version, required=False)
+    _callable("fingerprint", fingerprint, required=False)
+    if partitions is not None:
+        _callable("partitions", partitions, required=True)
+    if inspect.isclass(fetch):
+        raise ConfigError(f"expected a function, got the class {fetch!r}", field="fetch")
+
+
+def _definition(**given: Any) -> PollerDefinition[Any]:
+    """Check every argument of :func:`define_poller` and build the definition."""
+    name = given["name"]
+    _check_plain(name, given["budget"], given["source"], given["array_key"], given["prefetch"])
+    _check_functions(
+        given["fetch"],
+        given["identity"],
+        given["version"],
+        given["fingerprint"],
+        given["partitions"],
+    )
+    cursor = given["cursor"]
+    strategy = make_strategy(cursor)  # raises ConfigError for anything that is not a cursor
+    reconcile, log, ids = given["reconcile"], given["log"], given["ids"]
+    resolved_reconcile = (
+        None if reconcile is None else _coerce_option("reconcile", reconcile, Reconcile)
+    )
+    if resolved_reconcile is not None and isinstance(cursor, SnapshotDiff):
+        raise ConfigError(
+            "is redundant with the snapshot diff cursor, which finds deletes every cycle",
+            field="reconcile",
+        )
+    source = given["source"]
     return PollerDefinition(
         name=name,
-        fetch=fetch,
-        identity=identity,
+        fetch=given["fetch"],
+        identity=given["identity"],
         cursor=cursor,
         strategy=strategy,
-        schema=schema,
-        adapter=adapter,
-        version=version,
-        fingerprint=fingerprint,
-        schema_version=_int("schema_version", schema_version, minimum=1),
-        schedule=resolved_schedule,
-        budget=budget,
-        budget_weight=_number("budget_weight", budget_weight, minimum=0, exclusive=True),
-        budget_cost=_number("budget_cost", budget_cost, minimum=0, exclusive=False),
-        partitions=partitions,
-        partitions_refresh_ms=parse_duration(partitions_refresh, "partitions_refresh"),
-        delivery=resolved_delivery,
-        retain=_choice("retain", retain, ("hash", "payload")),
+        schema=given["schema"],
+        adapter=schema_adapter(given["schema"]),
+        version=given["version"],
+        fingerprint=given["fingerprint"],
+        schema_version=_int("schema_version", given["schema_version"], minimum=1),
+        schedule=_coerce_option("schedule", given["schedule"] or Schedule(), Schedule),
+        budget=given["budget"],
+        budget_weight=_number("budget_weight", given["budget_weight"], minimum=0, exclusive=True),
+        budget_cost=_number("budget_cost", given["budget_cost"], minimum=0, exclusive=False),
+        partitions=given["partitions"],
+        partitions_refresh_ms=parse_duration(given["partitions_refresh"], "partitions_refresh"),
+        delivery=_coerce_option("delivery", given["delivery"] or Delivery(), Delivery),
+        retain=_choice("retain", given["retain"], ("hash", "payload")),
         reconcile=resolved_reconcile,
-        on_invalid=_choice("on_invalid", on_invalid, ("quarantine", "skip", "fail")),
-        on_schema_change=_choice("on_schema_change", on_schema_change, ("rebaseline", "emit")),
-        max_pages_per_cycle=_int("max_pages_per_cycle", max_pages_per_cycle, minimum=1),
-        circuit=resolved_circuit,
-        log=resolved_log,
+        on_invalid=_choice("on_invalid", given["on_invalid"], ("quarantine", "skip", "fail")),
+        on_schema_change=_choice(
+            "on_schema_change", given["on_schema_change"], ("rebaseline", "emit")
+        ),
+        max_pages_per_cycle=_int("max_pages_per_cycle", given["max_pages_per_cycle"], minimum=1),
+        circuit=_coerce_option("circuit", given["circuit"] or Circuit(), Circuit),
+        log=None if log is None else _coerce_option("log", log, EventLog),
         source=source if source is not None else f"urn:watukuy:{name}",
-        ids=resolved_ids,
-        deletes=resolved_deletes,
-        array_key=array_key,
-        prefetch=prefetch,
+        ids=(
+            EventIds(mode=_choice("ids", ids, ("distinct", "compat")))
+            if isinstance(ids, str)
+            else _coerce_option("ids", ids, EventIds)
+        ),
+        deletes=_coerce_option("deletes", given["deletes"] or Deletes(), Deletes),
+        array_key=given["array_key"],
+        prefetch=given["prefetch"],
     )

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from watukuy.model.durations import Duration, parse_duration
-from watukuy.model.errors import ConfigError
-from watukuy.model.records import dataclass
-
-from .runner import TickPollResult
+from watukuy.model.errors import ConfigError, SerializedError
+from watukuy.model.rows import Lane
 
 __all__ = ["EngineStatus", "LeaseOptions", "ReplayResult", "TickPollResult", "TickResult"]
 
@@ -23,6 +21,40 @@ class EngineStatus(StrEnum):
     RUNNING = "running"
     STOPPING = "stopping"
     STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class TickPollResult:
+    """One lane cycle that ran during a tick.
+
+    Attributes:
+        poller: Poller name.
+        partition: Partition key.
+        lane: Which lane ran.
+        items: Items fetched (after the lag filter).
+        events: Events committed.
+        delivered: Events delivered during the cycle.
+        duration_ms: Wall time of the cycle.
+        error: The failure, serialised; ``None`` on success. Failures are reported here,
+            never raised.
+        throttled: The cycle was throttled (``429``, ``503`` with ``Retry-After``, an
+            exhausted budget): ``error`` says why, but the cycle did not fail; the key waits
+            without counting a failure.
+    """
+
+    poller: str
+    partition: str
+    lane: Lane
+    items: int
+    events: int
+    delivered: int
+    duration_ms: int
+    error: SerializedError | None = None
+    throttled: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True, slots=True)

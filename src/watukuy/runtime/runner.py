@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any, Literal, cast
 
-from watukuy.cursor import CursorStrategy
 from watukuy.model.errors import (
     BudgetTimeoutError,
     HttpError,
@@ -24,14 +23,10 @@ from watukuy.model.errors import (
     SerializedError,
     StoreError,
 )
-from watukuy.model.http_port import BudgetGate, HttpFactory
 from watukuy.model.partition import Partition
-from watukuy.model.ports import Clock, InlineOffload, Offload, Random, StateStore
 from watukuy.model.records import dataclass
 from watukuy.model.redact import (
-    DEFAULT_REDACTION,
     RedactingLogger,
-    Redaction,
     describe_error,
     serialize_error,
 )
@@ -54,93 +49,45 @@ from watukuy.scheduler import (
     on_success,
 )
 
-from ._hookbus import HookBus
 from .consumers import Consumers
+from .deliveries import Deliveries
 from .dispatcher import Dispatcher, DrainResult
-from .lane import LaneCycle
+from .lane import CycleResult, LaneCycle
 from .lease import LeaseKeeper
 from .poller import PollerDefinition
+from .results import TickPollResult
+from .scope import EngineDeps, KeyScope
 
 __all__ = ["EngineDeps", "KeyRunResult", "KeyRunner", "TickPollResult", "wake_time"]
 
 _log = logging.getLogger("watukuy")
 
 
-class KeyLogger(RedactingLogger):
-    """Adds ``poller`` and ``partition`` to every record, keeping the caller's ``extra``;
-    every record is cleaned of secrets by the engine's redaction policy."""
-
-
-@dataclass(frozen=True, slots=True)
-class TickPollResult:
-    """One lane cycle that ran during a tick.
-
-    Attributes:
-        poller: Poller name.
-        partition: Partition key.
-        lane: Which lane ran.
-        items: Items fetched (after the lag filter).
-        events: Events committed.
-        delivered: Events delivered during the cycle.
-        duration_ms: Wall time of the cycle.
-        error: The failure, serialised; ``None`` on success. Failures are reported here,
-            never raised.
-        throttled: The cycle was throttled (``429``, ``503`` with ``Retry-After``, an
-            exhausted budget): ``error`` says why, but the cycle did not fail; the key waits
-            without counting a failure.
-    """
-
-    poller: str
-    partition: str
-    lane: Lane
-    items: int
-    events: int
-    delivered: int
-    duration_ms: int
-    error: SerializedError | None = None
-    throttled: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True, slots=True)
-class EngineDeps:
-    """What every key run shares with the engine."""
-
-    store: StateStore
-    clock: Clock
-    random: Random
-    hooks: HookBus
-    instance_id: str
-    lease_ttl_ms: int
-    lease_renew_ms: int
-    batch_size: int
-    http: HttpFactory | None
-    budgets: BudgetGate | None
-    reconcile_strategy: CursorStrategy[Any]
-    budget_max_wait: Callable[[str], int | None] = field(default=lambda name: None)
-    lease_margin_ms: int = 0
-    redaction: Redaction = DEFAULT_REDACTION
-    filtered: dict[PKey, int] = field(default_factory=dict)
-    """Events turned down by a consumer's ``when=`` filter, per key, since the start."""
-    offload: Offload = field(default_factory=InlineOffload)
-    """Where a sync ``fetch`` runs (the engine's worker threads)."""
-
-
 RunOutcome = Literal["ran", "not-due", "paused", "leased", "lease-lost"]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class KeyRunResult:
-    """What :meth:`KeyRunner.run` did for one key."""
+    """What :meth:`KeyRunner.run` did for one key.
+
+    Attributes:
+        outcome: Whether the run ran, and if not, why.
+        results: One entry per lane cycle that ran (those that finished before a lost
+            lease, too).
+        state: The key's state after the run (``"ran"``), or as loaded (``"paused"``,
+            ``"not-due"``, ``"leased"``); ``None`` when the run did not get to save it.
+        drain: What the run's deliveries did.
+        leased_until: When another holder's lease expires (``"leased"`` only).
+        wake_at: When the key next needs a run, from ``state`` (see :func:`wake_time`);
+            ``None``: only on demand, or not known (``"leased"``, ``"lease-lost"``).
+    """
 
     outcome: RunOutcome
     results: list[TickPollResult] = field(default_factory=list)
     state: PollerState | None = None
     drain: DrainResult = field(default_factory=DrainResult)
-    leased_until: int | None = None  # when another holder's lease expires ("leased" only)
+    leased_until: int | None = None
+    wake_at: int | None = None
 
 
 _HEALTHY = ScheduleState()
@@ -234,9 +181,12 @@ class KeyRunner:
         self._key = PKey(poller.name, partition.key)
         # When run() began: the live lane's next interval counts from here (start to start).
         self._started_at: int | None = None
-        self._logger = KeyLogger(
+        self._logger = RedactingLogger(
             _log, deps.redaction, {"poller": poller.name, "partition": partition.key}
         )
+        # What each step of the run did, kept as it finishes: a run whose lease is lost
+        # half-way still reports the lanes that ran.
+        self._polled: list[TickPollResult] = []
 
     @property
     def key(self) -> PKey:
@@ -272,7 +222,9 @@ class KeyRunner:
         if state.paused:
             return KeyRunResult("paused", state=state)
         if not await self._is_due(state, now):
-            return KeyRunResult("not-due", state=state)
+            return KeyRunResult(
+                "not-due", state=state, wake_at=self._wake_time(state, deps.clock.now())
+            )
         lease = await deps.store.acquire_lease(
             self._key, deps.instance_id, deps.lease_ttl_ms, deps.clock.now()
         )
@@ -288,6 +240,10 @@ class KeyRunner:
         )
         return await self._run_leased(lease)
 
+    def _wake_time(self, state: PollerState, now: int) -> int | None:
+        """When the key next needs a run (see :func:`wake_time`): computed once per run."""
+        return wake_time(self._poller, state, has_consumer=self._consumer is not None, now=now)
+
     def _hook_fields(self, lane: Lane) -> dict[str, Any]:
         return {
             "poller": self._key.poller,
@@ -298,9 +254,9 @@ class KeyRunner:
 
     async def _run_leased(self, lease: Lease) -> KeyRunResult:
         deps = self._deps
+        self._polled = []
         cancel = asyncio.Event()
-        result = KeyRunResult("ran")
-        lanes_task: asyncio.Task[None] | None = None
+        lanes_task: asyncio.Task[PollerState] | None = None
 
         def lost() -> None:
             cancel.set()
@@ -318,11 +274,23 @@ class KeyRunner:
             logger=self._logger,
             on_lost=lost,
         )
-        lanes_task = asyncio.create_task(self._lanes(keeper, cancel, result))
+        scope = KeyScope(
+            deps=deps,
+            poller=self._poller,
+            partition=self._partition,
+            keeper=keeper,
+            consumers=self._consumer,
+            cancel=cancel,
+            should_stop=self.should_stop,
+            logger=self._logger,
+        )
+        deliveries = Deliveries(self._dispatcher(scope), self._consumer)
+        lanes_task = asyncio.create_task(self._lanes(scope, deliveries))
         keeper.start()
         lease_lost = False
+        final: PollerState | None = None
         try:
-            await lanes_task
+            final = await lanes_task
         except LeaseLostError:
             lease_lost = True
         except asyncio.CancelledError:
@@ -340,20 +308,25 @@ class KeyRunner:
                     await deps.store.release_lease(self._key, keeper.lease)
                 except StoreError as error:
                     self._logger.warning("lease release failed: %s", error)
+        outcome: RunOutcome = "ran"
         if lease_lost or keeper.lost:
-            result.outcome = "lease-lost"
+            outcome = "lease-lost"
             self._logger.warning("lease lost during the run; its in-memory work was discarded")
             await deps.hooks.emit("on_lease_lost", **self._hook_fields("live"), epoch=lease.epoch)
-        return result
+        return KeyRunResult(
+            outcome,
+            results=list(self._polled),
+            state=final,
+            drain=deliveries.drained,
+            wake_at=None if final is None else final.wake_at,
+        )
 
-    async def _lanes(self, keeper: LeaseKeeper, cancel: asyncio.Event, out: KeyRunResult) -> None:
-        deps = self._deps
-        poller = self._poller
-        state = await deps.store.load_state(self._key) or empty_poller_state(deps.clock.now())
-        dispatcher = Dispatcher(
+    def _dispatcher(self, scope: KeyScope) -> Dispatcher:
+        deps, keeper = self._deps, scope.keeper
+        return Dispatcher(
             store=deps.store,
             key=self._key,
-            poller=poller,
+            poller=self._poller,
             partition=self._partition,
             lease=lambda: keeper.lease,
             check_lease=keeper.check,
@@ -363,49 +336,75 @@ class KeyRunner:
             instance_id=deps.instance_id,
             batch_size=deps.batch_size,
             logger=self._logger,
-            cancel=cancel,
+            cancel=scope.cancel,
             redaction=deps.redaction,
             filtered_counts=deps.filtered,
         )
+
+    async def _lanes(self, scope: KeyScope, deliveries: Deliveries) -> PollerState:
+        """Deliver, release confirmed deletes, run the due lanes, save the schedule; returns
+        the state saved. What each lane did is kept in :attr:`_polled` as it finishes."""
+        deps = self._deps
+        state = await deps.store.load_state(self._key) or empty_poller_state(deps.clock.now())
         # 1. Deliver what a previous run (or a crash) left behind, before any request.
-        drain = await dispatcher.drain(self._consumer)
-        out.drain.merge(drain)
-        if drain.halted:
-            state = await self._halt(state, drain)
+        await deliveries.deliver()
+        if deliveries.take().halted:
+            state = await self._halt(state, deliveries.drained)
 
-        if _release_due(state) and not out.drain.halted:
-            state = await self._release_held(state, keeper, dispatcher, cancel, out)
+        if _release_due(state) and not deliveries.halted():
+            state, polled = await self._release_held(state, scope, deliveries)
+            self._polled.append(polled)
 
-        lanes: list[Lane] = []
-        if not out.drain.halted and (self._force or is_due(state.schedule, deps.clock.now())):
-            lanes.append("live")
-        if _reconcile_due(poller, state, deps.clock.now()):
-            lanes.append("reconcile")
-        if _backfill_due(state, deps.clock.now()):
-            lanes.append("backfill")
-
+        lanes = self._due_lanes(state, halted=deliveries.halted())
         for lane in lanes:
-            if self._halted(out):
+            if deliveries.halted():
                 break
             if lane != "live" and self.should_stop():
                 break
-            if lane == "live":
-                schedule = begin_cycle(state.schedule, deps.clock.now())
-                if self._force and schedule.circuit is CircuitState.OPEN:
-                    schedule = dataclasses.replace(schedule, circuit=CircuitState.HALF_OPEN)
-                state = dataclasses.replace(state, schedule=schedule)
-            elif lane in state.schedule.lanes:
-                # The lane's own circuit: a probe when its open circuit's time has come.
-                side = begin_cycle(_side(state, lane), deps.clock.now())
-                lanes_now = {**state.schedule.lanes, lane: side}
-                state = dataclasses.replace(
-                    state, schedule=dataclasses.replace(state.schedule, lanes=lanes_now)
-                )
-            state = await self._run_lane(lane, state, keeper, dispatcher, cancel, out)
-            if self._halted(out):
-                state = await self._halt(state, out.drain)
+            state = self._begin(lane, state)
+            state, polled = await self._run_lane(lane, state, scope, deliveries)
+            self._polled.append(polled)
+            if deliveries.halted():
+                state = await self._halt(state, deliveries.drained)
+        if lanes:
+            await self._prune()
+        # 7. Persist the schedule (and lane bookkeeping), then the caller releases the lease.
+        return await self._save(state, scope.keeper, deliveries.drained)
 
-        if poller.log is not None and lanes:
+    def _due_lanes(self, state: PollerState, *, halted: bool) -> list[Lane]:
+        """The lanes this run runs, in order (no live lane once a poison event halted)."""
+        clock = self._deps.clock
+        lanes: list[Lane] = []
+        if not halted and (self._force or is_due(state.schedule, clock.now())):
+            lanes.append("live")
+        if _reconcile_due(self._poller, state, clock.now()):
+            lanes.append("reconcile")
+        if _backfill_due(state, clock.now()):
+            lanes.append("backfill")
+        return lanes
+
+    def _begin(self, lane: Lane, state: PollerState) -> PollerState:
+        """The schedule as a cycle of ``lane`` begins (a probe, when its open circuit's
+        time has come)."""
+        now = self._deps.clock.now()
+        if lane == "live":
+            schedule = begin_cycle(state.schedule, now)
+            if self._force and schedule.circuit is CircuitState.OPEN:
+                schedule = dataclasses.replace(schedule, circuit=CircuitState.HALF_OPEN)
+            return dataclasses.replace(state, schedule=schedule)
+        if lane in state.schedule.lanes:
+            # The lane's own circuit: a probe when its open circuit's time has come.
+            side = begin_cycle(_side(state, lane), now)
+            lanes_now = {**state.schedule.lanes, lane: side}
+            return dataclasses.replace(
+                state, schedule=dataclasses.replace(state.schedule, lanes=lanes_now)
+            )
+        return state
+
+    async def _prune(self) -> None:
+        """Trim the replay log and the tombstones past their retention."""
+        deps, poller = self._deps, self._poller
+        if poller.log is not None:
             # The replay log keeps log.retention of events; trimming it here costs one
             # indexed delete per poll.
             try:
@@ -413,20 +412,26 @@ class KeyRunner:
             except StoreError as error:
                 self._logger.warning("could not prune the event log: %s", error)
         retention = poller.ids.tombstones_ms
-        if retention is not None and lanes:
+        if retention is not None:
             try:
                 await deps.store.prune_tombstones(self._key, deps.clock.now() - retention)
             except StoreError as error:
                 self._logger.warning("could not prune tombstones: %s", error)
 
-        # 7. Persist the schedule (and lane bookkeeping), then the caller releases the lease.
+    async def _save(
+        self, state: PollerState, keeper: LeaseKeeper, drained: DrainResult
+    ) -> PollerState:
+        """Save the schedule (with what the deliveries left to retry) and the lanes'
+        bookkeeping; returns the state as saved."""
         schedule = dataclasses.replace(
             state.schedule,
-            next_retry_at=out.drain.next_retry_at,
-            drain_blocked=out.drain.held > 0 and out.drain.next_retry_at is None,
+            next_retry_at=drained.next_retry_at,
+            drain_blocked=drained.held > 0 and drained.next_retry_at is None,
         )
-        now = deps.clock.now()
+        now = self._deps.clock.now()
         final = dataclasses.replace(state, schedule=schedule)
+        # The store's due index: when this key next needs a run (see wake_time).
+        wake_at = self._wake_time(final, now)
         patch: StatePatch = {
             "schedule": schedule,
             "last_reconcile_at": state.last_reconcile_at,
@@ -435,15 +440,10 @@ class KeyRunner:
             "late": state.late,
             "lookback": state.lookback,
             "updated_at": now,
-            # The store's due index: when this key next needs a run (see wake_time).
-            "wake_at": wake_time(poller, final, has_consumer=self._consumer is not None, now=now),
+            "wake_at": wake_at,
         }
-        await deps.store.save_state(self._key, keeper.lease, patch)
-        out.state = dataclasses.replace(final, wake_at=patch["wake_at"])
-
-    @staticmethod
-    def _halted(out: KeyRunResult) -> bool:
-        return out.drain.halted
+        await self._deps.store.save_state(self._key, keeper.lease, patch)
+        return dataclasses.replace(final, wake_at=wake_at)
 
     async def _halt(self, state: PollerState, drain: DrainResult) -> PollerState:
         """A poison event with ``action="halt"``: open the circuit now."""
@@ -468,167 +468,121 @@ class KeyRunner:
             )
         return dataclasses.replace(state, schedule=transition.state)
 
-    def _cycle(
-        self, lane: Lane, keeper: LeaseKeeper, dispatcher: Dispatcher, cancel: asyncio.Event
-    ) -> LaneCycle:
-        return LaneCycle(
-            deps=self._deps,
-            poller=self._poller,
-            partition=self._partition,
-            key=self._key,
-            lane=lane,
-            keeper=keeper,
-            dispatcher=dispatcher,
-            consumer=self._consumer,
-            cancel=cancel,
-            should_stop=self.should_stop,
-            force=self._force,
-            logger=self._logger,
-        )
-
     async def _release_held(
-        self,
-        state: PollerState,
-        keeper: LeaseKeeper,
-        dispatcher: Dispatcher,
-        cancel: asyncio.Event,
-        out: KeyRunResult,
-    ) -> PollerState:
+        self, state: PollerState, scope: KeyScope, deliveries: Deliveries
+    ) -> tuple[PollerState, TickPollResult]:
         """Emit confirmed held deletes under this run's lease. A store failure is logged
         and reported; the hold stays confirmed, so the next run tries again."""
         held = state.held_deletes
         assert held is not None
         lane = cast(Lane, held.lane)
-        cycle = self._cycle(lane, keeper, dispatcher, cancel)
+        cycle = LaneCycle(scope, lane, deliveries)
         started = self._deps.clock.now()
         error: SerializedError | None = None
         emitted = 0
         try:
             state, emitted = await cycle.release_held(state)
         except StoreError as failure:
-            error = serialize_error(failure)
+            error = serialize_error(failure, redaction=self._deps.redaction)
             self._logger.warning("could not emit the confirmed deletes: %s", failure)
-        out.drain.merge(cycle.drain)
-        out.results.append(
-            TickPollResult(
-                poller=self._key.poller,
-                partition=self._key.partition,
-                lane=lane,
-                items=0,
-                events=emitted,
-                delivered=cycle.drain.delivered,
-                duration_ms=self._deps.clock.now() - started,
-                error=error,
-            )
+        polled = TickPollResult(
+            poller=self._key.poller,
+            partition=self._key.partition,
+            lane=lane,
+            items=0,
+            events=emitted,
+            delivered=deliveries.take().delivered,
+            duration_ms=self._deps.clock.now() - started,
+            error=error,
         )
-        return state
+        return state, polled
 
     async def _run_lane(
-        self,
-        lane: Lane,
-        state: PollerState,
-        keeper: LeaseKeeper,
-        dispatcher: Dispatcher,
-        cancel: asyncio.Event,
-        out: KeyRunResult,
-    ) -> PollerState:
-        deps = self._deps
-        cycle = self._cycle(lane, keeper, dispatcher, cancel)
-        state, summary, error, phase = await cycle.run(state)
-        out.drain.merge(cycle.drain)
-        now = deps.clock.now()
-        schedule = state.schedule
-        throttled = False
+        self, lane: Lane, state: PollerState, scope: KeyScope, deliveries: Deliveries
+    ) -> tuple[PollerState, TickPollResult]:
+        """Run one lane cycle, then move its schedule on; returns the state after it and
+        what it did."""
+        ran = await LaneCycle(scope, lane, deliveries).run(state)
+        now = self._deps.clock.now()
         if lane == "live":
-            if error is None:
-                tr = on_success(
-                    schedule,
-                    schedule=self._poller.schedule,
-                    circuit=self._poller.circuit,
-                    events=summary.events.total,
-                    not_modified=summary.not_modified,
-                    truncated=summary.truncated,
-                    rate_limit=cycle.rate_limit,
-                    now=now,
-                    random=deps.random,
-                    summary=summary,
-                    # The run's start, before its store round trips: the next run's wake-up
-                    # is followed by the same round trips before its request leaves.
-                    started_at=self._started_at,
-                    held_until=cycle.held_until,
-                )
-            else:
-                tr = self._failure_transition(schedule, error, cycle.raised, now)
-                throttled = tr.reason == "throttled"
-                tr = dataclasses.replace(
-                    tr,
-                    state=dataclasses.replace(
-                        tr.state, last_poll=summary, last_poll_at=summary.started_at
-                    ),
-                )
-            schedule = tr.state
-            if summary.events.total:
-                schedule = dataclasses.replace(schedule, drain_blocked=False)
-            if tr.circuit_closed:
-                await deps.hooks.emit("on_circuit_close", **self._hook_fields(lane))
-            if tr.circuit_opened:
-                await deps.hooks.emit(
-                    "on_circuit_open",
-                    **self._hook_fields(lane),
-                    failures=schedule.consecutive_failures,
-                    probe_at=schedule.next_due_at or now,
-                )
-            await deps.hooks.emit(
-                "on_schedule_change",
-                **self._hook_fields(lane),
-                interval_ms=schedule.interval_ms or self._poller.schedule.min_ms,
-                next_due_at=schedule.next_due_at or now,
-                reason=tr.reason,
+            schedule, throttled = await self._live_transition(ran, now)
+        else:
+            schedule, throttled = await self._side_transition(lane, ran, now)
+        if ran.error is not None:
+            await self._report_failure(lane, ran, throttled)
+        state = dataclasses.replace(ran.state, schedule=schedule)
+        await self._deps.hooks.emit("on_poll_end", **self._hook_fields(lane), summary=ran.summary)
+        polled = TickPollResult(
+            poller=self._key.poller,
+            partition=self._key.partition,
+            lane=lane,
+            items=ran.summary.items,
+            events=ran.summary.events.total,
+            delivered=ran.drain.delivered,
+            duration_ms=ran.summary.duration_ms,
+            error=ran.error,
+            throttled=throttled,
+        )
+        return state, polled
+
+    async def _live_transition(self, ran: CycleResult, now: int) -> tuple[ScheduleState, bool]:
+        """A live cycle ended: the next interval, the backoff or the circuit, with their
+        hooks. Returns the schedule and whether the cycle was throttled."""
+        deps, poller, summary = self._deps, self._poller, ran.summary
+        throttled = False
+        if ran.error is None:
+            tr = on_success(
+                ran.state.schedule,
+                schedule=poller.schedule,
+                circuit=poller.circuit,
+                events=summary.events.total,
+                not_modified=summary.not_modified,
+                truncated=summary.truncated,
+                rate_limit=ran.rate_limit,
+                now=now,
+                random=deps.random,
+                summary=summary,
+                # The run's start, before its store round trips: the next run's wake-up
+                # is followed by the same round trips before its request leaves.
+                started_at=self._started_at,
+                held_until=ran.held_until,
             )
         else:
-            schedule, throttled = await self._side_transition(lane, schedule, error, cycle, now)
-        if error is not None:
-            self._logger.warning(
-                "%s cycle %s (%s): %s",
-                lane,
-                "throttled" if throttled else "failed",
-                phase,
-                describe_error(error),
-                extra={
-                    "lane": lane,
-                    "phase": phase,
-                    "error_code": error.get("code"),
-                    "throttled": throttled,
-                },
+            tr = self._failure_transition(ran.state.schedule, ran.error, ran.raised, now)
+            throttled = tr.reason == "throttled"
+            tr = dataclasses.replace(
+                tr,
+                state=dataclasses.replace(
+                    tr.state, last_poll=summary, last_poll_at=summary.started_at
+                ),
             )
-            await deps.hooks.emit("on_error", **self._hook_fields(lane), error=error, phase=phase)
-        state = dataclasses.replace(state, schedule=schedule)
-        await deps.hooks.emit("on_poll_end", **self._hook_fields(lane), summary=summary)
-        out.results.append(
-            TickPollResult(
-                poller=self._key.poller,
-                partition=self._key.partition,
-                lane=lane,
-                items=summary.items,
-                events=summary.events.total,
-                delivered=cycle.drain.delivered,
-                duration_ms=summary.duration_ms,
-                error=error,
-                throttled=throttled,
+        schedule = tr.state
+        if summary.events.total:
+            schedule = dataclasses.replace(schedule, drain_blocked=False)
+        if tr.circuit_closed:
+            await deps.hooks.emit("on_circuit_close", **self._hook_fields("live"))
+        if tr.circuit_opened:
+            await deps.hooks.emit(
+                "on_circuit_open",
+                **self._hook_fields("live"),
+                failures=schedule.consecutive_failures,
+                probe_at=schedule.next_due_at or now,
             )
+        await deps.hooks.emit(
+            "on_schedule_change",
+            **self._hook_fields("live"),
+            interval_ms=schedule.interval_ms or poller.schedule.min_ms,
+            next_due_at=schedule.next_due_at or now,
+            reason=tr.reason,
         )
-        return state
+        return schedule, throttled
 
     async def _side_transition(
-        self,
-        lane: Lane,
-        schedule: ScheduleState,
-        error: SerializedError | None,
-        cycle: LaneCycle,
-        now: int,
+        self, lane: Lane, ran: CycleResult, now: int
     ) -> tuple[ScheduleState, bool]:
         """A reconcile or backfill cycle ended: that lane backs off, throttles, opens or
         closes its own circuit; the live lane's schedule is left alone."""
+        schedule, error = ran.state.schedule, ran.error
         side = _side_state(schedule, lane)
         lanes = dict(schedule.lanes)
         throttled = False
@@ -637,7 +591,7 @@ class KeyRunner:
             if side.circuit is not CircuitState.CLOSED:
                 await self._deps.hooks.emit("on_circuit_close", **self._hook_fields(lane))
         else:
-            tr = self._failure_transition(side, error, cycle.raised, now)
+            tr = self._failure_transition(side, error, ran.raised, now)
             throttled = tr.reason == "throttled"
             lanes[lane] = tr.state
             if tr.circuit_opened:
@@ -649,6 +603,25 @@ class KeyRunner:
                 )
         last_error = error if error is not None else schedule.last_error
         return dataclasses.replace(schedule, lanes=lanes, last_error=last_error), throttled
+
+    async def _report_failure(self, lane: Lane, ran: CycleResult, throttled: bool) -> None:
+        """Log a failed (or throttled) cycle and fire ``on_error``."""
+        error, phase = ran.error, ran.phase
+        assert error is not None
+        self._logger.warning(
+            "%s cycle %s (%s): %s",
+            lane,
+            "throttled" if throttled else "failed",
+            phase,
+            describe_error(error),
+            extra={
+                "lane": lane,
+                "phase": phase,
+                "error_code": error.get("code"),
+                "throttled": throttled,
+            },
+        )
+        await self._deps.hooks.emit("on_error", **self._hook_fields(lane), error=error, phase=phase)
 
     def _failure_transition(
         self,

@@ -22,7 +22,8 @@ from watukuy.model.ports import StateStore
 
 from .consumers import HandlerConsumer, Subscription
 from .dispatcher import Dispatcher
-from .lane import LaneCycle, _Fetch
+from .fetching import Fetch
+from .lane import LaneCycle
 
 if TYPE_CHECKING:
     from .hooks import ErrorPhase  # an engine without hooks never loads their records
@@ -113,7 +114,7 @@ def diagnose(task: asyncio.Future[Any], store: StateStore, what: str, late_ms: i
                 phase = "dispatch"
             found = (f"the store ({type(store).__name__}.{method})", phase)
             break  # what the store does inside its own methods is the store's
-        if isinstance(owner, _Fetch):
+        if isinstance(owner, Fetch):
             found = (f"the API (fetch of page {owner.ctx.page})", "fetch")
             break  # fetch is the user's code: whatever it awaits is the API to us
         if isinstance(owner, Dispatcher):

@@ -58,14 +58,13 @@ Between the start of a run and its first request the engine reads the key's stat
 its lease, looks at its outbox and waits for a budget grant and a connection. Counting
 intervals start to start cancels what that takes when it takes the same time in every run,
 but not how much it varies from one run of a key to the next: on a busy SQLite file, with
-2,000 tenants sharing a budget, the store's round trips alone took from a few milliseconds
-to about 170 ms, and when many tenants come due together the budget's grants, spaced
-``per / requests`` apart, keep the last of them waiting a few hundred milliseconds more
-(with 200 ms of allowance, a few requests in ten thousand still arrived up to 0.1 s past
-the band's top). A run planned exactly at ``interval * (1 + jitter)`` after the previous
-start could reach the vendor that much later than the schedule promises; planned this much
-earlier it reaches it in time. Only the part of the band above the nominal interval is
-shortened.
+thousands of tenants sharing a budget, the store's round trips alone vary a lot from one
+run to the next, and when many tenants come due together the budget's grants, spaced
+``per / requests`` apart, keep the last of them waiting longer still (with a smaller
+allowance, a few requests still arrived past the band's top). A run planned exactly at
+``interval * (1 + jitter)`` after the previous start could reach the vendor that much later
+than the schedule promises; planned this much earlier it reaches it in time. Only the part
+of the band above the nominal interval is shortened.
 """
 
 

@@ -42,7 +42,7 @@ Layout under ``<prefix>{<tag>}:``::
     meta        hash   lease_owner, lease_epoch, lease_expires_at
     state       hash   one JSON value per top-level PollerState field
     items       hash   identity -> JSON [version, hash, schema_version, payload, seen_at,
-                                        revision] (rows written before revisions have 5)
+                                        revision] (revision left out when it is 0)
     ids         zset   identity (score 0): code-point order for stream_identities
     outbox      zset   event id by sequence (pending rows)
     rows        hash   event id -> "<sequence>:<created_at>:<event>"
@@ -62,7 +62,7 @@ Layout under ``<prefix>{<tag>}:``::
     seen        hash   identity -> seen mark of a full-listing pass (absent: 0)
     links       hash   identity -> JSON [read, prev, next], its listing link (absent: none)
     parkpoison  zset   poison id by parked_at  } the parked-row indexes list_parked reads
-    parkinvalid zset   invalid id by parked_at }  (built from ``parked`` when missing)
+    parkinvalid zset   invalid id by parked_at }  (kept in step with ``parked`` by every script)
 
 plus ``<prefix>keys`` (a set of JSON ``[poller, partition]``), ``<prefix>{<poller>}:due``
 (sorted set: partition by ``wake_at``, keys with a ``None`` wake time left out) and, for
@@ -137,7 +137,6 @@ _STORE_SCRIPTS = (
     "load_marks",
     "prune_tombstones",
     "list_parked",
-    "index_parked",
 )
 _PRUNE_BATCH = 1000
 # load_marks: identities per script call, so a long list never holds the server for long.
@@ -201,7 +200,7 @@ def _wake_of(fields: dict[str, Any]) -> int | None:
 
 def _item_fields(value: bytes | str) -> tuple[Any, ...]:
     """``(version, hash, schema_version, payload, seen_at, revision)`` of an ``items`` value;
-    rows written before revisions have five fields, and revision ``0``."""
+    a row of revision ``0`` is written without it (five fields, see :meth:`commit_poll`)."""
     fields = json.loads(value)
     if len(fields) == 5:
         fields.append(0)
@@ -896,8 +895,6 @@ class RedisStore:
 
         Reads ``limit`` entries of each kind's index (sorted sets by ``parked_at``; members
         of one score come in byte order, code-point order for UTF-8), never the whole hash.
-        A key whose rows were parked before the indexes existed gets them built first, in
-        bounded steps (see :meth:`_index_parked`).
         """
         if limit is not None and limit <= 0:
             return []
@@ -905,32 +902,11 @@ class RedisStore:
         keys = [k.parked, k.parkpoison, k.parkinvalid]
         args = [kind or "", limit or 0]
         values = await self._eval("list_parked", "list_parked", keys, args)
-        if values is None:
-            await self._index_parked(keys)
-            values = await self._eval("list_parked", "list_parked", keys, args)
-            if values is None:  # a writer without the indexes is still at work: read it all
-                with store_errors("list_parked"):
-                    values = await self._redis.hvals(k.parked)
         rows = sorted(
             (row for row in map(_parked_from, values) if kind is None or row.kind == kind),
             key=lambda row: (row.parked_at, row.id),
         )
         return rows if limit is None else rows[:limit]
-
-    async def _index_parked(self, keys: list[str]) -> None:
-        """Build a key's parked-row indexes from its ``parked`` hash (rows parked by a
-        version without them): an ``HSCAN`` walk that indexes every row, then a ``ZSCAN``
-        walk of each index that drops entries without a row; one script per step of
-        about ``_PRUNE_BATCH`` entries, so a large hash never holds the server for long."""
-        for what in ("rows", "2", "3"):
-            cursor: Any = 0
-            while True:
-                reply = await self._eval(
-                    "list_parked", "index_parked", keys, [cursor, _PRUNE_BATCH, what]
-                )
-                cursor = _text(reply)
-                if cursor == "0":
-                    break
 
     async def count_parked(self, key: PKey) -> int:
         """Number of parked rows of either kind."""

@@ -506,10 +506,6 @@ def _initial_state(now: int) -> tuple[str, int | None]:
     return _state_columns(state_to_fields(empty_poller_state(now)))
 
 
-def _error_text(error: SerializedError | None) -> str | None:
-    return None if error is None else wkjson.dumps(error)
-
-
 def _error_of(text: str | None) -> SerializedError | None:
     return None if text is None else cast(SerializedError, wkjson.loads(text))
 

@@ -8,7 +8,14 @@ from cli_fakes import Polled
 from watukuy.cli._errors import CliError
 from watukuy.cli._operators import EngineOperator, StoreOperator
 from watukuy.model import json as wkjson
-from watukuy.model.rows import CircuitState, PKey
+from watukuy.model.rows import (
+    CircuitState,
+    HeldDeletes,
+    ListingPass,
+    ListingState,
+    PKey,
+    Validator,
+)
 from watukuy.scheduler import trigger as trigger_schedule
 
 ORDERS = PKey("orders")
@@ -126,6 +133,27 @@ async def test_reset_cursor_to_null_drops_the_live_cursor(polled: Polled) -> Non
     # The engine starts over from its initial cursor: everything is created again.
     result = await polled.engine.tick(only="orders")
     assert [r.events for r in result.polled] == [5]
+
+
+async def test_reset_cursor_makes_the_engines_reset_on_a_store_alone(polled: Polled) -> None:
+    store = polled.store
+    lease = await store.acquire_lease(ORDERS, "test", 30_000, polled.clock.now())
+    assert lease is not None
+    await store.set_validator(ORDERS, lease, "page", Validator("etag", None, 0))
+    await store.release_lease(ORDERS, lease)
+    held = HeldDeletes(lane="live", below=1, count=5, snapshot=5, held_at=0)
+    listing = ListingState(counter=1, lanes={"live": ListingPass(pass_id=1, pages=1)})
+    await store.save_state_unfenced(
+        ORDERS, {"held_deletes": held, "listing": listing}, polled.clock.now()
+    )
+    await operator(polled).reset_cursor("orders", None, clear_snapshot=True, partition=None)
+    state = await store.load_state(ORDERS)
+    assert state is not None
+    # Nothing read before the reset is answered 304, the pass starts over, and the hold
+    # naming the cleared rows goes with them.
+    assert await store.get_validator(ORDERS, "page") is None
+    assert state.listing.lanes["live"].pass_id is None
+    assert state.held_deletes is None
 
 
 async def test_reset_cursor_writes_the_stored_form_verbatim(polled: Polled) -> None:

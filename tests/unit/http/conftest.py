@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from http_fakes import World
+from http_fakes import HttpRig
 
 
 @pytest.fixture
-async def world() -> AsyncIterator[World]:
+async def rig() -> AsyncIterator[HttpRig]:
     """A scripted API, a validator store and a virtual clock; the client is closed after."""
-    w = World()
+    w = HttpRig()
     yield w
     await w.client.aclose()

@@ -87,7 +87,7 @@ class FakeGate:
         return self.waited
 
 
-class World:
+class HttpRig:
     """One scripted API behind ``httpx.MockTransport`` and everything a scope needs."""
 
     def __init__(self) -> None:

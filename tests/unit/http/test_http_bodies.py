@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from http_fakes import BASE, World
+from http_fakes import BASE, HttpRig
 
 from watukuy.model.errors import WatukuyError
 
@@ -11,10 +11,10 @@ PAGE = b"<!DOCTYPE html><html><head><title>Down for maintenance</title></head></
 
 
 async def test_an_html_page_instead_of_json_names_status_type_bytes_and_url(
-    world: World,
+    rig: HttpRig,
 ) -> None:
-    world.reply(200, content=PAGE, headers={"content-type": "text/html; charset=utf-8"})
-    response = await world.http().get(f"{BASE}?api_key=s3cr3t-value&page=2")
+    rig.reply(200, content=PAGE, headers={"content-type": "text/html; charset=utf-8"})
+    response = await rig.http().get(f"{BASE}?api_key=s3cr3t-value&page=2")
     with pytest.raises(WatukuyError) as caught:
         response.json()
     message = str(caught.value)
@@ -27,10 +27,10 @@ async def test_an_html_page_instead_of_json_names_status_type_bytes_and_url(
     assert "page=2" in message
 
 
-async def test_a_body_that_is_not_utf8_says_so(world: World) -> None:
+async def test_a_body_that_is_not_utf8_says_so(rig: HttpRig) -> None:
     body = b'{"data": ["caf\xe9"]}'
-    world.reply(200, content=body, headers={"content-type": "application/json"})
-    response = await world.http().get(BASE)
+    rig.reply(200, content=body, headers={"content-type": "application/json"})
+    response = await rig.http().get(BASE)
     with pytest.raises(WatukuyError) as caught:
         response.json()
     message = str(caught.value)
@@ -39,10 +39,10 @@ async def test_a_body_that_is_not_utf8_says_so(world: World) -> None:
     assert "surrogates" not in message
 
 
-async def test_broken_json_keeps_the_decoder_message_and_the_first_bytes(world: World) -> None:
+async def test_broken_json_keeps_the_decoder_message_and_the_first_bytes(rig: HttpRig) -> None:
     body = b'{"data": [' + b"1," * 200
-    world.reply(502, content=body, headers={"content-type": "application/json"})
-    response = await world.http().get(BASE, raise_for_status=False)
+    rig.reply(502, content=body, headers={"content-type": "application/json"})
+    response = await rig.http().get(BASE, raise_for_status=False)
     with pytest.raises(WatukuyError) as caught:
         response.json()
     message = str(caught.value)
@@ -50,9 +50,9 @@ async def test_broken_json_keeps_the_decoder_message_and_the_first_bytes(world: 
     assert message.endswith(f"... ({len(body)} bytes)")
 
 
-async def test_a_body_without_content_type(world: World) -> None:
-    world.reply(200, content=b"OK")
-    response = await world.http().get(BASE)
+async def test_a_body_without_content_type(rig: HttpRig) -> None:
+    rig.reply(200, content=b"OK")
+    response = await rig.http().get(BASE)
     with pytest.raises(
         WatukuyError,
         match=r"answered 200 \(no content type\) with a body that is not JSON; it starts b'OK'$",

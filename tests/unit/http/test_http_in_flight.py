@@ -11,7 +11,7 @@ import asyncio
 
 import httpx
 import pytest
-from http_fakes import World
+from http_fakes import HttpRig
 
 from watukuy.http import HttpxFactory
 from watukuy.model.errors import ConfigError
@@ -37,8 +37,8 @@ class HeldVendor(httpx.AsyncBaseTransport):
         return httpx.Response(200, json={"ok": True})
 
 
-async def _crowd(factory: HttpxFactory, world: World, vendor: HeldVendor, count: int) -> None:
-    http = factory.bind(world.scope())
+async def _crowd(factory: HttpxFactory, rig: HttpRig, vendor: HeldVendor, count: int) -> None:
+    http = factory.bind(rig.scope())
     tasks = [
         asyncio.create_task(http.get("https://api.test/items", params={"n": str(n)}))
         for n in range(count)
@@ -54,11 +54,11 @@ async def _crowd(factory: HttpxFactory, world: World, vendor: HeldVendor, count:
 
 async def test_an_injected_client_gets_at_most_twenty_requests_at_once() -> None:
     vendor = HeldVendor()
-    world = World()
+    rig = HttpRig()
     async with httpx.AsyncClient(
         transport=vendor, limits=httpx.Limits(max_connections=200)
     ) as client:
-        await _crowd(HttpxFactory(client), world, vendor, 30)
+        await _crowd(HttpxFactory(client), rig, vendor, 30)
     assert vendor.most == 20
     # The others went out in the order they asked, as answers made room.
     assert vendor.order == [str(n) for n in range(30)]
@@ -66,9 +66,9 @@ async def test_an_injected_client_gets_at_most_twenty_requests_at_once() -> None
 
 async def test_max_in_flight_sets_the_bound() -> None:
     vendor = HeldVendor()
-    world = World()
+    rig = HttpRig()
     async with httpx.AsyncClient(transport=vendor) as client:
-        await _crowd(HttpxFactory(client, max_in_flight=5), world, vendor, 12)
+        await _crowd(HttpxFactory(client, max_in_flight=5), rig, vendor, 12)
     assert vendor.most == 5
 
 
@@ -94,7 +94,7 @@ async def test_the_engine_passes_its_bound_to_its_client() -> None:
     import watukuy as wk
 
     vendor = HeldVendor()
-    world = World()
+    rig = HttpRig()
     async with httpx.AsyncClient(transport=vendor) as client:
         engine = wk.Engine(
             store=wk.MemoryStore(),
@@ -104,7 +104,7 @@ async def test_the_engine_passes_its_bound_to_its_client() -> None:
         )
         factory = engine._http
         assert isinstance(factory, HttpxFactory)
-        await _crowd(factory, world, vendor, 60)
+        await _crowd(factory, rig, vendor, 60)
     assert vendor.most == 50
 
 

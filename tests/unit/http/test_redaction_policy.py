@@ -8,7 +8,7 @@ import sys
 
 import httpx
 import pytest
-from http_fakes import World
+from http_fakes import HttpRig
 
 import watukuy as wk
 from watukuy.http import RedactingFilter, redact_headers, redact_text, redact_url
@@ -260,13 +260,13 @@ def test_redacting_filter_cleans_your_own_records(caplog: pytest.LogCaptureFixtu
 
 
 async def test_http_errors_and_debug_logs_carry_no_credentials(
-    world: World, caplog: pytest.LogCaptureFixture
+    rig: HttpRig, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger=world.logger.name)
-    world.reply(500, json={"title": "down"}, headers={"content-type": "application/problem+json"})
+    caplog.set_level(logging.DEBUG, logger=rig.logger.name)
+    rig.reply(500, json={"title": "down"}, headers={"content-type": "application/problem+json"})
     url = f"https://svc:{MARK}@api.example.com/items"
     with pytest.raises(HttpError) as raised:
-        await world.http().get(
+        await rig.http().get(
             url,
             params={"api_key": MARK, "page": 2},
             headers={"X-Auth-Token": MARK, "Api-Key": MARK, "X-Foo-Token": MARK},
@@ -278,16 +278,16 @@ async def test_http_errors_and_debug_logs_carry_no_credentials(
     assert MARK not in caplog.text
     assert all(MARK not in repr(vars(r)) for r in caplog.records)
     # The request itself carried everything.
-    sent = world.requests[0]
+    sent = rig.requests[0]
     assert sent.headers["x-auth-token"] == MARK
     assert sent.url.params["api_key"] == MARK
 
 
-async def test_http_client_uses_the_scope_policy(world: World) -> None:
-    world.reply(404)
+async def test_http_client_uses_the_scope_policy(rig: HttpRig) -> None:
+    rig.reply(404)
     policy = Redaction(names=["tenant"])
     with pytest.raises(HttpError) as raised:
-        await world.http(redaction=policy).get(
+        await rig.http(redaction=policy).get(
             httpx.URL("https://h.test/x"), params={"tenant": "acme"}
         )
     assert raised.value.url == "https://h.test/x?tenant=***"

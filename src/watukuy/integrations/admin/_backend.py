@@ -2,8 +2,10 @@
 
 The page works on an engine (``admin_app(engine, ...)``) or on a store alone (what
 ``watukuy ui --store`` passes). The operations are never reimplemented here: with an engine
-they are the engine's own methods, and without one they are the store-only operations the
-CLI already performs (any object with the :class:`AdminOperator` methods). What this module
+they are the engine's own methods (through :class:`watukuy.runtime.operator.EngineKeyOperator`),
+and without one they are the store-only operations the CLI already performs (any object
+with the :class:`AdminOperator` methods); both write through
+:class:`watukuy.runtime.key_operations.KeyOperations`. What this module
 adds is the reading side, shaped for a page of rows: :meth:`Backend.summary` reads one key
 with four store calls (state, lease, pending count, parked count), so a page of 50 rows
 costs 200 calls whatever the number of keys.
@@ -14,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import bisect
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from watukuy._system import SystemClock
-from watukuy.cursor.config import read_timestamp_ms
 from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError, WatukuyError
 from watukuy.model.events import event_from_json
@@ -28,16 +30,15 @@ from watukuy.model.ports import Clock, StateStore
 from watukuy.model.redact import Redaction
 from watukuy.model.rows import (
     LoggedEvent,
-    ParkedKind,
-    ParkedRow,
     PKey,
     PollerState,
     held_deletes_to_json,
     schedule_to_json,
 )
 from watukuy.runtime.engine import EngineCore
+from watukuy.runtime.key_operations import cursor_report, stored_view
 from watukuy.runtime.late_watch import window_ms
-from watukuy.runtime.operator import KeyOperator
+from watukuy.runtime.operator import EngineKeyOperator, KeyOperator
 from watukuy.scheduler import OVERDUE_GRACE_MS, is_overdue, waiting_ms
 
 __all__ = ["AdminOperator", "Backend", "KeySummary", "LogLine"]
@@ -141,54 +142,6 @@ class LogLine:
     time: str
 
 
-class _EngineOperations:
-    """The engine's own operations in the shape of :class:`AdminOperator`."""
-
-    def __init__(self, engine: EngineCore) -> None:
-        self._engine = engine
-
-    @property
-    def store(self) -> StateStore:
-        return self._engine.store
-
-    async def trigger(self, name: str, partition: str | None) -> PKey:
-        await self._engine.trigger(name, partition=partition)
-        return PKey(name, partition or "")
-
-    async def pause(self, name: str, partition: str | None) -> PKey:
-        await self._engine.pause(name, partition=partition)
-        return PKey(name, partition or "")
-
-    async def resume(self, name: str, partition: str | None) -> PKey:
-        await self._engine.resume(name, partition=partition)
-        return PKey(name, partition or "")
-
-    async def reset_cursor(
-        self, name: str, to: str | None, *, clear_snapshot: bool, partition: str | None
-    ) -> PKey:
-        await self._engine.reset_cursor(
-            name, to, clear_snapshot=clear_snapshot, partition=partition
-        )
-        return PKey(name, partition or "")
-
-    async def parked_list(
-        self, name: str, *, partition: str | None, kind: ParkedKind | None, limit: int | None
-    ) -> list[ParkedRow]:
-        return await self._engine.parked.list(name, partition=partition, kind=kind, limit=limit)
-
-    async def parked_retry(self, name: str, ids: Sequence[str], *, partition: str | None) -> int:
-        return await self._engine.parked.retry(name, ids, partition=partition)
-
-    async def parked_discard(self, name: str, ids: Sequence[str], *, partition: str | None) -> int:
-        return await self._engine.parked.discard(name, ids, partition=partition)
-
-    async def deletes_confirm(self, name: str, *, partition: str | None) -> int:
-        return await self._engine.deletes.confirm(name, partition=partition)
-
-    async def deletes_discard(self, name: str, *, partition: str | None) -> int:
-        return await self._engine.deletes.discard(name, partition=partition)
-
-
 class Backend:
     """The admin page's view of an engine or of a store alone.
 
@@ -200,7 +153,7 @@ class Backend:
     def __init__(self, source: EngineCore | AdminOperator, clock: Clock | None = None) -> None:
         if isinstance(source, EngineCore):
             self.engine: EngineCore | None = source
-            self.operator: AdminOperator = _EngineOperations(source)
+            self.operator: AdminOperator = EngineKeyOperator(source)
             self.clock: Clock = source.clock
             self.redaction = source.redaction
         elif isinstance(source, AdminOperator):
@@ -343,13 +296,7 @@ class Backend:
 
     def cursors(self, key: PKey, state: PollerState | None, now: int) -> dict[str, Any]:
         """Every lane's cursor, described as ``inspect()`` describes them."""
-        if state is None:
-            return {}
-        out: dict[str, Any] = {}
-        for lane, text in state.cursors.items():
-            if text is not None:
-                out[lane] = self._describe(key, lane, text, now)[0]
-        return out
+        return cursor_report(state, functools.partial(self._describe, key), now)[0]
 
     def _describe(self, key: PKey, lane: str, text: str, now: int) -> tuple[Any, int | None]:
         definition = None if self.engine is None else self.engine.pollers.get(key.poller)
@@ -361,8 +308,7 @@ class Backend:
                 return strategy.describe(value), lag
             except ConfigError:
                 pass
-        stored = _stored(text)
-        return stored, _stored_lag(stored, now) if lane == "live" else None
+        return stored_view(lane, text, now)
 
     def schedule(self, state: PollerState | None) -> dict[str, Any]:
         """The key's schedule as ``inspect()`` shows it, errors cleaned again."""
@@ -427,18 +373,3 @@ class Backend:
             )
         lines.reverse()
         return lines
-
-
-def _stored(text: str) -> Any:
-    try:
-        return wkjson.loads(text)
-    except ValueError:
-        return text
-
-
-def _stored_lag(live: Any, now: int) -> int | None:
-    """Lag of a stored timestamp watermark read with the default timestamp rules."""
-    if not isinstance(live, dict) or set(live) != {"value", "tie_break"}:
-        return None
-    ms = read_timestamp_ms(live["value"], None) if live["value"] is not None else None
-    return None if ms is None else round(now - ms)

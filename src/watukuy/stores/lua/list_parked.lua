@@ -1,13 +1,8 @@
 -- Up to `limit` parked rows of each wanted kind, oldest first, read through the parked-row
 -- indexes (never the whole hash).  KEYS: parked, poison index, invalid index.
 -- ARGV: kind ('' for both), limit (0 for no limit).
--- Returns false when the indexes do not account for every parked row (rows written before
--- the indexes existed): the caller builds them (index_parked.lua) and asks again. Otherwise
--- returns the rows (JSON as written), the wanted kinds one after the other; an index entry
+-- Returns the rows (JSON as written), the wanted kinds one after the other; an index entry
 -- without its row is dropped.
-if redis.call('HLEN', KEYS[1]) ~= redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3]) then
-  return false
-end
 local indexes = {}
 if ARGV[1] ~= 'invalid' then
   indexes[#indexes + 1] = KEYS[2]

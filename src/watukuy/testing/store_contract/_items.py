@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from watukuy.diff import MAX_IDENTITY_BYTES
-from watukuy.model.errors import StoreError
+from watukuy.model.errors import ConfigError, StoreError
 from watukuy.model.late import Lookback
 from watukuy.model.ports import StateStore
 from watukuy.model.rows import ItemMark, ListingLink, ListingPass, ListingState, PKey, Tombstone
@@ -143,6 +143,16 @@ class ItemContract:
         batches = await _collect(store, KEY, 3)
         assert [len(b) for b in batches] == [3, 3, 3, 2]
         assert [i for b in batches for i in b] == sorted(identities)
+
+    @pytest.mark.parametrize("size", [0, -1])
+    async def test_stream_identities_rejects_a_batch_size_below_one(
+        self, store: StateStore, size: int
+    ) -> None:
+        if not store.capabilities.streaming:
+            await _assert_unsupported(_collect(store, KEY, size))
+            return
+        with pytest.raises(ConfigError, match=rf"^batch_size: must be at least 1, got {size}$"):
+            await _collect(store, KEY, size)
 
     async def test_count_items_follows_the_snapshot(self, store: StateStore) -> None:
         lease = await _acquire(store)

@@ -96,6 +96,19 @@ class ParkedContract:
         assert await store.retry_parked(KEY, []) == 0
         assert await store.retry_parked(KEY_B, ["bad"]) == 0
 
+    async def test_retry_of_a_row_parked_without_a_sequence_uses_the_envelope(
+        self, store: StateStore
+    ) -> None:
+        # A row parked with no sequence of its own is requeued at the sequence and creation
+        # time its event envelope carries.
+        lease = await _acquire(store)
+        row = dataclasses.replace(parked_poison("e4", 4), sequence=None)
+        await store.park_event(KEY, lease, row)
+        assert await store.list_parked(KEY) == [row]
+        assert await store.retry_parked(KEY, ["e4"]) == 1
+        pending = await store.load_pending(KEY, 10)
+        assert [(r.event_id, r.sequence, r.created_at) for r in pending] == [("e4", 4, T0 + 100)]
+
     async def test_discard_parked_deletes_either_kind(self, store: StateStore) -> None:
         lease = await _acquire(store)
         rows = [

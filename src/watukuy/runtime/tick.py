@@ -1,0 +1,194 @@
+"""One ``tick()`` pass: which keys it visits, and the workers that run them.
+
+``EngineCore.tick`` lists each poller's partitions, asks :class:`TickKeys` which of them to
+visit, and hands them to a :class:`TickPass`, whose workers run them a few at a time and
+return what they found. A pass cut short by its deadline still has what finished before:
+its findings are kept as the workers go, and :meth:`TickPass.stalls` says what each
+unfinished run was waiting for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from watukuy.model.errors import StoreError
+from watukuy.model.partition import Partition
+from watukuy.model.ports import Clock, StateStore
+from watukuy.model.redact import RedactingLogger
+from watukuy.model.rows import PKey
+
+from .daemon import RunKey
+from .key_marks import KeyMarks
+from .partition_book import PartitionBook
+from .poller import PollerDefinition
+from .runner import TickPollResult
+from .stalls import Stall, diagnose
+
+__all__ = ["TickFindings", "TickKeys", "TickPass"]
+
+
+class TickKeys:
+    """Chooses the partitions each tick visits, remembering which pollers a tick has
+    already visited whole.
+
+    Args:
+        store: The engine's store (its due index).
+        book: The partitions of each poller.
+        marks: The per-key marks (forced keys, keys the store failed).
+        log: The engine's logger.
+    """
+
+    def __init__(
+        self, store: StateStore, book: PartitionBook, marks: KeyMarks, log: RedactingLogger
+    ) -> None:
+        self._store = store
+        self._book = book
+        self._marks = marks
+        self._log = log
+        self._swept: set[str] = set()  # pollers whose every key tick() has visited
+
+    def revisit(self, name: str) -> None:
+        """Make the next tick visit every key of poller ``name`` (a consumer was attached:
+        outboxes may wait for it)."""
+        self._swept.discard(name)
+
+    async def choose(self, name: str, partitions: list[Partition], now: int) -> list[Partition]:
+        """The partitions a tick visits.
+
+        The first tick of an engine (or the first after a consumer was attached) visits
+        every key: that is how keys never polled, keys that predate the due index and
+        outboxes waiting for a consumer are found. A warm engine then asks the store's due
+        index and visits only the keys due now, partitions listed since the last tick and
+        forced keys: an idle tick costs in proportion to the due keys, not to all keys.
+        (The daemon's rolling audit has no counterpart here: an idle tick reads no state.)
+        """
+        fresh = self._book.take_fresh(name)
+        if name not in self._swept:
+            self._swept.add(name)
+            return partitions
+        try:
+            due = await self._store.due_keys(name, now)
+        except StoreError as error:
+            # Without the due index every key is visited: each run then meets the store on
+            # its own, reports its error and backs off (instead of the whole pass failing).
+            self._log.warning("tick(): the due index of %s could not be read: %s", name, error)
+            return partitions
+        wanted = [partition for partition, _ in due]
+        # Forced keys, and keys whose last run the store failed (it may not list them).
+        marks = self._marks
+        again = {
+            key.partition for key in (*marks.forced, *marks.store_backoff) if key.poller == name
+        }
+        wanted += sorted(fresh | again)
+        return self._book.pick(name, wanted)
+
+
+@dataclass(slots=True)
+class TickFindings:
+    """What a pass found so far: the fields of ``TickResult`` but its duration."""
+
+    polled: list[TickPollResult] = field(default_factory=list)
+    skipped_leased: int = 0
+    skipped_not_due: int = 0
+    timed_out: bool = False
+
+
+class TickPass:
+    """The workers of one pass: they take the chosen keys in turn and run each.
+
+    Args:
+        names: The pollers of the pass.
+        deadline: When the pass stops starting runs (``None``: no deadline).
+        clock: The engine's clock.
+        store: The engine's store (named when a run stalled in it).
+        marks: The per-key marks (forced keys, keys the store failed).
+        run_key: The engine's run of one key.
+        concurrency: Keys run at once.
+    """
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        deadline: int | None,
+        *,
+        clock: Clock,
+        store: StateStore,
+        marks: KeyMarks,
+        run_key: RunKey,
+        concurrency: int,
+    ) -> None:
+        self.names = list(names)
+        self._deadline = deadline
+        self._clock = clock
+        self._store = store
+        self._marks = marks
+        self._run_key = run_key
+        self._concurrency = concurrency
+        self.findings = TickFindings()
+        """What the pass found so far (kept as it goes: a pass cut short still has it)."""
+        self._running: dict[PKey, tuple[asyncio.Task[Any], int]] = {}
+
+    def not_due(self, count: int) -> None:
+        """Count keys the pass chose not to visit (not due)."""
+        self.findings.skipped_not_due += count
+
+    async def run(self, keys: list[tuple[PollerDefinition[Any], Partition]]) -> TickFindings:
+        """Run ``keys``, ``concurrency`` at a time, and return what the pass found."""
+        queue = iter(keys)
+        workers = [
+            asyncio.create_task(self._worker(queue))
+            for _ in range(min(self._concurrency, max(1, len(keys))))
+        ]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+        return self.findings
+
+    async def _worker(self, queue: Iterator[tuple[PollerDefinition[Any], Partition]]) -> None:
+        found = self.findings
+        deadline = self._deadline
+        for poller, partition in queue:
+            if deadline is not None and self._clock.now() >= deadline:
+                found.timed_out = True
+                return
+            key = PKey(poller.name, partition.key)
+            if self._marks.store_backoff.get(key, (0, 0))[1] > self._clock.now():
+                found.skipped_not_due += 1  # the store failed this key's last run: backing off
+                continue
+            forced = self._marks.take_forced(key)
+            task = asyncio.current_task()
+            if task is not None:
+                self._running[key] = (task, self._clock.now())
+            try:
+                outcome = await self._run_key(poller, partition, force=forced, deadline=deadline)
+            finally:
+                self._running.pop(key, None)
+            found.polled.extend(outcome.results)
+            if outcome.outcome == "leased":
+                found.skipped_leased += 1
+            elif outcome.outcome in ("not-due", "paused"):
+                found.skipped_not_due += 1
+
+    def stalls(self, work: asyncio.Future[Any], deadline: int) -> list[tuple[PKey, int, Stall]]:
+        """What each run still going at the end of the grace was waiting for (the pass
+        itself, ``work``, when no run had started: it was listing keys)."""
+        late = self._clock.now() - deadline
+        if not self._running:
+            names = self.names
+            key = PKey(names[0], "") if names else PKey("", "")
+            what = f"the pass (choosing the keys of {', '.join(names)})"
+            return [(key, self._clock.now(), diagnose(work, self._store, what, late))]
+        return [
+            (key, began, diagnose(task, self._store, _key_text(key), late))
+            for key, (task, began) in self._running.items()
+        ]
+
+
+def _key_text(key: PKey) -> str:
+    return f"{key.poller}/{key.partition}" if key.partition else key.poller

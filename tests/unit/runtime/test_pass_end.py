@@ -1,0 +1,126 @@
+"""``PassEnd`` releases confirmed held deletes with a store, a lease, a clock, the poller and
+an emit path: no lane cycle, no engine."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import watukuy as wk
+from watukuy.model.events import Event, EventWriter, WrittenEvent, WrittenPage, iso_time
+from watukuy.model.rows import (
+    CommitBatch,
+    HeldDeletes,
+    ItemRow,
+    ListingPass,
+    ListingState,
+    OutboxRow,
+    PKey,
+)
+from watukuy.runtime._hookbus import HookBus
+from watukuy.runtime.context import FetchContext
+from watukuy.runtime.lease import LeaseKeeper
+from watukuy.runtime.pass_end import DeletePath, PassEnd
+from watukuy.testing import VirtualClock
+
+KEY = PKey("catalog", "")
+LOGGER = logging.getLogger("test_pass_end")
+
+
+class _Path:
+    """An emit path that writes the events and remembers what went where."""
+
+    def __init__(self, store: wk.MemoryStore, keeper: LeaseKeeper) -> None:
+        self.store = store
+        self.keeper = keeper
+        self.commits: list[tuple[CommitBatch, int]] = []
+        self.delivered: list[str] = []
+
+    def event(
+        self, row: ItemRow, sequence: int, now: int, observed: list[Event[Any]] | None
+    ) -> tuple[WrittenEvent, OutboxRow]:
+        eid = f"{row.identity}-{sequence}"
+        text, written = self.writer(now).write(eid, "deleted", row.identity, sequence, None, None)
+        return written, OutboxRow(event_id=eid, sequence=sequence, event=text, created_at=now)
+
+    def writer(self, now: int) -> EventWriter:
+        return EventWriter(
+            source="test",
+            poller=KEY.poller,
+            partition=KEY.partition,
+            lane="live",
+            time=iso_time(now),
+        )
+
+    def page(self, now: int, events: list[WrittenEvent]) -> WrittenPage:
+        return WrittenPage(self.writer(now), events)
+
+    async def commit(
+        self, batch: CommitBatch, observed: list[Event[Any]] | None, deletes: int
+    ) -> None:
+        await self.store.commit_poll(KEY, self.keeper.lease, batch)
+        self.commits.append((batch, deletes))
+
+    async def deliver(self, rows: list[OutboxRow], page: WrittenPage) -> None:
+        self.delivered.extend(page.subject(i) for i in range(len(page)))
+
+
+def _context() -> FetchContext[Any]:
+    raise AssertionError("no verify= here")
+
+
+async def test_confirmed_held_deletes_are_released_without_a_lane_cycle() -> None:
+    clock = VirtualClock()
+    store = wk.MemoryStore()
+    await store.migrate()
+    lease = await store.acquire_lease(KEY, "me", 60_000, clock.now())
+    assert lease is not None
+    keeper = LeaseKeeper(
+        store,
+        KEY,
+        lease,
+        ttl_ms=60_000,
+        renew_every_ms=20_000,
+        clock=clock,
+        logger=LOGGER,
+        on_lost=lambda: None,
+    )
+    rows = [ItemRow(identity, None, f"h-{identity}", 1) for identity in ("a", "b", "c")]
+    await store.commit_poll(KEY, lease, CommitBatch(upserts=rows, seen=["a", "b"], seen_pass=1))
+    await store.commit_poll(KEY, lease, CommitBatch(seen=["c"], seen_pass=3))
+    held = HeldDeletes(lane="live", below=2, count=2, snapshot=3, held_at=0, confirmed=True)
+    listing = ListingState(counter=3, lanes={"live": ListingPass(last_missed=2)})
+    await store.save_state(KEY, lease, {"held_deletes": held, "listing": listing})
+    state = await store.load_state(KEY)
+    assert state is not None
+
+    poller = wk.define_poller(
+        name=KEY.poller, fetch=lambda ctx: [], identity=lambda o: o["id"], cursor=wk.SnapshotDiff()
+    )
+    path = _Path(store, keeper)
+    ending = PassEnd(
+        store=store,
+        key=KEY,
+        lane="live",
+        keeper=keeper,
+        clock=clock,
+        poller=poller,
+        hooks=HookBus([], LOGGER),
+        instance_id="me",
+        logger=LOGGER,
+        path=DeletePath(event=path.event, page=path.page, commit=path.commit, deliver=path.deliver),
+        context=_context,
+    )
+    state, emitted = await ending.release_held(state)
+
+    assert emitted == 2
+    assert path.delivered == ["a", "b"]
+    assert [(list(batch.deletes), deletes) for batch, deletes in path.commits] == [(["a", "b"], 2)]
+    saved = await store.load_state(KEY)
+    assert saved is not None
+    assert saved == state
+    assert saved.held_deletes is None
+    assert saved.listing.lanes["live"].last_missed == 0
+    assert saved.sequence == 2
+    assert await store.count_items(KEY) == 1
+    assert await store.count_pending(KEY) == 2
