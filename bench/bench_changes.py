@@ -40,7 +40,7 @@ from typing import Any
 import watukuy as wk
 from watukuy.diff.patch import json_patch
 from watukuy.model.rows import PKey
-from watukuy.runtime.dispatcher import Dispatcher
+from watukuy.pipeline.delivery import Rehydration
 from watukuy.testing import FakeApi, fake_items
 
 try:
@@ -139,7 +139,7 @@ def _ids() -> list[str]:
     return [f"item-{n:0{width}d}" for n in range(1, ITEMS + 1)]
 
 
-def _no_patches(self: Dispatcher, stored: wk.Event[Any]) -> None:
+def _no_patches(self: Rehydration, stored: wk.Event[Any]) -> None:
     return None
 
 
@@ -246,14 +246,14 @@ async def run() -> tuple[Run, Run, Run]:
     logger = logging.getLogger("watukuy")
     level = logger.level
     logger.setLevel(logging.ERROR)  # the syncs run without a handler on purpose
-    computing = Dispatcher._changes_of
+    computing = Rehydration.changes_of
     try:
         hashed = await _run("hash")
-        Dispatcher._changes_of = _no_patches  # type: ignore[method-assign]
+        Rehydration.changes_of = _no_patches  # type: ignore[method-assign]
         try:
             unpatched = await _run("payload", patches=False)
         finally:
-            Dispatcher._changes_of = computing  # type: ignore[method-assign]
+            Rehydration.changes_of = computing  # type: ignore[method-assign]
         payload = await _run("payload")
     finally:
         logger.setLevel(level)

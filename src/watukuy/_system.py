@@ -1,12 +1,17 @@
-"""The real clock and randomness: the adapters behind the ``Clock`` and ``Random`` ports."""
+"""The real clock, randomness and threads: the adapters behind the ``Clock``, ``Random`` and
+``Offload`` ports."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-__all__ = ["SystemClock", "SystemRandom"]
+__all__ = ["SystemClock", "SystemRandom", "ThreadOffload"]
+
+T = TypeVar("T")
 
 
 class SystemClock:
@@ -33,3 +38,15 @@ class SystemRandom:
     def random(self) -> float:
         """A float uniformly distributed in ``[0, 1)``."""
         return self._random.random()
+
+
+class ThreadOffload:
+    """Runs blocking user code (a sync handler, a sync ``fetch``) on a worker thread with
+    :func:`asyncio.to_thread`, so the event loop keeps running meanwhile."""
+
+    async def run(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """Call ``fn(*args)`` on a worker thread and return what it returns."""
+        return await asyncio.to_thread(fn, *args)
+
+    def __repr__(self) -> str:
+        return "ThreadOffload()"

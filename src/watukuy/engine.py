@@ -15,7 +15,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._system import SystemClock, SystemRandom
+from ._system import SystemClock, SystemRandom, ThreadOffload
 from .model.durations import Duration
 from .model.errors import ConfigError
 from .model.options import Budget, _positive_int
@@ -152,6 +152,7 @@ class Engine(EngineCore):
             pollers=pollers,
             clock=clock or SystemClock(),
             random=random or SystemRandom(),
+            offload=ThreadOffload(),
             budgets=budgets,
             budget_store=budget_store,
             instance_id=instance_id or default_instance_id(),

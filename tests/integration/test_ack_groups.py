@@ -1,5 +1,6 @@
 """Acks are written in groups: once 1,024 wait, when the drain ends, when the next event
-of a key needs its previous ack, and at the latest 50 ms after a group's first ack."""
+of a key needs its previous ack, and at the latest 50 ms (on the engine's clock) after a
+group's first ack."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import httpx
 
 import watukuy as wk
 from watukuy.model.rows import CommitBatch, Lease, OutboxRow, PKey
+from watukuy.runtime.acks import ACK_GROUP_WAIT_MS
 from watukuy.testing import VirtualClock
 from watukuy.testing.faulty import ForwardingStore
 from watukuy.testing.store_contract import event_json
@@ -54,21 +56,34 @@ async def test_a_page_of_quick_deliveries_is_acked_in_one_call(world: World) -> 
     assert await world.store.count_pending(KEY) == 0
 
 
-async def test_a_waiting_ack_is_written_while_a_slow_handler_runs(world: World) -> None:
+async def test_a_waiting_ack_is_written_once_its_group_wait_passes_on_the_clock(
+    world: World,
+) -> None:
     seed(world, 2)
     engine = world.engine(orders())
-    pending_while_slow: list[int] = []
+    second_running = asyncio.Event()
+    release = asyncio.Event()
 
     async def handle(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
         if event.subject == "item-002":
-            await asyncio.sleep(0.3)  # real time: the group's wait is on the event loop
-            pending_while_slow.append(await world.store.count_pending(KEY))
+            second_running.set()
+            await release.wait()
 
     engine.on("orders", handle)
-    (result,) = (await engine.tick()).polled
+    tick = asyncio.create_task(engine.tick())
+    await second_running.wait()
+    await world.clock.settle()
+    # The first event's ack waits for others to join its group, for the group's wait on
+    # the engine's clock, not on the event loop's.
+    assert await world.store.count_pending(KEY) == 2
+    await world.clock.advance_ms(ACK_GROUP_WAIT_MS - 1)
+    assert await world.store.count_pending(KEY) == 2
+    await world.clock.advance_ms(1)
+    # It landed while the second handler still runs, not after it.
+    assert await world.store.count_pending(KEY) == 1
+    release.set()
+    (result,) = (await tick).polled
     assert result.error is None
-    # The first event's ack landed during the second handler, not after it.
-    assert pending_while_slow == [1]
     assert await world.store.count_pending(KEY) == 0
 
 

@@ -16,7 +16,6 @@ import pytest
 
 import watukuy as wk
 from watukuy.model.errors import StoreError
-from watukuy.model.ports import StoreThread
 from watukuy.model.rows import CommitBatch, Lease, PKey
 from watukuy.testing import SeededRandom
 from watukuy.testing.faulty import ForwardingStore
@@ -238,30 +237,3 @@ def test_prefetch_takes_a_bool_and_names_itself_otherwise() -> None:
         orders(prefetch="no")
     assert raised.value.field == "prefetch"
     assert "'no'" in str(raised.value)
-
-
-class HandsOver(ForwardingStore):
-    """A store that says it works on a thread of its own, and counts the hand-overs."""
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self.hand_overs = 0
-
-    def hand_over(self) -> None:
-        self.hand_overs += 1
-
-
-async def test_long_stretches_of_work_hand_over_to_a_store_thread(world: World) -> None:
-    # 600 items in one page: its events written with a turn every 250, then delivered to
-    # a handler that returns at once, with a turn every 32 events. Each turn offers the
-    # store's thread the GIL first.
-    seed(world, 600)
-    store = HandsOver(world.store)
-    assert isinstance(store, StoreThread)
-    engine = engine_on(world, store, orders(fetch=timestamp_fetch(limit=600)))
-    engine.on("orders", lambda event, ctx: None)
-    (result,) = (await engine.tick()).polled
-    assert result.error is None
-    assert result.events == 600
-    # Writing: 2 turns (after 250 and 500 events); delivering: 18 (at events 32, ..., 576).
-    assert store.hand_overs == 2 + 18

@@ -7,6 +7,7 @@ import dataclasses
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError, LeaseLostError, StoreError
-from watukuy.model.ports import StateStore, StoreThread
+from watukuy.model.ports import StateStore
 from watukuy.model.rows import (
     ItemMark,
     Lease,
@@ -502,38 +503,29 @@ async def test_a_lock_held_longer_than_the_busy_timeout_fails_cleanly(
     await store.close()
 
 
-async def test_hand_over_releases_the_gil_only_while_a_call_is_on_the_worker(
-    db: Path, raw: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = SqliteStore(db, busy_timeout="5s")
-    assert isinstance(store, StoreThread)
-    sleeps: list[float] = []
-    monkeypatch.setattr("watukuy.stores.sqlite.time.sleep", sleeps.append)
-    store.hand_over()
-    assert sleeps == []  # no worker, nothing in flight: nothing to give way to
-    lease = await _lease(store)
-    store.hand_over()
-    assert sleeps == []  # every call landed
-    # A commit held on the worker by another connection's lock: the loop gives way.
-    raw.execute("BEGIN IMMEDIATE")
-    commit = asyncio.create_task(store.commit_poll(KEY, lease, batch(upserts=[item_row("a")])))
-    await asyncio.sleep(0.05)
-    assert not commit.done()
-    store.hand_over()
-    assert sleeps == [0]
-    raw.execute("ROLLBACK")
-    await commit
-    store.hand_over()
-    assert sleeps == [0]
-    await store.close()
+async def _on_the_worker(method: str) -> None:
+    """Wait until the store's worker thread is inside ``method`` (a call it has started:
+    cancelling its task no longer stops it). Looked up in the thread's stack, a check every
+    millisecond, since nothing else tells when a call blocked in SQLite has begun."""
+    for _ in range(10_000):
+        for thread in threading.enumerate():
+            if not thread.name.startswith("watukuy-sqlite") or thread.ident is None:
+                continue
+            frame = sys._current_frames().get(thread.ident)
+            while frame is not None:
+                if frame.f_code.co_name == method:
+                    return
+                frame = frame.f_back
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"the worker never started {method}")
 
 
 async def test_the_event_loop_keeps_running_while_a_call_waits_for_a_lock(
     db: Path, raw: sqlite3.Connection
 ) -> None:
-    # The lock is released by a task of the event loop itself, after ten turns of it, while
-    # the commit waits: if the commit blocked the loop, the lock would never be released
-    # and the commit would fail after its 5 s busy timeout. No wall-clock bound involved.
+    # The lock is released by a task of the event loop itself, once the commit is on the
+    # worker and ten more turns of the loop went by: if the commit blocked the loop, the
+    # lock would never be released and the commit would fail after its 5 s busy timeout.
     store = SqliteStore(db, busy_timeout="5s")
     lease = await _lease(store)
     raw.execute("BEGIN IMMEDIATE")
@@ -542,8 +534,9 @@ async def test_the_event_loop_keeps_running_while_a_call_waits_for_a_lock(
 
     async def release_after_ten_turns(commit: asyncio.Task[None]) -> None:
         nonlocal turns
+        await _on_the_worker("_commit")
         while turns < 10:
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0)
             turns += 1
         released_while_waiting.append(not commit.done())
         raw.execute("ROLLBACK")
@@ -563,7 +556,7 @@ async def test_a_cancelled_call_leaves_the_store_usable(db: Path, raw: sqlite3.C
     lease = await _lease(store)
     raw.execute("BEGIN IMMEDIATE")
     call = asyncio.create_task(store.commit_poll(KEY, lease, batch(upserts=[item_row("a")])))
-    await asyncio.sleep(0.05)
+    await _on_the_worker("_commit")
     call.cancel()
     raw.execute("ROLLBACK")
     with pytest.raises(asyncio.CancelledError):

@@ -2,16 +2,17 @@
 
 The engine talks to time through :class:`Clock`, to chance through :class:`Random`, to
 durable state through :class:`StateStore` and to shared rate budgets through
-:class:`BudgetStore`. Adapters implement them (``watukuy.stores``, ``watukuy.SystemClock``);
+:class:`BudgetStore`; user code that may block (a sync handler, a sync ``fetch``) runs
+through :class:`Offload`. Adapters implement them (``watukuy.stores``, ``watukuy.SystemClock``);
 tests inject doubles (``watukuy.testing.VirtualClock``, ``SeededRandom``, ``MemoryStore``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .errors import ConfigError, SerializedError
 from .rows import (
@@ -35,10 +36,11 @@ __all__ = [
     "BudgetPolicy",
     "BudgetStore",
     "Clock",
+    "InlineOffload",
+    "Offload",
     "Random",
     "StateStore",
     "StoreClock",
-    "StoreThread",
     "budget_capacity",
     "check_budget_args",
     "describe_capacity",
@@ -72,23 +74,33 @@ class StoreClock(Protocol):
         ...
 
 
-@runtime_checkable
-class StoreThread(Protocol):
-    """A store that does its work on a thread of its own (``SqliteStore``).
+T = TypeVar("T")
 
-    Python's threads share one lock, the GIL. A thread that wants it while the event loop's
-    thread is computing waits out the interpreter's switch interval (5 ms unless the
-    application sets another) before it gets it, and a store's thread wants it again after
-    every statement it runs: a commit of a few statements could wait longer for the lock
-    than it works. Stretches of work on the loop that never wait (hashing a page, writing
-    its events, delivering them to handlers that return at once) call :meth:`hand_over`
-    between chunks, so the store's thread takes the lock there instead.
+
+@runtime_checkable
+class Offload(Protocol):
+    """Where the engine runs user code that may block: a sync handler, a sync ``fetch``.
+
+    The runtime starts no thread of its own; it hands such calls to this port.
+    ``watukuy.Engine`` runs them on worker threads (``asyncio.to_thread``), so that they
+    may block without holding the event loop; :class:`InlineOffload` runs them in place.
     """
 
-    def hand_over(self) -> None:
-        """Give the store's thread the GIL if it wants it; return at once when nothing is
-        in flight on that thread."""
+    async def run(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """Call ``fn(*args)`` and return what it returns (or raise what it raises)."""
         ...
+
+
+class InlineOffload:
+    """An :class:`Offload` that calls the function right away, on the event loop's thread
+    (a blocking function then blocks the loop): for code with no thread to offer."""
+
+    async def run(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """Call ``fn(*args)`` here and now."""
+        return fn(*args)
+
+    def __repr__(self) -> str:
+        return "InlineOffload()"
 
 
 @runtime_checkable

@@ -13,6 +13,7 @@ from typing import Any
 
 from watukuy.model.errors import ConfigError
 from watukuy.model.events import Event
+from watukuy.model.ports import InlineOffload, Offload
 from watukuy.model.rows import DEFAULT_CONSUMER
 
 from .consumers import Consumer, Handler, HandlerConsumer, Subscription
@@ -22,19 +23,28 @@ from .poller import PollerDefinition
 __all__ = ["ConsumerTable"]
 
 
+_INLINE = InlineOffload()
+
+
 class ConsumerTable:
     """Poller name -> consumer name -> consumer (a poller with none has no entry).
 
     Args:
         pollers: The poller definitions by name (names are checked by the caller).
         attached: Called with a poller's name after a consumer of it was attached.
+        offload: Where sync handlers run (default: in place, on the event loop's thread;
+            the engine passes its own).
     """
 
     def __init__(
-        self, pollers: Mapping[str, PollerDefinition[Any]], attached: Callable[[str], None]
+        self,
+        pollers: Mapping[str, PollerDefinition[Any]],
+        attached: Callable[[str], None],
+        offload: Offload = _INLINE,
     ) -> None:
         self._pollers = pollers
         self._attached = attached
+        self._offload = offload
         self.by_poller: dict[str, dict[str, Consumer]] = {}
         """The consumers by poller, then by consumer name."""
 
@@ -76,7 +86,11 @@ class ConsumerTable:
         if consumer is None:
             consumer = self._free_default_name(name)
         manual = self._pollers[name].delivery.ack_mode == "manual"
-        self._attach(name, consumer, HandlerConsumer(handler, manual_ack=manual, when=when))
+        self._attach(
+            name,
+            consumer,
+            HandlerConsumer(handler, manual_ack=manual, when=when, offload=self._offload),
+        )
 
     def subscribe(
         self, name: str, consumer: str, when: EventFilter | None = None

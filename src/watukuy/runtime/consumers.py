@@ -11,6 +11,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 from watukuy.model.errors import ConfigError, WatukuyError
 from watukuy.model.events import Event
+from watukuy.model.ports import Offload
 from watukuy.model.rows import DEFAULT_CONSUMER
 
 from .context import HandlerContext
@@ -110,16 +111,30 @@ class Consumers(Mapping[str, Consumer]):
 
 
 class HandlerConsumer:
-    """Runs a user handler; sync handlers run in a worker thread so they may block."""
+    """Runs a user handler; sync handlers run through ``offload`` (the engine's worker
+    threads), so they may block.
+
+    Args:
+        handler: The user's handler, sync or async.
+        manual_ack: The handler must call ``ctx.ack()`` (``delivery.ack_mode="manual"``).
+        when: Events this filter turns down are acknowledged without reaching the handler.
+        offload: Where a sync handler runs.
+    """
 
     # The next event (of another ordering key) may be handled while this one's ack is
     # being written.
     pipeline_acks = True
 
     def __init__(
-        self, handler: Handler, *, manual_ack: bool, when: EventFilter | None = None
+        self,
+        handler: Handler,
+        *,
+        manual_ack: bool,
+        when: EventFilter | None = None,
+        offload: Offload,
     ) -> None:
         self.handler = handler
+        self._offload = offload
         self.when = when
         """Events this filter turns down are acknowledged without reaching the handler."""
         self._manual_ack = manual_ack
@@ -132,7 +147,7 @@ class HandlerConsumer:
             if self._is_async:
                 await cast("Awaitable[None]", self.handler(event, ctx))
             else:
-                result = await asyncio.to_thread(self.handler, event, ctx)
+                result = await self._offload.run(self.handler, event, ctx)
                 if inspect.isawaitable(result):
                     await result
         finally:

@@ -15,12 +15,9 @@ import asyncio
 import collections
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from watukuy.diff.patch import json_patch
-from watukuy.model import json as wkjson
-from watukuy.model.errors import LeaseLostError, SerializedError
+from watukuy.model.errors import LeaseLostError
 from watukuy.model.events import Event, WrittenPage, event_from_json
 from watukuy.model.partition import Partition
 from watukuy.model.ports import Clock, Random, StateStore
@@ -34,79 +31,29 @@ from watukuy.model.rows import (
     delivery_consumer,
     delivery_id,
 )
+from watukuy.pipeline.delivery import DrainResult, Rehydration, with_history, without_history
 from watukuy.scheduler import backoff_delay
-from watukuy.validate import is_passthrough
 
 from ._hookbus import HookBus
-from ._turn import hand_over_of, turn
+from ._turn import turn
+from .acks import AckWriter
 from .consumers import Consumer, Consumers, DeliveryAbandoned, consumer_filter
 from .context import HandlerContext
 from .poller import PollerDefinition
 
 __all__ = ["DrainResult", "Dispatcher"]
 
-_MAX_HISTORY = 20
-# Acks waiting for the writer while it writes the group before them: at this many the
-# dispatcher waits for that write. Groups grow while the writer is slow, which is when a
-# bigger group costs least per ack (SQLite rewrites each index page an ack group touches).
-_MAX_ACKS_IN_FLIGHT = 1024
-# How long the first ack of a group waits for others before the group is written anyway.
-_ACK_GROUP_WAIT_S = 0.05
 # Events delivered between two turns of the event loop (see _turn).
 _TURN_EVERY = 32
-
-
-@dataclass(slots=True)
-class DrainResult:
-    """What one drain did.
-
-    Attributes:
-        delivered: Events acked.
-        filtered: Events the consumer's ``when=`` filter turned down (acked, not delivered).
-        parked: Events parked as poison.
-        failed: Failed attempts scheduled for retry.
-        next_retry_at: Earliest retry time of a failed event, if any.
-        halted: A poison event hit ``poison.action="halt"``.
-        held: Rows skipped because a parked event holds their ordering key, or because
-            they are for a consumer this engine does not have.
-        abandoned: A subscriber went away with an event in hand.
-    """
-
-    delivered: int = 0
-    filtered: int = 0
-    parked: int = 0
-    failed: int = 0
-    next_retry_at: int | None = None
-    halted: bool = False
-    held: int = 0
-    abandoned: bool = False
-    parked_rows: list[ParkedRow] = field(default_factory=list)
-
-    def note_retry(self, at: int) -> None:
-        """Remember the earliest retry time."""
-        if self.next_retry_at is None or at < self.next_retry_at:
-            self.next_retry_at = at
-
-    def merge(self, other: DrainResult) -> None:
-        """Fold another drain of the same run into this one."""
-        self.delivered += other.delivered
-        self.filtered += other.filtered
-        self.parked += other.parked
-        self.failed += other.failed
-        if other.next_retry_at is not None:
-            self.note_retry(other.next_retry_at)
-        self.halted = self.halted or other.halted
-        self.held = max(self.held, other.held)
-        self.abandoned = self.abandoned or other.abandoned
-        self.parked_rows.extend(other.parked_rows)
 
 
 # One event to deliver: its group (ordering key, with "@<consumer>" on a consumer's own
 # row), the consumer's name, the consumer, the row and its event.
 _Delivery = tuple[str, str, Consumer, OutboxRow, Event[Any]]
 
-# (event id, event, attempt, handler milliseconds, its drain's result, filtered out)
-_AckEntry = tuple[str, "Event[Any] | None", int, int, DrainResult, bool]
+# What the dispatcher keeps with a queued ack until it lands: the event (for the hook that
+# reports it), attempt, handler milliseconds, its drain's result, filtered out.
+_AckDetail = tuple["Event[Any] | None", int, int, DrainResult, bool]
 
 
 class Dispatcher:
@@ -155,7 +102,6 @@ class Dispatcher:
         self._filtered_counts = filtered_counts if filtered_counts is not None else {}
         self._redaction = redaction
         self._store = store
-        self._hand_over = hand_over_of(store)
         self._key = key
         self._poller = poller
         self._partition = partition
@@ -168,16 +114,15 @@ class Dispatcher:
         self._logger = logger
         self._cancel = cancel
         self._ordering_key = poller.delivery.ordering_key
-        self._passthrough = is_passthrough(poller.adapter)
-        self._patches = poller.retain_payload
-        self._acking: dict[str, asyncio.Future[None]] = {}  # ordering key -> its latest ack
-        # Acks waiting for the writer, and the future they all resolve together.
-        self._ack_queue: list[_AckEntry] = []
-        self._ack_batch: asyncio.Future[None] | None = None
-        self._ack_writing: asyncio.Future[None] | None = None  # the group being written
-        self._ack_writer: asyncio.Task[None] | None = None
-        self._ack_flush = False  # the queued acks are to be written now (see _queue_ack)
-        self._ack_timer: asyncio.TimerHandle | None = None
+        self._rehydrate = Rehydration(
+            adapter=poller.adapter,
+            patches=poller.retain_payload,
+            fingerprint=poller.fingerprint,
+            array_key=poller.array_key,
+        )
+        self._acks: AckWriter[_AckDetail] = AckWriter(
+            store=store, key=key, lease=lease, clock=clock, landed=self._acked
+        )
 
     async def drain(
         self,
@@ -213,29 +158,22 @@ class Dispatcher:
         except BaseException:
             await self._end_acks()
             raise
-        self._flush_acks()  # the last group is written while the caller goes on
+        self._acks.flush()  # the last group is written while the caller goes on
         if settle:
             await self._end_acks()
         return result
 
     async def settle(self) -> None:
         """Wait for the acks a ``drain(settle=False)`` left being written."""
-        if self._ack_writer is not None or self._acking or self._ack_queue:
+        if self._acks.unsettled:
             await self._end_acks()
 
     async def _end_acks(self) -> None:
         # Acks are written in the background while the next events (and batches) are
-        # delivered, in groups (see _queue_ack). A drain ends only when all of them landed,
+        # delivered, in groups (see AckWriter). A drain ends only when all of them landed,
         # unless the lease is gone: they would be refused, or wait on a store that no
         # longer answers.
-        try:
-            if not self._lease_gone():
-                await self._settle_acks()
-        finally:
-            for ack in self._acking.values():
-                ack.cancel()
-            self._acking.clear()
-            self._abandon_acks()
+        await self._acks.end(settle=not self._lease_gone())
 
     async def _drain(
         self,
@@ -284,10 +222,10 @@ class Dispatcher:
                     rows, upcoming = await upcoming, None
                 full = len(rows) == self._batch_size
                 fresh = [row for row in rows if row.event_id not in edge]
-                if not fresh and full and self._ack_queue_or_writer():
+                if not fresh and full and self._acks.busy:
                     # A whole batch of delivered rows whose acks are still queued (rows of
                     # one sequence straddle batches): once those acks land, read again.
-                    await self._acks_landed()
+                    await self._acks.landed()
                     rows = await self._store.load_pending(self._key, len(rows), after)
                     full = len(rows) == self._batch_size
                     fresh = [row for row in rows if row.event_id not in edge]
@@ -400,7 +338,7 @@ class Dispatcher:
             if result.halted or result.abandoned or self._cancel.is_set():
                 return
             if index and not index % _TURN_EVERY:
-                await turn(self._hand_over)  # handlers that never wait would hold the loop
+                await turn()  # handlers that never wait would hold the loop
             name, consumer = _consumer_of_row(consumers, row)
             if consumer is None:
                 result.held += 1  # it waits for its consumer to be registered
@@ -511,15 +449,13 @@ class Dispatcher:
         if row.next_attempt_at is not None and row.next_attempt_at > now:
             result.note_retry(row.next_attempt_at)
             return "stop-group"
-        previous_ack = self._acking.pop(okey, None)
+        previous_ack = self._acks.behind(okey)
         if previous_ack is not None:
             # The key's previous event must be acked before its next one is delivered: a
             # redelivery then never follows a later event of the same key.
-            if not previous_ack.done():
-                self._flush_acks()
             await previous_ack
         attempt = row.attempts + 1
-        event = self._hydrate(stored, attempt)
+        event = self._rehydrate.event(stored, attempt)
         ctx = HandlerContext(
             partition=self._partition,
             attempt=attempt,
@@ -536,11 +472,8 @@ class Dispatcher:
                 return await self._failed(okey, row, event, attempt, error, result)
             if not passed:
                 # Acked for this consumer without reaching it: it never holds the key.
-                self._acking[okey] = self._queue_ack(
-                    row.event_id, event, attempt, 0, result, filtered=True
-                )
-                if len(self._ack_queue) >= _MAX_ACKS_IN_FLIGHT:
-                    await self._ack_room()
+                if self._queue_ack(okey, row.event_id, event, attempt, 0, result, filtered=True):
+                    await self._acks.wait_for_room()
                 return "next"
         try:
             await consumer.deliver(event, ctx)
@@ -556,13 +489,13 @@ class Dispatcher:
             # A pull consumer asks for the next event only once this one is acked.
             await self._ack(row.event_id, event, attempt, duration, result)
             return "next"
-        self._acking[okey] = self._queue_ack(row.event_id, event, attempt, duration, result)
-        if len(self._ack_queue) >= _MAX_ACKS_IN_FLIGHT:  # no coroutine per event otherwise
-            await self._ack_room()
+        if self._queue_ack(okey, row.event_id, event, attempt, duration, result):
+            await self._acks.wait_for_room()  # no coroutine per event otherwise
         return "next"
 
     def _queue_ack(
         self,
+        okey: str,
         event_id: str,
         event: Event[Any],
         attempt: int,
@@ -570,101 +503,16 @@ class Dispatcher:
         result: DrainResult,
         *,
         filtered: bool = False,
-    ) -> asyncio.Future[None]:
-        """Queue an ack for the background writer; the future resolves when it landed.
-
-        Acks are written in groups, one ``ack_events`` call each, so a fast handler pays
-        one store call per group of events rather than one per event. A group is written
-        once it holds ``_MAX_ACKS_IN_FLIGHT`` acks, when a delivery waits for one of its
-        acks (the next event of the same key), when the drain ends, and at the latest
-        ``_ACK_GROUP_WAIT_S`` after its first ack was queued. Bigger groups cost less per
-        ack: SQLite rewrites each index page a group touches once per group.
-        """
-        loop = asyncio.get_running_loop()
-        if self._ack_batch is None:
-            self._ack_batch = loop.create_future()
-            # A group's failure reaches every delivery that awaits one of its acks. When none
-            # does (the run ended first: its lease lost, cancelled, its process killed), the
-            # failure has no one left to tell: it is observed here, not logged by asyncio as
-            # "Future exception was never retrieved" when the group is collected.
-            self._ack_batch.add_done_callback(_observed)
-        if not self._ack_queue:
-            self._ack_timer = loop.call_later(_ACK_GROUP_WAIT_S, self._flush_acks)
+    ) -> bool:
+        """Queue the ack of a handled event with the writer (see :class:`AckWriter`);
+        ``True`` when the caller should wait for room."""
         # The event is kept for the hook that reports the ack; without one it is let go
         # now, not when its ack lands, so its item does not outlive its handler.
         kept = event if self._hooks.has("on_filtered" if filtered else "on_delivered") else None
-        self._ack_queue.append((event_id, kept, attempt, duration, result, filtered))
-        if len(self._ack_queue) >= _MAX_ACKS_IN_FLIGHT:
-            self._flush_acks()
-        return self._ack_batch
+        return self._acks.queue(okey, event_id, (kept, attempt, duration, result, filtered))
 
-    def _flush_acks(self) -> None:
-        """Have the queued acks written as soon as the writer is free."""
-        if self._ack_timer is not None:
-            self._ack_timer.cancel()
-            self._ack_timer = None
-        if not self._ack_queue:
-            return
-        self._ack_flush = True
-        if self._ack_writer is None or self._ack_writer.done():
-            self._ack_writer = asyncio.ensure_future(self._write_acks())
-
-    async def _ack_room(self) -> None:
-        """Wait while a whole group of acks waits for the writer: until the group being
-        written lands and the writer takes the waiting one. At most two groups are then
-        delivered but not acknowledged, while the next events are delivered."""
-        while len(self._ack_queue) >= _MAX_ACKS_IN_FLIGHT:
-            writing = self._ack_writing
-            if writing is None or writing.done():
-                return
-            await asyncio.wait((writing,))
-
-    async def _write_acks(self) -> None:
-        while self._ack_queue and self._ack_flush:
-            self._ack_flush = False
-            entries, self._ack_queue = self._ack_queue, []
-            batch, self._ack_batch = self._ack_batch, None
-            assert batch is not None
-            self._ack_writing = batch
-            try:
-                failure = await self._ack_group(entries)
-            except BaseException as error:
-                failure = error
-            if not batch.done():
-                if failure is None:
-                    batch.set_result(None)
-                else:
-                    batch.set_exception(failure)
-            if isinstance(failure, asyncio.CancelledError):
-                raise failure
-
-    async def _ack_group(self, entries: list[_AckEntry]) -> BaseException | None:
-        """Ack a group in one store call. When that call fails for a reason other than a
-        lost lease, each event is acked on its own, so that one bad ack costs one
-        redelivery rather than one per event of the group. Returns the first failure."""
-        lease = self._lease()
-        try:
-            await self._store.ack_events(self._key, lease, [entry[0] for entry in entries])
-        except LeaseLostError:
-            raise
-        except Exception as error:
-            if len(entries) == 1:
-                return error
-            failure: BaseException | None = None
-            for entry in entries:
-                try:
-                    await self._store.ack_events(self._key, lease, [entry[0]])
-                except Exception as single:
-                    failure = failure or single
-                    continue
-                await self._acked(entry)
-            return failure
-        for entry in entries:
-            await self._acked(entry)
-        return None
-
-    async def _acked(self, entry: _AckEntry) -> None:
-        outbox_id, event, attempt, duration, result, filtered = entry
+    async def _acked(self, outbox_id: str, detail: _AckDetail) -> None:
+        event, attempt, duration, result, filtered = detail
         if filtered:
             await self._filtered(outbox_id, event, attempt, result)
         else:
@@ -687,19 +535,6 @@ class Dispatcher:
                 attempt=attempt,
                 consumer=_consumer_of(outbox_id),
             )
-
-    def _abandon_acks(self) -> None:
-        """Stop the ack writer and drop what it had not written (the events stay pending)."""
-        if self._ack_timer is not None:
-            self._ack_timer.cancel()
-            self._ack_timer = None
-        self._ack_flush = False
-        if self._ack_writer is not None and not self._ack_writer.done():
-            self._ack_writer.cancel()
-        if self._ack_batch is not None and not self._ack_batch.done():
-            self._ack_batch.cancel()
-        self._ack_writer, self._ack_batch, self._ack_queue = None, None, []
-        self._ack_writing = None
 
     async def _ack(
         self, event_id: str, event: Event[Any], attempt: int, duration: int, result: DrainResult
@@ -729,78 +564,6 @@ class Dispatcher:
                 consumer=_consumer_of(outbox_id),
             )
 
-    def _ack_queue_or_writer(self) -> bool:
-        """Acks are queued or being written."""
-        return bool(self._ack_queue) or (
-            self._ack_writer is not None and not self._ack_writer.done()
-        )
-
-    async def _acks_landed(self) -> None:
-        """Write the queued acks now and wait until the writer is done with them; a failed
-        write is left for the deliveries waiting on it to raise."""
-        self._flush_acks()
-        writer = self._ack_writer
-        if writer is not None and not writer.done():
-            await asyncio.gather(writer, return_exceptions=True)
-
-    async def _settle_acks(self) -> None:
-        """Wait for every ack in flight; the first failure is raised once all are done."""
-        self._flush_acks()
-        acks, self._acking = list(dict.fromkeys(self._acking.values())), {}
-        writer = self._ack_writer
-        if writer is not None and not writer.done():
-            await asyncio.gather(writer, return_exceptions=True)
-        if not acks:
-            return
-        outcomes = await asyncio.gather(*acks, return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-
-    def _hydrate(self, stored: Event[Any], attempt: int) -> Event[Any]:
-        adapter = self._poller.adapter
-        changes = stored.changes
-        if changes is None and self._patches and stored.type == "updated":
-            changes = self._changes_of(stored)
-        if self._passthrough and stored.attempt == attempt and changes is stored.changes:
-            return stored  # no schema and a first attempt: the stored event is the one
-        data = stored.data if stored.data is None else adapter.load(stored.data)
-        previous = stored.previous if stored.previous is None else adapter.load(stored.previous)
-        return Event(
-            id=stored.id,
-            type=stored.type,
-            source=stored.source,
-            subject=stored.subject,
-            time=stored.time,
-            poller=stored.poller,
-            partition=stored.partition,
-            lane=stored.lane,
-            sequence=stored.sequence,
-            cursor=stored.cursor,
-            data=data,
-            previous=previous,
-            attempt=attempt,
-            changes=changes,
-        )
-
-    def _changes_of(self, stored: Event[Any]) -> list[dict[str, Any]] | None:
-        """The JSON Patch from ``previous`` to ``data`` of a stored ``updated`` event, over
-        the poller's fingerprint when it has one (``None`` without a ``previous``).
-
-        Computed at delivery rather than stored with the event: the outbox keeps its size,
-        and events written before patches existed get one too.
-        """
-        if stored.previous is None:
-            return None
-        poller = self._poller
-        before, after = stored.previous, stored.data
-        fingerprint = poller.fingerprint
-        if fingerprint is not None:
-            adapter = poller.adapter
-            before = wkjson.to_jsonable(fingerprint(adapter.load(before)))
-            after = wkjson.to_jsonable(fingerprint(adapter.load(after)))
-        return json_patch(before, after, array_key=poller.array_key)
-
     async def _failed(
         self,
         okey: str,
@@ -811,10 +574,9 @@ class Dispatcher:
         result: DrainResult,
     ) -> str:
         now = self._clock.now()
-        serialized = serialize_error(error, redaction=self._redaction)
-        history = list((row.last_error or {}).get("history", []))
-        history.append({"at": now, "attempt": attempt, "message": serialized.get("message", "")})
-        serialized["history"] = history[-_MAX_HISTORY:]
+        serialized = with_history(
+            serialize_error(error, redaction=self._redaction), row.last_error, now, attempt
+        )
         delivery = self._poller.delivery
         context: dict[str, Any] = {
             "poller": self._key.poller,
@@ -868,7 +630,7 @@ class Dispatcher:
             **context,
             event=event,
             attempt=attempt,
-            error=_strip(serialized),
+            error=without_history(serialized),
             delay_ms=delay,
             consumer=_consumer_of(row.event_id),
         )
@@ -900,14 +662,3 @@ def _group(
 
 def _consumer_of(outbox_id: str) -> str:
     return delivery_consumer(outbox_id) or DEFAULT_CONSUMER
-
-
-def _strip(error: SerializedError) -> SerializedError:
-    """The error without its attempt history (hooks get the current failure)."""
-    return {k: v for k, v in error.items() if k != "history"}  # type: ignore[return-value]
-
-
-def _observed(done: asyncio.Future[None]) -> None:
-    """Mark a finished future's exception as retrieved (see :meth:`Dispatcher._queue_ack`)."""
-    if not done.cancelled():
-        done.exception()

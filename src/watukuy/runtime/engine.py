@@ -31,7 +31,7 @@ from watukuy.model.events import Event
 from watukuy.model.http_port import HttpFactory
 from watukuy.model.options import Budget
 from watukuy.model.partition import Partition
-from watukuy.model.ports import BudgetStore, Clock, Random, StateStore
+from watukuy.model.ports import BudgetStore, Clock, Offload, Random, StateStore
 from watukuy.model.redact import RedactingLogger, Redaction, serialize_error
 from watukuy.model.rows import DEFAULT_CONSUMER, Lane, PKey
 from watukuy.scheduler import backoff_ceiling
@@ -87,6 +87,8 @@ class EngineCore(Operations):
     Args:
         clock: Required (``Engine`` defaults to the system clock).
         random: Required (``Engine`` defaults to process randomness).
+        offload: Where sync handlers and sync ``fetch`` functions run. Required: the
+            runtime starts no threads (``Engine`` passes worker threads).
         instance_id: Default ``watukuy-<10 hex digits>`` drawn from ``random``.
         lease: A :class:`LeaseOptions` only (``Engine`` also takes a dict).
         http: The factory behind ``ctx.http``, in place of ``Engine``'s ``http_client``
@@ -100,6 +102,7 @@ class EngineCore(Operations):
         pollers: Sequence[PollerDefinition[Any]] | Mapping[str, PollerDefinition[Any]],
         clock: Clock,
         random: Random,
+        offload: Offload,
         budgets: Mapping[str, Budget] | None = None,
         budget_store: BudgetStore | None = None,
         instance_id: str | None = None,
@@ -136,18 +139,17 @@ class EngineCore(Operations):
         self._budget_manager: BudgetManager | None = budget_manager_for(
             self._budgets, budget_store, clock, self.instance_id
         )
-        self._deps = self._engine_deps(dispatch_batch_size)
+        self._deps = self._engine_deps(dispatch_batch_size, offload)
         self._max_concurrent = max_concurrent_keys
         self._tick_concurrency = tick_concurrency
         self._resync_ms = parse_duration(resync_every, "resync_every")
         fair_spread_ms = optional_duration(fair_share_spread, "fair_share_spread")
         self._auto_migrate = auto_migrate
-        # Set by Engine when it runs on the system clock (a virtual clock is never skewed).
-        self._check_skew = False
+        self._check_skew = False  # set by Engine on the system clock (a virtual one never skews)
         self._migrated = False
         self._migrate_lock = asyncio.Lock()
         self._status = EngineStatus.IDLE
-        self._table = ConsumerTable(self._pollers, self._consumer_attached)
+        self._table = ConsumerTable(self._pollers, self._consumer_attached, offload)
         # The same dict as the table's: the operations read it.
         self._consumers: dict[str, dict[str, Consumer]] = self._table.by_poller
         self._warned_no_consumer: set[str] = set()
@@ -195,7 +197,7 @@ class EngineCore(Operations):
             ),
         )
 
-    def _engine_deps(self, dispatch_batch_size: int) -> EngineDeps:
+    def _engine_deps(self, dispatch_batch_size: int, offload: Offload) -> EngineDeps:
         """What every key run shares with this engine."""
         return EngineDeps(
             store=self.store,
@@ -214,6 +216,7 @@ class EngineCore(Operations):
                 self._budgets[name].max_wait_ms if name in self._budgets else None
             ),
             redaction=self.redaction,
+            offload=offload,
         )
 
     # --- public state -------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 from watukuy.cursor import CursorStrategy
 from watukuy.model.http_port import BudgetGate, HttpFactory
 from watukuy.model.partition import Partition
-from watukuy.model.ports import Clock, Random, StateStore
+from watukuy.model.ports import Clock, InlineOffload, Offload, Random, StateStore
 from watukuy.model.records import dataclass
 from watukuy.model.redact import DEFAULT_REDACTION, RedactingLogger, Redaction
 from watukuy.model.rows import PKey
@@ -44,6 +44,8 @@ class EngineDeps:
     redaction: Redaction = DEFAULT_REDACTION
     filtered: dict[PKey, int] = field(default_factory=dict)
     """Events turned down by a consumer's ``when=`` filter, per key, since the start."""
+    offload: Offload = field(default_factory=InlineOffload)
+    """Where a sync ``fetch`` runs (the engine's worker threads)."""
 
 
 @dataclass(frozen=True, slots=True)

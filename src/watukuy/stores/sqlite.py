@@ -66,14 +66,11 @@ from watukuy.stores._commit_rows import (
     shared_event_fields,
     shared_item_fields,
 )
-from watukuy.stores._errors import store_errors, wrap_store_error
+from watukuy.stores._errors import store_errors
 
 __all__ = ["SqliteStore", "sqlite_migrations"]
 
 T = TypeVar("T")
-
-_AckRequest = tuple[PKey, Lease, tuple[str, ...], "asyncio.Future[None]"]
-"""One ``ack_events`` call waiting for the worker: key, lease, event ids, its future."""
 
 _PREFIX: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|")
 _MIGRATION_FILE: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
@@ -561,11 +558,8 @@ class SqliteStore:
         self._busy_ms = parse_duration(busy_timeout, "busy_timeout")
         self._sql = _Sql(table_prefix)
         self._executor: ThreadPoolExecutor | None = None
-        self._acks: list[_AckRequest] = []
-        self._ack_flusher: asyncio.Future[None] | None = None
         self._conn: sqlite3.Connection | None = None  # touched only by the worker thread
         self._parameters = 999  # the connection's limit, read when it opens
-        self._in_flight = 0  # calls handed to the worker thread and not yet returned
         self._json = False  # the library has json_set(), checked when it opens
 
     def __repr__(self) -> str:
@@ -582,19 +576,7 @@ class SqliteStore:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="watukuy-sqlite")
         loop = asyncio.get_running_loop()
-        self._in_flight += 1
-        try:
-            return await loop.run_in_executor(self._executor, self._in_worker, what, fn, args)
-        finally:
-            self._in_flight -= 1
-
-    def hand_over(self) -> None:
-        """Give the worker thread the GIL if it wants it (see
-        :class:`~watukuy.model.ports.StoreThread`): the engine calls this between chunks of
-        work on the event loop. ``time.sleep(0)`` releases the GIL for a moment, which a
-        thread already waiting for it takes; without a call in flight it returns at once."""
-        if self._in_flight:
-            time.sleep(0)
+        return await loop.run_in_executor(self._executor, self._in_worker, what, fn, args)
 
     def _in_worker(self, what: str, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         with store_errors(what):
@@ -1147,68 +1129,27 @@ class SqliteStore:
     async def ack_events(self, key: PKey, lease: Lease, event_ids: Sequence[str]) -> None:
         """Remove delivered rows (fenced); unknown ids are ignored.
 
-        Acks that arrive while the worker thread is busy are written together, one
-        transaction per (key, lease) (group commit): each call still succeeds or fails on
-        its own fence, and returns only once its rows are gone.
+        The engine already sends a drain's acks in groups (one call per group), so each
+        call is written as it comes.
         """
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._acks.append((key, lease, tuple(event_ids), future))
-        if self._ack_flusher is None or self._ack_flusher.done():
-            self._ack_flusher = asyncio.ensure_future(self._flush_acks())
-        await future
+        ids = list(dict.fromkeys(event_ids))
+        fence = (key.poller, key.partition, lease.owner, lease.epoch)
+        k = (key.poller, key.partition)
 
-    async def _flush_acks(self) -> None:
-        while self._acks:
-            batch, self._acks = self._acks, []
-            try:
-                outcomes = await self._call("ack_events", self._write_acks, batch)
-            except BaseException as error:  # the worker itself failed: every caller hears it
-                for *_, future in batch:
-                    if not future.done():
-                        future.set_exception(error)
-                if isinstance(error, asyncio.CancelledError):
-                    raise
-                continue  # the callers got the error; nobody awaits this task
-            for (*_, future), outcome in zip(batch, outcomes, strict=True):
-                if future.done():
-                    continue
-                if outcome is None:
-                    future.set_result(None)
-                else:
-                    future.set_exception(outcome)
-
-    def _write_acks(
-        self, conn: sqlite3.Connection, batch: list[_AckRequest]
-    ) -> list[BaseException | None]:
-        groups: dict[tuple[PKey, Lease], list[int]] = {}
-        for index, (key, lease, _, _) in enumerate(batch):
-            groups.setdefault((key, lease), []).append(index)
-        outcomes: list[BaseException | None] = [None] * len(batch)
-        for (key, lease), indexes in groups.items():
-            ids = list(dict.fromkeys(event_id for index in indexes for event_id in batch[index][2]))
-            fence = (key.poller, key.partition, lease.owner, lease.epoch)
-            k = (key.poller, key.partition)
+        def write(conn: sqlite3.Connection) -> None:
             step = max(1, self._parameters - 6)
-            try:
-                # One statement per chunk, each its own transaction and fenced by itself:
-                # the library steps once, and hands the GIL back to the event loop's
-                # thread once, for the whole chunk. Acks are idempotent, so chunks need not
-                # land together.
-                for start in range(0, len(ids), step):
-                    chunk = ids[start : start + step]
-                    sql = _fenced_delete_sql(self._sql.ack_head, len(chunk), self._sql.ack_tail)
-                    done = conn.execute(sql, (*k, *chunk, *fence))
-                    if done.rowcount < len(chunk):
-                        # Some ids were gone already (acked before: ignored), or the lease is.
-                        self._fence(conn, key, lease)
-            except LeaseLostError as error:
-                for index in indexes:
-                    outcomes[index] = error
-            except Exception as error:
-                failure = wrap_store_error("ack_events", error)
-                for index in indexes:
-                    outcomes[index] = failure
-        return outcomes
+            # One statement per chunk, each its own transaction and fenced by itself: the
+            # library steps once, and hands the GIL back to the event loop's thread once,
+            # for the whole chunk. Acks are idempotent, so chunks need not land together.
+            for start in range(0, len(ids), step):
+                chunk = ids[start : start + step]
+                sql = _fenced_delete_sql(self._sql.ack_head, len(chunk), self._sql.ack_tail)
+                done = conn.execute(sql, (*k, *chunk, *fence))
+                if done.rowcount < len(chunk):
+                    # Some ids were gone already (acked before: ignored), or the lease is.
+                    self._fence(conn, key, lease)
+
+        await self._call("ack_events", write)
 
     async def record_attempt(
         self,
