@@ -21,12 +21,6 @@ FORBIDDEN_ATTRIBUTES = {"to_thread", "run_in_executor", "call_later", "call_at"}
 # Modules that are threads or the real clock.
 FORBIDDEN_MODULES = {"time", "threading", "concurrent", "concurrent.futures"}
 
-# (file under watukuy/, what) still waiting to move: each must still be there (so the entry
-# is removed with it), and nothing else may be.
-PENDING = {
-    # _PageSource.next's sync fetch: to become ``offload.run(...)`` with ``deps.offload``.
-    ("runtime/fetching.py", "to_thread"),
-}
 
 
 def _offences(tree: ast.AST) -> list[tuple[int, str]]:
@@ -72,8 +66,7 @@ def _scan() -> set[tuple[str, str]]:
 
 def test_the_core_starts_no_threads_and_reads_no_real_clock() -> None:
     found = _scan()
-    assert found - PENDING == set()
-    assert PENDING - found == set(), "a pending exception is gone: drop it from PENDING"
+    assert found == set()
 
 
 def test_the_scan_sees_each_forbidden_form() -> None:

@@ -8,21 +8,12 @@ that point.
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 
-__all__ = ["hand_over_of", "turn"]
-
-
-def hand_over_of(store: object) -> Callable[[], None] | None:
-    """Always ``None``: nothing is handed over at a turn any more.
-
-    Only ``runtime/lane.py`` still asks (``hand_over_of(deps.store)`` and
-    ``turn(self._hand_over)``); its calls go with this function once that module is edited.
-    """
-    return None
+__all__ = ["turn"]
 
 
 @types.coroutine
-def turn(_: object = None) -> Generator[None, None, None]:
+def turn() -> Generator[None, None, None]:
     """Let the event loop run once, as ``asyncio.sleep(0)`` does, without a clock."""
     yield

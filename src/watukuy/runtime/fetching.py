@@ -16,7 +16,7 @@ from typing import Any
 from watukuy.model.errors import NotModifiedError
 from watukuy.model.http_port import HttpObservations
 from watukuy.model.page import Page, coerce_page
-from watukuy.model.ports import Clock
+from watukuy.model.ports import Clock, Offload
 
 from .context import FetchContext
 
@@ -31,10 +31,12 @@ class PageSource:
 
     Args:
         fetch: The poller's (or its reconcile lane's) ``fetch``.
+        offload: Runs a plain ``def fetch`` off the event loop (the engine's ``Offload``).
     """
 
-    def __init__(self, fetch: Callable[[Any], Any]) -> None:
+    def __init__(self, fetch: Callable[[Any], Any], offload: Offload) -> None:
         self._fetch = fetch
+        self._offload = offload
         self._native = inspect.iscoroutinefunction(fetch) or inspect.isasyncgenfunction(fetch)
         self._generator: AsyncIterator[Any] | None = None
         self.is_generator = False
@@ -51,7 +53,7 @@ class PageSource:
         if self._native:
             result = self._fetch(ctx)
         else:
-            result = await asyncio.to_thread(self._fetch, ctx)
+            result = await self._offload.run(self._fetch, ctx)
         if hasattr(result, "__anext__"):
             self._generator = result
             self.is_generator = True

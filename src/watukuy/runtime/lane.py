@@ -69,7 +69,6 @@ from watukuy.model.rows import (
 from watukuy.pipeline.page import held_until
 
 from ._hook_names import HookContext
-from ._turn import hand_over_of
 from .context import FetchContext
 from .deliveries import Deliveries
 from .dispatcher import DrainResult
@@ -212,7 +211,6 @@ class LaneCycle:
     def __init__(self, scope: KeyScope, lane: Lane, deliveries: Deliveries) -> None:
         deps, poller = scope.deps, scope.poller
         self._deps = deps
-        self._hand_over = hand_over_of(deps.store)
         self._poller = poller
         self._partition = scope.partition
         self._key = scope.key
@@ -312,7 +310,7 @@ class LaneCycle:
             request=request,
             target=target,
             first_page=1 + (self._pass.pages if self._pass is not None else 0),
-            source=PageSource(self._fetch),
+            source=PageSource(self._fetch, self._deps.offload),
         )
 
     async def _walk(self, walk: _Walk) -> None:
@@ -838,7 +836,6 @@ class LaneCycle:
             keeper=self._keeper,
             clock=deps.clock,
             hooks=deps.hooks,
-            hand_over=self._hand_over,
             logger=self._logger,
             on_held=self._note_held,
         )

@@ -47,7 +47,7 @@ from watukuy.pipeline.events import EventMaker, PageEvents
 from watukuy.pipeline.page import Selected
 from watukuy.pipeline.rules import PageRules
 
-from ._turn import HandOver, turn
+from ._turn import turn
 from .late_watch import LatePage, LateWatch
 
 if TYPE_CHECKING:
@@ -188,7 +188,6 @@ class PageBuilder:
         keeper: The key's lease.
         clock: The engine's clock.
         hooks: The hook bus (only asked whether anyone listens to ``on_event``).
-        hand_over: The store's thread hand-over, for the turns (see :mod:`._turn`).
         logger: The key's logger.
         on_held: Told when a page's item was held back by ``lag`` (the page, its time).
     """
@@ -202,7 +201,6 @@ class PageBuilder:
         keeper: LeaseKeeper,
         clock: Any,
         hooks: HookBus,
-        hand_over: HandOver,
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
         on_held: Callable[[Page[Any], int], None],
     ) -> None:
@@ -213,7 +211,6 @@ class PageBuilder:
         self._keeper = keeper
         self._clock = clock
         self._hooks = hooks
-        self._hand_over = hand_over
         self._logger = logger
         self._on_held = on_held
 
@@ -253,7 +250,7 @@ class PageBuilder:
         for start in range(0, len(pairs), _HASH_STEP):
             chunk = pairs[start : start + _HASH_STEP]
             candidates.extend(pipeline.hash_items(self.rules, chunk, selection.rejected))
-            await turn(self._hand_over)
+            await turn()
         selection.candidates = candidates
 
     async def stored_rows(
@@ -301,7 +298,7 @@ class PageBuilder:
         )
         for sequence in events.write_changes(diffed.diff.changes):
             if not sequence % _HASH_STEP:
-                await turn(self._hand_over)
+                await turn()
         if rules.lane == "backfill" and force:
             events.write_known(
                 selected.pairs,
