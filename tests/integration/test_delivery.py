@@ -29,6 +29,20 @@ async def test_sync_handlers_run_in_a_worker_thread(world: World) -> None:
     assert threading.main_thread().name not in threads
 
 
+async def test_a_plain_def_fetch_runs_in_a_worker_thread(world: World) -> None:
+    threads: list[str] = []
+
+    def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        threads.append(threading.current_thread().name)
+        return wk.Page(items=[item(1, T)], has_more=False)
+
+    engine = world.engine(orders(fetch=fetch))
+    result = await engine.tick()
+    assert [r.items for r in result.polled] == [1]
+    assert threads
+    assert threading.main_thread().name not in threads
+
+
 async def test_manual_ack_mode_requires_ctx_ack(world: World) -> None:
     seed(world, 2)
     engine = world.engine(orders(delivery=wk.Delivery(ack_mode="manual")))
