@@ -25,6 +25,7 @@ from watukuy.model.redact import DEFAULT_REDACTION, Redaction, serialize_error
 from watukuy.model.rows import (
     DEFAULT_CONSUMER,
     CommitBatch,
+    Lane,
     OutboxRow,
     ParkedRow,
     PKey,
@@ -34,7 +35,8 @@ from watukuy.model.rows import (
 from watukuy.pipeline.delivery import DrainResult, Rehydration, with_history, without_history
 from watukuy.scheduler import backoff_delay
 
-from ._hookbus import HookBus
+from ._hook_names import HookContext
+from ._hookbus import HookBus, HookEmitter
 from ._turn import turn
 from .acks import AckWriter
 from .consumers import Consumer, Consumers, DeliveryAbandoned, consumer_filter
@@ -110,6 +112,7 @@ class Dispatcher:
         self._random = random
         self._hooks = hooks
         self._instance_id = instance_id
+        self._emitters: dict[Lane, HookEmitter] = {}
         self._batch_size = batch_size
         self._logger = logger
         self._cancel = cancel
@@ -525,16 +528,22 @@ class Dispatcher:
         key = self._key
         self._filtered_counts[key] = self._filtered_counts.get(key, 0) + 1
         if event is not None and self._hooks.has("on_filtered"):
-            await self._hooks.emit(
-                "on_filtered",
-                poller=key.poller,
-                partition=key.partition,
-                lane=event.lane,
-                instance_id=self._instance_id,
-                event=event,
-                attempt=attempt,
-                consumer=_consumer_of(outbox_id),
+            await self._hooks_of(event.lane).on_filtered(
+                event=event, attempt=attempt, consumer=_consumer_of(outbox_id)
             )
+
+    def _hooks_of(self, lane: Lane) -> HookEmitter:
+        """The hooks of this key and the event's ``lane`` (one emitter per lane, made once)."""
+        emitter = self._emitters.get(lane)
+        if emitter is None:
+            context = HookContext(
+                poller=self._key.poller,
+                partition=self._key.partition,
+                lane=lane,
+                instance_id=self._instance_id,
+            )
+            emitter = self._emitters[lane] = self._hooks.emitter(context)
+        return emitter
 
     async def _ack(
         self, event_id: str, event: Event[Any], attempt: int, duration: int, result: DrainResult
@@ -552,16 +561,8 @@ class Dispatcher:
     ) -> None:
         result.delivered += 1
         if event is not None and self._hooks.has("on_delivered"):
-            await self._hooks.emit(
-                "on_delivered",
-                poller=self._key.poller,
-                partition=self._key.partition,
-                lane=event.lane,
-                instance_id=self._instance_id,
-                event=event,
-                attempt=attempt,
-                duration_ms=duration,
-                consumer=_consumer_of(outbox_id),
+            await self._hooks_of(event.lane).on_delivered(
+                event=event, attempt=attempt, duration_ms=duration, consumer=_consumer_of(outbox_id)
             )
 
     async def _failed(
@@ -578,12 +579,7 @@ class Dispatcher:
             serialize_error(error, redaction=self._redaction), row.last_error, now, attempt
         )
         delivery = self._poller.delivery
-        context: dict[str, Any] = {
-            "poller": self._key.poller,
-            "partition": self._key.partition,
-            "lane": event.lane,
-            "instance_id": self._instance_id,
-        }
+        hooks = self._hooks_of(event.lane)
         if attempt >= delivery.retry.attempts:
             parked = ParkedRow(
                 id=row.event_id,
@@ -606,7 +602,7 @@ class Dispatcher:
                 serialized.get("message"),
                 extra={"event_id": row.event_id, "attempts": attempt},
             )
-            await self._hooks.emit("on_parked", **context, row=parked)
+            await hooks.on_parked(row=parked)
             if delivery.poison.action == "halt":
                 result.halted = True
                 return "stop-group"
@@ -625,9 +621,7 @@ class Dispatcher:
             delay,
             serialized.get("message"),
         )
-        await self._hooks.emit(
-            "on_retry",
-            **context,
+        await hooks.on_retry(
             event=event,
             attempt=attempt,
             error=without_history(serialized),
