@@ -13,22 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from watukuy.model.errors import LeaseLostError
 from watukuy.model.events import Event, WrittenPage, event_from_json
-from watukuy.model.partition import Partition
-from watukuy.model.ports import Clock, Random, StateStore
-from watukuy.model.redact import DEFAULT_REDACTION, Redaction, serialize_error
+from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
     DEFAULT_CONSUMER,
     CommitBatch,
     Lane,
+    Lease,
     OutboxRow,
     ParkedRow,
-    PKey,
     delivery_consumer,
     delivery_id,
 )
@@ -36,12 +33,12 @@ from watukuy.pipeline.delivery import DrainResult, Rehydration, with_history, wi
 from watukuy.scheduler import backoff_delay
 
 from ._hook_names import HookContext
-from ._hookbus import HookBus, HookEmitter
+from ._hookbus import HookEmitter
 from ._turn import turn
 from .acks import AckWriter
 from .consumers import Consumer, Consumers, DeliveryAbandoned, consumer_filter
 from .context import HandlerContext
-from .poller import PollerDefinition
+from .scope import KeyScope
 
 __all__ = ["DrainResult", "Dispatcher"]
 
@@ -62,60 +59,36 @@ class Dispatcher:
     """Drains one key's outbox into its consumer.
 
     Args:
-        store: The state store.
-        key: The key being drained.
-        poller: Its definition (delivery options, schema for rehydration).
-        partition: Its partition (handed to handlers).
-        lease: Returns the current lease.
-        clock: The engine's clock.
-        random: The engine's randomness (retry jitter).
-        hooks: The engine's hook bus.
-        instance_id: This engine's id (for hook records).
-        batch_size: Rows loaded per batch.
-        logger: Logger scoped to the key.
-        cancel: Set when the run is cancelled (handlers see ``ctx.cancelled``).
-        check_lease: Called before each delivery; raises ``LeaseLostError`` once the lease
-            is lost or may have expired by this process's clock.
-        redaction: Cleans handler errors of secrets before they are stored.
-        filtered_counts: Where events turned down by a consumer's filter are counted, by
-            key (the engine's, for ``inspect()``).
+        scope: The key run it delivers for: its store, clock, randomness (retry jitter),
+            hooks, batch size, redaction and filter counts (``scope.deps``), the poller
+            (delivery options, schema for rehydration), the partition (handed to
+            handlers), the lease keeper (the lease each write is fenced with, checked
+            before each delivery), the logger and the run's cancel event (handlers see
+            ``ctx.cancelled``).
     """
 
-    def __init__(
-        self,
-        *,
-        store: StateStore,
-        key: PKey,
-        poller: PollerDefinition[Any],
-        partition: Partition,
-        lease: Any,
-        clock: Clock,
-        random: Random,
-        hooks: HookBus,
-        instance_id: str,
-        batch_size: int,
-        logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
-        cancel: asyncio.Event,
-        check_lease: Callable[[], None] = lambda: None,
-        redaction: Redaction = DEFAULT_REDACTION,
-        filtered_counts: dict[PKey, int] | None = None,
-    ) -> None:
-        self._check_lease = check_lease
-        self._filtered_counts = filtered_counts if filtered_counts is not None else {}
-        self._redaction = redaction
-        self._store = store
-        self._key = key
+    def __init__(self, scope: KeyScope) -> None:
+        deps, keeper, poller = scope.deps, scope.keeper, scope.poller
+        self._check_lease = keeper.check
+        self._filtered_counts = deps.filtered
+        self._redaction = deps.redaction
+        self._store = store = deps.store
+        self._key = key = scope.key
         self._poller = poller
-        self._partition = partition
+        self._partition = scope.partition
+
+        def lease() -> Lease:
+            return keeper.lease
+
         self._lease = lease
-        self._clock = clock
-        self._random = random
-        self._hooks = hooks
-        self._instance_id = instance_id
+        self._clock = clock = deps.clock
+        self._random = deps.random
+        self._hooks = deps.hooks
+        self._instance_id = deps.instance_id
         self._emitters: dict[Lane, HookEmitter] = {}
-        self._batch_size = batch_size
-        self._logger = logger
-        self._cancel = cancel
+        self._batch_size = deps.batch_size
+        self._logger = scope.logger
+        self._cancel = scope.cancel
         self._ordering_key = poller.delivery.ordering_key
         self._rehydrate = Rehydration(
             adapter=poller.adapter,

@@ -287,7 +287,7 @@ class KeyRunner:
             should_stop=self.should_stop,
             logger=self._logger,
         )
-        deliveries = Deliveries(self._dispatcher(scope), self._consumer)
+        deliveries = Deliveries(Dispatcher(scope), self._consumer)
         lanes_task = asyncio.create_task(self._lanes(scope, deliveries))
         keeper.start()
         lease_lost = False
@@ -322,26 +322,6 @@ class KeyRunner:
             state=final,
             drain=deliveries.drained,
             wake_at=None if final is None else final.wake_at,
-        )
-
-    def _dispatcher(self, scope: KeyScope) -> Dispatcher:
-        deps, keeper = self._deps, scope.keeper
-        return Dispatcher(
-            store=deps.store,
-            key=self._key,
-            poller=self._poller,
-            partition=self._partition,
-            lease=lambda: keeper.lease,
-            check_lease=keeper.check,
-            clock=deps.clock,
-            random=deps.random,
-            hooks=deps.hooks,
-            instance_id=deps.instance_id,
-            batch_size=deps.batch_size,
-            logger=self._logger,
-            cancel=scope.cancel,
-            redaction=deps.redaction,
-            filtered_counts=deps.filtered,
         )
 
     async def _lanes(self, scope: KeyScope, deliveries: Deliveries) -> PollerState:
