@@ -273,6 +273,8 @@ def _m(
 
 LANE = "src/watukuy/runtime/lane.py"
 PASS_END = "src/watukuy/runtime/pass_end.py"
+PAGE = "src/watukuy/pipeline/page.py"
+EVENTS = "src/watukuy/pipeline/events.py"
 DELETES = "src/watukuy/pipeline/deletes.py"
 UD = "tests/unit/pipeline/test_deletes.py"
 DISPATCHER = "src/watukuy/runtime/dispatcher.py"
@@ -286,11 +288,11 @@ MUTANTS: tuple[Mutant, ...] = (
     _m(
         "id-includes-poll-time",
         "G2",
-        LANE,
+        EVENTS,
         [
             (
-                "            identity,\n            version,\n            poller.schema_version,\n            type_,\n",
-                "            identity,\n            f'{version}@{now}',\n            poller.schema_version,\n            type_,\n",
+                "            identity,\n            version,\n            rules.schema_version,\n            type_,\n",
+                "            identity,\n            f'{version}@{now}',\n            rules.schema_version,\n            type_,\n",
             )
         ],
         f"{GM}::test_g2_first_observations_have_the_spec_ids_whatever_the_clock_says",
@@ -471,11 +473,11 @@ MUTANTS: tuple[Mutant, ...] = (
     _m(
         "sequence-not-advanced-by-a-commit",
         "G3",
-        LANE,
+        PAGE,
         [
             (
-                '            "sequence": sequence,\n            "schema_version": poller.schema_version,',
-                '            "sequence": state.sequence,\n            "schema_version": poller.schema_version,',
+                '        "sequence": events.sequence,\n        "schema_version": rules.schema_version,',
+                '        "sequence": state.sequence,\n        "schema_version": rules.schema_version,',
             )
         ],
         f"{GM}::test_g3_a_failed_attempt_holds_the_pending_events_of_its_key[memory]",
@@ -612,7 +614,7 @@ MUTANTS: tuple[Mutant, ...] = (
     _m(
         "links-across-a-read-that-repeats",
         "trusted deletes",
-        LANE,
+        PAGE,
         [
             (
                 "cross = tail is not None and (not earlier or earlier == [tail] == order[:1])",

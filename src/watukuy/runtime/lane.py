@@ -68,7 +68,6 @@ from watukuy.model.rows import (
 )
 from watukuy.pipeline.page import held_until
 
-from ._hook_names import HookContext
 from ._turn import hand_over_of
 from .context import FetchContext
 from .deliveries import Deliveries
@@ -217,6 +216,7 @@ class LaneCycle:
         self._partition = scope.partition
         self._key = scope.key
         self._lane = lane
+        self._hooks = scope.hooks(lane)
         self._keeper = scope.keeper
         self._deliveries = deliveries
         self._cancel = scope.cancel
@@ -249,14 +249,6 @@ class LaneCycle:
         """When the first item the live lane held back (lag, or stamped ahead of our
         clock) becomes deliverable (epoch ms), if it held any (see :attr:`CycleResult.held_until`)."""
 
-    def _fields(self) -> dict[str, Any]:
-        return {
-            "poller": self._key.poller,
-            "partition": self._key.partition,
-            "lane": self._lane,
-            "instance_id": self._deps.instance_id,
-        }
-
     # --- the loop -------------------------------------------------------------------------
 
     async def run(self, state: PollerState) -> CycleResult:
@@ -271,7 +263,7 @@ class LaneCycle:
         commits. What fails first in that order is what the cycle reports.
         """
         started = self._deps.clock.now()
-        await self._deps.hooks.emit("on_poll_start", **self._fields(), started_at=started)
+        await self._hooks.on_poll_start(started_at=started)
         walk = self._open(state, started)
         error: SerializedError | None = None
         raised: BaseException | None = None
@@ -370,9 +362,7 @@ class LaneCycle:
             if walk.inflight is not None and not await self._land_before(walk, selection):
                 return
             walk.not_modified = walk.not_modified or selection.not_modified
-            await self._deps.hooks.emit(
-                "on_fetch",
-                **self._fields(),
+            await self._hooks.on_fetch(
                 page=walk.pages,
                 duration_ms=fetch.duration_ms,
                 items=len(page.items),
@@ -673,12 +663,8 @@ class LaneCycle:
         await self._deps.store.save_state(self._key, self._keeper.lease, patch)
         state = apply_patch(state, patch)
         if missed:
-            await self._deps.hooks.emit(
-                "on_late_arrivals",
-                **self._fields(),
-                lateness_ms=(),
-                missed=len(missed),
-                window_ms=watch.window_ms,
+            await self._hooks.on_late_arrivals(
+                lateness_ms=(), missed=len(missed), window_ms=watch.window_ms
             )
         if warning is not None:
             self._logger.warning("late arrivals: %s", warning, extra={"missed": len(missed)})
@@ -796,7 +782,7 @@ class LaneCycle:
         budget_wait = deps.budget_max_wait(poller.budget) if poller.budget is not None else None
 
         async def on_budget_wait(budget: str, waited: int) -> None:
-            await deps.hooks.emit("on_budget_wait", **self._fields(), budget=budget, wait_ms=waited)
+            await self._hooks.on_budget_wait(budget=budget, wait_ms=waited)
 
         return deps.http.bind(
             HttpScope(
@@ -837,7 +823,7 @@ class LaneCycle:
             key=self._key,
             keeper=self._keeper,
             clock=deps.clock,
-            hooks=deps.hooks,
+            hooks=self._hooks,
             hand_over=self._hand_over,
             logger=self._logger,
             on_held=self._note_held,
@@ -875,7 +861,6 @@ class LaneCycle:
         is in, before the deliveries queue their acks behind it at the store. The acks are
         not awaited here: the next delivery, or the end of the cycle, waits for them.
         """
-        deps = self._deps
         await built.commit
         self._landed_items += built.kept
         for name, value in built.counts.items():
@@ -889,7 +874,7 @@ class LaneCycle:
             await self._late_landed(built.late)
         if self._poller.on_invalid == "quarantine":
             for raw, issues in built.invalid:
-                await deps.hooks.emit("on_invalid", **self._fields(), item=raw, issues=issues)
+                await self._hooks.on_invalid(item=raw, issues=issues)
         if built.rows:
             await self._deliveries.hand(built.rows, built.page)
         await self._keeper.renew_after_commit()  # the heartbeat covers the rest
@@ -899,12 +884,8 @@ class LaneCycle:
     async def _late_landed(self, late: LatePage) -> None:
         """The hook and the WARNING of a page's late arrivals, once its commit is in."""
         if late.lateness_ms:
-            await self._deps.hooks.emit(
-                "on_late_arrivals",
-                **self._fields(),
-                lateness_ms=late.lateness_ms,
-                missed=0,
-                window_ms=late.window_ms,
+            await self._hooks.on_late_arrivals(
+                lateness_ms=late.lateness_ms, missed=0, window_ms=late.window_ms
             )
         if late.warning is not None:
             self._logger.warning(
@@ -973,16 +954,14 @@ class LaneCycle:
     ) -> None:
         """The hooks of a commit that landed (``on_commit``, then ``on_event`` per event)."""
         deps = self._deps
-        await deps.hooks.emit(
-            "on_commit",
-            **self._fields(),
+        await self._hooks.on_commit(
             events=len(batch.events),
             upserts=len(batch.upserts),
             deletes=deletes,
             duration_ms=deps.clock.now() - started,
         )
         for event in observed or ():
-            await deps.hooks.emit("on_event", **self._fields(), event=event)
+            await self._hooks.on_event(event=event)
 
     # --- the end of a full scan (see pass_end) --------------------------------------------
 
@@ -1008,14 +987,7 @@ class LaneCycle:
             keeper=self._keeper,
             clock=deps.clock,
             poller=self._poller,
-            hooks=deps.hooks.emitter(
-                HookContext(
-                    poller=self._key.poller,
-                    partition=self._key.partition,
-                    lane=self._lane,
-                    instance_id=deps.instance_id,
-                )
-            ),
+            hooks=self._hooks,
             logger=self._logger,
             path=DeletePath(
                 event=self._deleted_event,

@@ -51,7 +51,7 @@ from ._turn import HandOver, turn
 from .late_watch import LatePage, LateWatch
 
 if TYPE_CHECKING:
-    from ._hookbus import HookBus
+    from ._hookbus import HookEmitter
     from .lease import LeaseKeeper
     from .poller import PollerDefinition
 
@@ -187,7 +187,8 @@ class PageBuilder:
         key: The key.
         keeper: The key's lease.
         clock: The engine's clock.
-        hooks: The hook bus (only asked whether anyone listens to ``on_event``).
+        hooks: The hooks of the key and lane (only asked whether anyone listens to
+            ``on_event``).
         hand_over: The store's thread hand-over, for the turns (see :mod:`._turn`).
         logger: The key's logger.
         on_held: Told when a page's item was held back by ``lag`` (the page, its time).
@@ -201,7 +202,7 @@ class PageBuilder:
         key: PKey,
         keeper: LeaseKeeper,
         clock: Any,
-        hooks: HookBus,
+        hooks: HookEmitter,
         hand_over: HandOver,
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
         on_held: Callable[[Page[Any], int], None],
