@@ -43,9 +43,6 @@ from watukuy.model.errors import (
 )
 from watukuy.model.events import (
     Event,
-    EventType,
-    EventWriter,
-    WrittenEvent,
     WrittenPage,
 )
 from watukuy.model.http_port import HttpObservations, HttpScope
@@ -54,7 +51,6 @@ from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
     CommitBatch,
     EventCounts,
-    ItemRow,
     Lane,
     ListingPass,
     ListingState,
@@ -63,7 +59,6 @@ from watukuy.model.rows import (
     PollSummary,
     RateLimitInfo,
     StatePatch,
-    Tombstone,
     apply_patch,
 )
 from watukuy.pipeline.page import held_until
@@ -235,7 +230,6 @@ class LaneCycle:
         self._latest = HttpObservations()  # the observations of the latest fetch
         self._landed_items = 0  # items of the pages whose commit landed
         self._landed_counts = {"created": 0, "updated": 0}
-        self._writer_cache: tuple[int, EventWriter] | None = None
         self._force_backfill = False
         self._pass: ListingPass | None = None  # the full listing pass this cycle continues
         self._listing = ListingState()
@@ -866,7 +860,7 @@ class LaneCycle:
         for name, value in built.counts.items():
             self._landed_counts[name] += value
         if ahead is not None:
-            ahead.stored = asyncio.ensure_future(self._stored_rows(ahead))
+            ahead.stored = asyncio.ensure_future(self._builder.stored_rows(ahead))
             # Awaited by the page's build; a run that dies first never awaits it.
             ahead.stored.add_done_callback(_consume)
         await self._report_commit(built.batch, built.observed, deletes=0, started=built.started)
@@ -878,7 +872,7 @@ class LaneCycle:
         if built.rows:
             await self._deliveries.hand(built.rows, built.page)
         await self._keeper.renew_after_commit()  # the heartbeat covers the rest
-        await self._store_validators(built.observations, keep=built.keep_validators)
+        await self._builder.store_validators(built.observations, keep=built.keep_validators)
         return built.state
 
     async def _late_landed(self, late: LatePage) -> None:
@@ -893,46 +887,6 @@ class LaneCycle:
                 late.warning,
                 extra={"late_arrivals": len(late.lateness_ms), "window_ms": late.window_ms},
             )
-
-    async def _stored_rows(
-        self, selection: _Selection
-    ) -> tuple[dict[str, ItemRow], dict[str, Tombstone]]:
-        return await self._builder.stored_rows(selection)
-
-    async def _store_validators(self, observations: HttpObservations, *, keep: bool) -> None:
-        await self._builder.store_validators(observations, keep=keep)
-
-    def _load_payload(self, payload: str | None) -> Any:
-        return self._builder.events.load_payload(payload)
-
-    def _writer(self, now: int) -> EventWriter:
-        return self._builder.events.writer(now)
-
-    def _event(
-        self,
-        type_: EventType,
-        identity: str,
-        version: str,
-        revision: int,
-        data: Any,
-        previous: Any,
-        sequence: int,
-        now: int,
-        observed: list[Event[Any]] | None,
-    ) -> tuple[WrittenEvent, OutboxRow]:
-        """:meth:`~watukuy.pipeline.events.EventMaker.event` with its arguments by position,
-        as the deletes of a pass still call it (the pages call it by keyword)."""
-        return self._builder.events.event(
-            type_=type_,
-            identity=identity,
-            version=version,
-            revision=revision,
-            data=data,
-            previous=previous,
-            sequence=sequence,
-            now=now,
-            observed=observed,
-        )
 
     async def _commit(
         self, batch: CommitBatch, observed: list[Event[Any]] | None, *, deletes: int
@@ -989,30 +943,9 @@ class LaneCycle:
             poller=self._poller,
             hooks=self._hooks,
             logger=self._logger,
-            path=DeletePath(
-                event=self._deleted_event,
-                page=lambda now, events: WrittenPage(self._writer(now), events),
-                commit=self._commit_deletes,
-                deliver=self._deliver,
-            ),
+            events=self._builder.events,
+            path=DeletePath(commit=self._commit_deletes, deliver=self._deliver),
             context=self._verify_context,
-        )
-
-    def _deleted_event(
-        self, row: ItemRow, sequence: int, now: int, observed: list[Event[Any]] | None
-    ) -> tuple[WrittenEvent, OutboxRow]:
-        payload = self._load_payload(row.payload) if self._poller.retain_payload else None
-        version = row.version if row.version is not None else row.hash
-        return self._event(
-            "deleted",
-            row.identity,
-            version,
-            row.revision + 1,
-            payload,
-            payload,
-            sequence,
-            now,
-            observed,
         )
 
     async def _commit_deletes(
