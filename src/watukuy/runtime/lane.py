@@ -31,7 +31,7 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING, Any
 
-from watukuy.cursor import CursorStrategy, TimestampStrategy
+from watukuy.cursor import TimestampStrategy
 from watukuy.cursor.lookback import lookback_floor, lookback_window_ms, remember_cycle
 from watukuy.model.errors import (
     BudgetTimeoutError,
@@ -41,20 +41,14 @@ from watukuy.model.errors import (
     StoreError,
     WatukuyError,
 )
-from watukuy.model.events import (
-    Event,
-    WrittenPage,
-)
-from watukuy.model.http_port import HttpObservations, HttpScope
+from watukuy.model.http_port import HttpObservations
 from watukuy.model.page import InvalidPageError, Page
 from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
-    CommitBatch,
     EventCounts,
     Lane,
     ListingPass,
     ListingState,
-    OutboxRow,
     PollerState,
     PollSummary,
     RateLimitInfo,
@@ -70,10 +64,11 @@ from .dispatcher import DrainResult
 from .fetching import Fetch, PageSource
 from .late_watch import LatePage, LateWatch
 from .page_build import Built as _Built
-from .page_build import PageBuilder, PassAt, page_rules
+from .page_build import PageBuilder, PassAt, lane_rules, lane_strategy, report_commit
 from .page_build import Selection as _Selection
 from .page_build import consume as _consume
-from .pass_end import DeletePath, PassEnd
+from .pass_end import PassEnd
+from .requests import bind_http, verify_context
 from .scope import KeyScope
 
 if TYPE_CHECKING:
@@ -205,6 +200,7 @@ class LaneCycle:
 
     def __init__(self, scope: KeyScope, lane: Lane, deliveries: Deliveries) -> None:
         deps, poller = scope.deps, scope.poller
+        self._scope = scope
         self._deps = deps
         self._hand_over = hand_over_of(deps.store)
         self._poller = poller
@@ -217,9 +213,7 @@ class LaneCycle:
         self._cancel = scope.cancel
         self._should_stop = scope.should_stop
         self._logger = scope.logger
-        self._strategy: CursorStrategy[Any] = (
-            deps.reconcile_strategy if lane == "reconcile" else poller.strategy
-        )
+        self._strategy = lane_strategy(scope, lane)
         self._fetch = (
             poller.reconcile.fetch
             if lane == "reconcile" and poller.reconcile is not None
@@ -535,7 +529,7 @@ class LaneCycle:
                 rate_limit=self._latest.rate_limit, defer_validators=True
             )
             self._latest = observations
-            http = self._bind_http(observations)
+            http = bind_http(self._scope, self._lane, observations)
         ctx: FetchContext[Any] = FetchContext(
             cursor=request,
             page=number,
@@ -768,49 +762,12 @@ class LaneCycle:
             return dataclasses.replace(state, backfill=None, cursors=cursors)
         return state
 
-    def _bind_http(self, observations: HttpObservations) -> Any:
-        deps = self._deps
-        if deps.http is None:
-            return None
-        poller = self._poller
-        budget_wait = deps.budget_max_wait(poller.budget) if poller.budget is not None else None
-
-        async def on_budget_wait(budget: str, waited: int) -> None:
-            await self._hooks.on_budget_wait(budget=budget, wait_ms=waited)
-
-        return deps.http.bind(
-            HttpScope(
-                key=self._key,
-                lane=self._lane,
-                store=deps.store,
-                lease=lambda: self._keeper.lease,
-                observations=observations,
-                budget=poller.budget,
-                budget_weight=poller.budget_weight,
-                budget_cost=poller.budget_cost,
-                max_wait_ms=budget_wait if budget_wait is not None else poller.schedule.max_ms,
-                gate=deps.budgets,
-                clock=deps.clock,
-                logger=self._logger,
-                on_budget_wait=on_budget_wait,
-                redaction=deps.redaction,
-                validators=self._lane == "live",
-            )
-        )
-
     # --- one page (see page_build and watukuy.pipeline.page) -----------------------------
 
     @functools.cached_property
     def _builder(self) -> PageBuilder:
         deps = self._deps
-        rules = page_rules(
-            self._poller,
-            strategy=self._strategy,
-            key=self._key,
-            lane=self._lane,
-            full_scan=self._full_scan,
-            redaction=deps.redaction,
-        )
+        rules = lane_rules(self._scope, self._lane)
         return PageBuilder(
             rules=rules,
             store=deps.store,
@@ -863,7 +820,10 @@ class LaneCycle:
             ahead.stored = asyncio.ensure_future(self._builder.stored_rows(ahead))
             # Awaited by the page's build; a run that dies first never awaits it.
             ahead.stored.add_done_callback(_consume)
-        await self._report_commit(built.batch, built.observed, deletes=0, started=built.started)
+        duration_ms = self._deps.clock.now() - built.started
+        await report_commit(
+            self._hooks, built.batch, built.observed, deletes=0, duration_ms=duration_ms
+        )
         if built.late is not None:
             await self._late_landed(built.late)
         if self._poller.on_invalid == "quarantine":
@@ -888,35 +848,6 @@ class LaneCycle:
                 extra={"late_arrivals": len(late.lateness_ms), "window_ms": late.window_ms},
             )
 
-    async def _commit(
-        self, batch: CommitBatch, observed: list[Event[Any]] | None, *, deletes: int
-    ) -> None:
-        """Commit a batch made outside the page loop (the deletes of a full listing) and
-        wait for it; a page's commit is started by :meth:`_build` and awaited by
-        :meth:`_land`."""
-        started = self._deps.clock.now()
-        await self._deps.store.commit_poll(self._key, self._keeper.lease, batch)
-        await self._report_commit(batch, observed, deletes=deletes, started=started)
-
-    async def _report_commit(
-        self,
-        batch: CommitBatch,
-        observed: list[Event[Any]] | None,
-        *,
-        deletes: int,
-        started: int,
-    ) -> None:
-        """The hooks of a commit that landed (``on_commit``, then ``on_event`` per event)."""
-        deps = self._deps
-        await self._hooks.on_commit(
-            events=len(batch.events),
-            upserts=len(batch.upserts),
-            deletes=deletes,
-            duration_ms=deps.clock.now() - started,
-        )
-        for event in observed or ():
-            await self._hooks.on_event(event=event)
-
     # --- the end of a full scan (see pass_end) --------------------------------------------
 
     async def _end_pass(self, state: PollerState) -> tuple[PollerState, int]:
@@ -927,45 +858,11 @@ class LaneCycle:
             state, progress, lambda ended: self._listing_with(_between_passes(ended))
         )
 
-    async def release_held(self, state: PollerState) -> tuple[PollerState, int]:
-        """Emit the deletes an operator confirmed (``state.held_deletes``), then drop the
-        hold. Rows seen again since they were held are no longer below its mark."""
-        return await self._pass_end().release_held(state)
-
     def _pass_end(self) -> PassEnd:
-        deps = self._deps
-        return PassEnd(
-            store=deps.store,
-            key=self._key,
-            lane=self._lane,
-            keeper=self._keeper,
-            clock=deps.clock,
-            poller=self._poller,
-            hooks=self._hooks,
-            logger=self._logger,
+        return PassEnd.of(
+            self._scope,
+            self._lane,
+            self._deliveries,
             events=self._builder.events,
-            path=DeletePath(commit=self._commit_deletes, deliver=self._deliver),
-            context=self._verify_context,
-        )
-
-    async def _commit_deletes(
-        self, batch: CommitBatch, observed: list[Event[Any]] | None, deletes: int
-    ) -> None:
-        await self._commit(batch, observed, deletes=deletes)
-
-    async def _deliver(self, rows: list[OutboxRow], page: WrittenPage) -> None:
-        """Deliver the deletes of one committed batch and wait for their acks."""
-        await self._deliveries.deliver(rows, page)
-
-    def _verify_context(self) -> FetchContext[Any]:
-        """What ``Deletes(verify=)`` is given: bound to the latest fetch's observations."""
-        return FetchContext(
-            cursor=None,
-            page=0,
-            partition=self._partition,
-            lane=self._lane,
-            http=self._bind_http(self._latest),
-            attempt=1,
-            logger=self._logger,
-            _cancel=self._cancel,
+            context=lambda: verify_context(self._scope, self._lane, self._latest),
         )

@@ -20,7 +20,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watukuy.model.events import Event, WrittenEvent, WrittenPage
 from watukuy.model.options import Deletes
@@ -50,7 +50,12 @@ from watukuy.pipeline.events import EventMaker
 from ._hookbus import HookEmitter
 from .context import FetchContext
 from .lease import LeaseKeeper
+from .page_build import report_commit
 from .poller import PollerDefinition
+
+if TYPE_CHECKING:
+    from .deliveries import Deliveries
+    from .scope import KeyScope
 
 __all__ = ["DeletePath", "PassEnd"]
 
@@ -154,6 +159,40 @@ class PassEnd:
         self._events = events
         self._path = path
         self._context = context
+
+    @classmethod
+    def of(
+        cls,
+        scope: KeyScope,
+        lane: Lane,
+        deliveries: Deliveries,
+        *,
+        events: EventMaker,
+        context: Callable[[], FetchContext[Any]],
+    ) -> PassEnd:
+        """The pass end of ``lane`` in a key run: its deletes commit under the run's lease,
+        fire the lane's hooks and go to the run's ``deliveries``."""
+        deps, keeper, hooks = scope.deps, scope.keeper, scope.hooks(lane)
+
+        async def commit(batch: CommitBatch, observed: Observed, deletes: int) -> None:
+            started = deps.clock.now()
+            await deps.store.commit_poll(scope.key, keeper.lease, batch)
+            duration_ms = deps.clock.now() - started
+            await report_commit(hooks, batch, observed, deletes=deletes, duration_ms=duration_ms)
+
+        return cls(
+            store=deps.store,
+            key=scope.key,
+            lane=lane,
+            keeper=keeper,
+            clock=deps.clock,
+            poller=scope.poller,
+            hooks=hooks,
+            logger=scope.logger,
+            events=events,
+            path=DeletePath(commit=commit, deliver=deliveries.deliver),
+            context=context,
+        )
 
     # --- the end of a pass ------------------------------------------------------------------
 

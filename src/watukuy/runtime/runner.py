@@ -23,6 +23,7 @@ from watukuy.model.errors import (
     SerializedError,
     StoreError,
 )
+from watukuy.model.http_port import HttpObservations
 from watukuy.model.partition import Partition
 from watukuy.model.redact import (
     RedactingLogger,
@@ -39,6 +40,7 @@ from watukuy.model.rows import (
     StatePatch,
     empty_poller_state,
 )
+from watukuy.pipeline.events import EventMaker
 from watukuy.scheduler import (
     Transition,
     begin_cycle,
@@ -53,7 +55,10 @@ from .deliveries import Deliveries
 from .dispatcher import Dispatcher, DrainResult
 from .lane import CycleResult, LaneCycle
 from .lease import LeaseKeeper
+from .page_build import lane_rules
+from .pass_end import PassEnd
 from .poller import PollerDefinition
+from .requests import verify_context
 from .results import TickPollResult
 from .scope import EngineDeps, KeyHooks, KeyScope
 
@@ -464,12 +469,19 @@ class KeyRunner:
         held = state.held_deletes
         assert held is not None
         lane = cast(Lane, held.lane)
-        cycle = LaneCycle(scope, lane, deliveries)
+        observations = HttpObservations()  # what verify= requests observe; nothing reads it
+        ending = PassEnd.of(
+            scope,
+            lane,
+            deliveries,
+            events=EventMaker(lane_rules(scope, lane)),
+            context=lambda: verify_context(scope, lane, observations),
+        )
         started = self._deps.clock.now()
         error: SerializedError | None = None
         emitted = 0
         try:
-            state, emitted = await cycle.release_held(state)
+            state, emitted = await ending.release_held(state)
         except StoreError as failure:
             error = serialize_error(failure, redaction=self._deps.redaction)
             self._logger.warning("could not emit the confirmed deletes: %s", failure)
