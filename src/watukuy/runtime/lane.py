@@ -99,8 +99,6 @@ _NO_PASS: dict[str, Any] = {
     "tail": None,
     "tail_read": 0,
     "tail_prev": None,
-    "first_len": -1,
-    "dirty_from": None,
 }
 
 
