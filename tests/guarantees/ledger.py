@@ -568,8 +568,8 @@ MUTANTS: tuple[Mutant, ...] = (
         LANE,
         [
             (
-                "if self._pass is not None and (self._pass.listed or (done and not truncated)):",
-                "if self._pass is not None:",
+                "if progress is not None and (progress.listed or (done and not truncated)):",
+                "if progress is not None:",
             )
         ],
         "tests/integration/test_full_listings.py::test_a_listing_longer_than_the_page_cap_is_seen_whole[memory]",

@@ -250,7 +250,7 @@ class ListingPass:
         disagreed: Complete passes in a row whose pair of confirming passes disagreed.
         failed_page: The page of the pass in progress whose fetch failed last (``0``:
             none); with :attr:`page_failures`, what abandons a pass that keeps failing at the
-            same page (see ``runtime/lane.py``).
+            same page (see ``runtime/listing_pass.py``).
         page_failures: Fetch failures in a row at :attr:`failed_page`.
         abandoned: Passes abandoned so far: closed before their last page, by a gone page
             (``Page(gone=True)``) or by failing at the same page again and again. An abandoned
