@@ -154,7 +154,6 @@ class LaneCycle:
         self._deps = deps
         self._hand_over = hand_over_of(deps.store)
         self._poller = poller
-        self._partition = scope.partition
         self._key = scope.key
         self._lane = lane
         self._hooks = scope.hooks(lane)
@@ -170,7 +169,6 @@ class LaneCycle:
             else poller.fetch
         )
         self._full_scan = lane == "reconcile" or self._strategy.full_scan
-        self._log_events = poller.log is not None
         self._landed_items = 0  # items of the pages whose commit landed
         self._landed_counts = {"created": 0, "updated": 0}
         self._passes = PassBook(
@@ -195,11 +193,12 @@ class LaneCycle:
         store is in the result; ``LeaseLostError`` and cancellation propagate.
 
         Pages overlap by one step: page N+1 is asked for while page N commits (see
-        :meth:`Requests.ahead <watukuy.runtime.requests.Requests.ahead>`), and its items are selected and hashed while that commit is still
-        being written. Page N is then landed (its commit awaited, its events handed over)
-        before anything of page N+1 touches the store, so every page still reads the rows
-        the page before it wrote, commits in order, and is delivered before the next page
-        commits. What fails first in that order is what the cycle reports.
+        :meth:`Requests.ahead <watukuy.runtime.requests.Requests.ahead>`), and its items
+        are selected and hashed while that commit is still being written. Page N is then
+        landed (its commit awaited, its events handed over) before anything of page N+1
+        touches the store, so every page still reads the rows the page before it wrote,
+        commits in order, and is delivered before the next page commits. What fails first
+        in that order is what the cycle reports.
         """
         started = self._deps.clock.now()
         await self._hooks.on_poll_start(started_at=started)
