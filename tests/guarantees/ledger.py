@@ -273,6 +273,8 @@ def _m(
 
 LANE = "src/watukuy/runtime/lane.py"
 PASS_END = "src/watukuy/runtime/pass_end.py"
+PAGE = "src/watukuy/pipeline/page.py"
+EVENTS = "src/watukuy/pipeline/events.py"
 DELETES = "src/watukuy/pipeline/deletes.py"
 PAGE = "src/watukuy/pipeline/page.py"
 EVENTS = "src/watukuy/pipeline/events.py"
@@ -568,8 +570,8 @@ MUTANTS: tuple[Mutant, ...] = (
         LANE,
         [
             (
-                "if self._pass is not None and (self._pass.listed or (done and not truncated)):",
-                "if self._pass is not None:",
+                "if progress is not None and (progress.listed or (done and not truncated)):",
+                "if progress is not None:",
             )
         ],
         "tests/integration/test_full_listings.py::test_a_listing_longer_than_the_page_cap_is_seen_whole[memory]",

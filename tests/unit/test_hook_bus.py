@@ -10,9 +10,11 @@ import logging
 import textwrap
 from typing import Any
 
+from watukuy.model.rows import PKey
 from watukuy.runtime import hooks
 from watukuy.runtime._hook_names import HOOK_NAMES
 from watukuy.runtime._hookbus import HookBus, HookContext, HookEmitter, record_type
+from watukuy.runtime.scope import KeyHooks
 
 FIELDS: dict[str, Any] = {"poller": "p", "partition": "", "lane": "live", "instance_id": "i"}
 
@@ -114,3 +116,17 @@ def test_the_hooks_base_class_declares_every_hook_with_its_record() -> None:
         if isinstance(node, ast.FunctionDef)
     }
     assert declared == {name: cls.__name__ for name, cls in hooks.RECORD_TYPES.items()}
+
+
+def test_a_key_has_one_emitter_per_lane_made_once() -> None:
+    bus = HookBus([], logging.getLogger("test"))
+    key_hooks = KeyHooks(bus, PKey("orders", "eu"), "me")
+
+    live = key_hooks("live")
+
+    assert key_hooks("live") is live
+    assert key_hooks("reconcile") is not live
+    assert live.context == HookContext(
+        poller="orders", partition="eu", lane="live", instance_id="me"
+    )
+    assert key_hooks("reconcile").context.lane == "reconcile"

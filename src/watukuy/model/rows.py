@@ -44,7 +44,6 @@ __all__ = [
     "ListingState",
     "LoggedEvent",
     "OutboxRow",
-    "PENDING_LIMIT",
     "PKey",
     "PROVEN_LIMIT",
     "ParkedKind",
@@ -251,7 +250,7 @@ class ListingPass:
         disagreed: Complete passes in a row whose pair of confirming passes disagreed.
         failed_page: The page of the pass in progress whose fetch failed last (``0``:
             none); with :attr:`page_failures`, what abandons a pass that keeps failing at the
-            same page (see ``runtime/lane.py``).
+            same page (see ``runtime/listing_pass.py``).
         page_failures: Fetch failures in a row at :attr:`failed_page`.
         abandoned: Passes abandoned so far: closed before their last page, by a gone page
             (``Page(gone=True)``) or by failing at the same page again and again. An abandoned
@@ -271,19 +270,6 @@ class ListingPass:
             last, at most ``UNPROVEN_PASSES``), to tell how long a delete has waited.
         unproven: Delete candidates that have waited ``UNPROVEN_PASSES`` complete passes
             without a proof or passes that agree, counted at the last end of a pass.
-        first_len: The number of items the first page read of the pass in progress
-            returned (``-1`` before it).
-        dirty_from: The first page read of the pass in progress after which a page
-            boundary may have let a live item slip (a read that repeated an item the pass
-            had listed, came back shorter than the first one before the last, or was not
-            a window of the listing); ``None`` while there is none.
-        pending: ``(identity, boundary)`` pairs a complete pass (:attr:`pending_pass`)
-            left to the next one: it missed the identity, which could only have slipped
-            through one of its page boundaries up to ``boundary``; the next complete pass
-            proves it absent when none of those boundaries let anything slip (see
-            docs/guarantees.md, boundary evidence). At most ``PENDING_LIMIT``.
-        pending_pass: The pass that left :attr:`pending`.
-        pending_dirty: That pass's :attr:`dirty_from`.
         bridges: ``(identity, prev, next)`` of rows this lane deleted (at most
             ``BRIDGE_LIMIT``, newest last): a proof that walks the links of a row not
             listed since into a deleted row goes on through it. A bridge that no walk of
@@ -318,15 +304,7 @@ class ListingPass:
     history: tuple[int, ...] = ()
     unproven: int = 0
     bridges: tuple[tuple[str, str | None, str | None], ...] = ()
-    first_len: int = -1
-    dirty_from: int | None = None
-    pending: tuple[tuple[str, int], ...] = ()
-    pending_pass: int | None = None
-    pending_dirty: int | None = None
 
-
-PENDING_LIMIT = 1_000
-"""At most this many identities wait in :attr:`ListingPass.pending`."""
 
 BRIDGE_LIMIT = 2_000
 """At most this many deleted rows are kept in :attr:`ListingPass.bridges`."""
@@ -865,11 +843,6 @@ def _pass_to_json(progress: ListingPass) -> dict[str, Any]:
         "history": list(progress.history),
         "unproven": progress.unproven,
         "bridges": [list(bridge) for bridge in progress.bridges],
-        "first_len": progress.first_len,
-        "dirty_from": progress.dirty_from,
-        "pending": [list(entry) for entry in progress.pending],
-        "pending_pass": progress.pending_pass,
-        "pending_dirty": progress.pending_dirty,
     }
 
 
@@ -905,11 +878,6 @@ def _pass_from_json(data: Mapping[str, Any]) -> ListingPass:
         bridges=tuple(
             (str(b[0]), _optional_str(b[1]), _optional_str(b[2])) for b in data.get("bridges") or ()
         ),
-        first_len=int(data.get("first_len", -1)),
-        dirty_from=_optional_int(data.get("dirty_from")),
-        pending=tuple((str(e[0]), int(e[1])) for e in data.get("pending") or ()),
-        pending_pass=_optional_int(data.get("pending_pass")),
-        pending_dirty=_optional_int(data.get("pending_dirty")),
     )
 
 

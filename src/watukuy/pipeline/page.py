@@ -7,9 +7,8 @@ between is here, as functions of plain data, in the order a page goes through th
    versioned; the invalid ones are set aside, and the cursor moves past the page.
 2. :func:`hash_items` (ahead of the stored rows, when nothing about the hash depends on
    them) and :func:`diff_page`: each item against its stored row and tombstone.
-3. :class:`~watukuy.pipeline.events.PageEvents` (in :mod:`watukuy.pipeline.events`): the
-   ``created``/``updated`` events and their outbox rows, and, for a forced backfill, the
-   known items again.
+3. :class:`~watukuy.pipeline.events.PageEvents`: the ``created``/``updated`` events and
+   their outbox rows, and, for a forced backfill, the known items again.
 4. :func:`reject` and :func:`quarantine`: what cannot be written joins the invalid items;
    those become parked rows when ``on_invalid="quarantine"``.
 5. :func:`link_read` and :func:`page_links`: where a full listing saw each identity (its
@@ -17,9 +16,8 @@ between is here, as functions of plain data, in the order a page goes through th
 6. :func:`advance_pass` and :func:`plan_page`: what the pass learned, the state patch and
    the batch the commit writes.
 
-Nothing here awaits or reads the store: where the lane must read (the stored rows, the
-marks of a page's identities) or hand the event loop over (between items while hashing
-and writing), it calls these functions on what it read, or on a slice, an iterator.
+Nothing here awaits or reads the store: the lane reads (stored rows, marks) and hands the
+event loop over (while hashing, writing), calling these on what it read, or on a slice.
 """
 
 from __future__ import annotations
@@ -381,8 +379,7 @@ def quarantine(raw: Any, issues: list[ValidationIssue], now: int) -> ParkedRow:
     try:
         item_json = wkjson.dumps(wkjson.to_jsonable(raw))
     except wkjson.ENCODING_ERRORS:
-        # What cannot be written as it is (too deep, say) is kept as a shortened repr,
-        # which stops at a few levels and a few hundred characters.
+        # Not writable as it is (too deep, say): kept as a repr cut short (see _SHORT_REPR).
         item_json = wkjson.dumps(_SHORT_REPR.repr(raw))
     digest = content_hash(item_json)
     message = "; ".join(

@@ -1,27 +1,36 @@
 """One lane cycle: fetch pages, diff them, commit each page atomically, deliver.
 
-The loop (:meth:`LaneCycle.run`) reads top to bottom: fetch a page (:mod:`.fetching`),
-select, hash and build it (its commit starts), land it (the commit awaited, its events
-handed to the run's :class:`~watukuy.runtime.deliveries.Deliveries`), ask for the next
-page. The cycle returns what it did as one :class:`CycleResult`.
+:class:`LaneCycle` sequences a cycle and delegates each step. Follow one page of
+:meth:`LaneCycle.run` (its loop is :meth:`LaneCycle._pages`) top to bottom:
+
+1. **fetch**: :meth:`~LaneCycle._next_fetch` starts the request in a task of its own
+   (:meth:`Requests.start_fetch <watukuy.runtime.requests.Requests.start_fetch>`, calling
+   ``fetch`` through :mod:`.fetching`); where the cycle starts and what its first request
+   asks for is :meth:`Requests.open <watukuy.runtime.requests.Requests.open>`.
+2. **select, hash, build**: :meth:`~LaneCycle._select`, :meth:`~LaneCycle._hash` and
+   :meth:`~LaneCycle._build` hand the page to :class:`~watukuy.runtime.page_build.PageBuilder`
+   (the pure pipeline is :mod:`watukuy.pipeline.page`); the build starts the page's commit.
+3. **commit, land, hand over**: :meth:`~LaneCycle._land` awaits the commit, fires its hooks
+   and hands its events to the run's :class:`~watukuy.runtime.deliveries.Deliveries`.
+4. **next request**: :meth:`Requests.ahead <watukuy.runtime.requests.Requests.ahead>` (asked
+   while the page commits) or :meth:`Requests.next_view
+   <watukuy.runtime.requests.Requests.next_view>` (after it).
+
+The cycle ends in :meth:`~LaneCycle._close` (or :meth:`~LaneCycle._failed`) and returns what
+it did as one :class:`CycleResult`.
 
 The live, reconcile and backfill lanes share this loop; they differ in the cursor strategy
 (reconcile always pages from 1), the fetch function (reconcile has its own), whether the
 listing is a full scan (snapshot diff and reconcile emit ``deleted`` for what was not seen),
 and the backfill rules (stop at the target cursor, ``force`` re-emits known items).
 
-A full listing is a *pass* that may span cycles. Each page commits the pass's next cursor
-(``PollerState.listing``) and a seen mark (the pass id) on the snapshot row of every
-identity it listed, so a cycle cut by the page cap or a deadline resumes at the next page,
-after a crash or on another replica too, and memory holds one page. When the last page is
-listed, the rows left below the id of the oldest of the last ``deletes.confirm_passes``
-complete passes are the deletes (each of those passes missed them), unless the pass is not
-a complete listing (an invalid item, a ``304`` page) or the mass-delete guard holds them.
-
-A pass is *abandoned* (closed with no deletes, confirming nothing; the next cycle starts a
-new one at page 1) when a page past its first answers ``Page(gone=True)`` (the listing shrank
-while it was read), or when it fails at the same page :data:`_PAGE_FAILURES` times in a
-row: resuming at a page that is no longer there would fail every cycle and wedge the key.
+A full listing is a *pass* that may span cycles, kept by
+:class:`~watukuy.runtime.listing_pass.PassBook` (which also abandons a pass that cannot be
+read to its end). When the last page is listed, :class:`~watukuy.runtime.pass_end.PassEnd`
+finds the deletes: the rows left below the id of the oldest of the last
+``deletes.confirm_passes`` complete passes (each of those passes missed them), unless the
+pass is not a complete listing (an invalid item, a ``304`` page) or the mass-delete guard
+holds them.
 """
 
 from __future__ import annotations
@@ -31,113 +40,43 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING, Any
 
-from watukuy.cursor import CursorStrategy, TimestampStrategy
-from watukuy.cursor.lookback import lookback_floor, lookback_window_ms, remember_cycle
+from watukuy.cursor import TimestampStrategy
+from watukuy.cursor.lookback import remember_cycle
 from watukuy.model.errors import (
-    BudgetTimeoutError,
-    HttpError,
     LeaseLostError,
     SerializedError,
     StoreError,
-    WatukuyError,
 )
-from watukuy.model.events import (
-    Event,
-    EventType,
-    EventWriter,
-    WrittenEvent,
-    WrittenPage,
-)
-from watukuy.model.http_port import HttpObservations, HttpScope
-from watukuy.model.page import InvalidPageError, Page
+from watukuy.model.page import Page
 from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
-    CommitBatch,
     EventCounts,
-    ItemRow,
     Lane,
-    ListingPass,
-    ListingState,
-    OutboxRow,
     PollerState,
     PollSummary,
     RateLimitInfo,
     StatePatch,
-    Tombstone,
     apply_patch,
 )
 from watukuy.pipeline.page import held_until
 
-from ._hook_names import HookContext
-from .context import FetchContext
 from .deliveries import Deliveries
 from .dispatcher import DrainResult
 from .fetching import Fetch, PageSource
 from .late_watch import LatePage, LateWatch
+from .listing_pass import PassBook, finish
 from .page_build import Built as _Built
-from .page_build import PageBuilder, PassAt, page_rules
+from .page_build import PageBuilder, PassAt, lane_rules, lane_strategy, report_commit
 from .page_build import Selection as _Selection
 from .page_build import consume as _consume
-from .pass_end import DeletePath, PassEnd
+from .pass_end import PassEnd
+from .requests import Requests, is_throttle, stuck_cursor, verify_context
 from .scope import KeyScope
 
 if TYPE_CHECKING:
     from .hooks import ErrorPhase
 
 __all__ = ["CycleResult", "LaneCycle"]
-
-# Fetch failures in a row at the same page of a pass (past its first page) that abandon it.
-# Two: one failure may be a blip worth resuming after (the pages before it are not read
-# again); a second at the same page, after a backoff, most likely means the page is gone
-# (the listing shrank). It is well below the circuit's default of 5 failures, and as the
-# abandonment is stored with the failure, even a circuit that opens sooner probes a new pass.
-_PAGE_FAILURES = 2
-
-
-# What a pass in progress has of its own; none of it outlives the pass.
-_NO_PASS: dict[str, Any] = {
-    "pass_id": None,
-    "started_at": None,
-    "cursor": None,
-    "pages": 0,
-    "items": 0,
-    "invalid": 0,
-    "not_modified": False,
-    "listed": False,
-    "failed_page": 0,
-    "page_failures": 0,
-    "tail": None,
-    "tail_read": 0,
-    "tail_prev": None,
-    "first_len": -1,
-    "dirty_from": None,
-}
-
-
-def _between_passes(progress: ListingPass, **changes: Any) -> ListingPass:
-    """``progress`` without its pass in progress, and with ``changes`` (a new pass's
-    ``pass_id`` and ``started_at``, or what a closed pass found)."""
-    return dataclasses.replace(progress, **{**_NO_PASS, **changes})
-
-
-def _is_throttle(error: BaseException) -> bool:
-    """The API asked us to wait (``429``, ``503`` with ``Retry-After``), or the budget is
-    spent: not the page failing (the runner does not count it as a failure either)."""
-    if isinstance(error, HttpError):
-        return error.is_throttle
-    return isinstance(error, BudgetTimeoutError)
-
-
-def _stuck_cursor(page: int, cursor: str, why: str | None = None) -> WatukuyError:
-    # Fetching again from the same cursor returns the same page: without this the cycle
-    # would request it until the page cap, and the next cycle would start over at once.
-    # The strategy may know why (a group of equal timestamps larger than the page).
-    shown = cursor if len(cursor) <= 200 else cursor[:200] + "..."
-    message = (
-        f"page {page} says there is more to fetch but left the cursor where it was "
-        f"({shown}); the cycle stops instead of requesting the same page again"
-    )
-    return WatukuyError(f"{message}: {why}" if why else message, code="INVALID_PAGE")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -210,50 +149,40 @@ class LaneCycle:
 
     def __init__(self, scope: KeyScope, lane: Lane, deliveries: Deliveries) -> None:
         deps, poller = scope.deps, scope.poller
+        self._scope = scope
         self._deps = deps
         self._poller = poller
-        self._partition = scope.partition
         self._key = scope.key
         self._lane = lane
+        self._hooks = scope.hooks(lane)
         self._keeper = scope.keeper
         self._deliveries = deliveries
         self._cancel = scope.cancel
         self._should_stop = scope.should_stop
         self._logger = scope.logger
-        self._strategy: CursorStrategy[Any] = (
-            deps.reconcile_strategy if lane == "reconcile" else poller.strategy
-        )
+        self._strategy = lane_strategy(scope, lane)
         self._fetch = (
             poller.reconcile.fetch
             if lane == "reconcile" and poller.reconcile is not None
             else poller.fetch
         )
         self._full_scan = lane == "reconcile" or self._strategy.full_scan
-        self._log_events = poller.log is not None
-        self._latest = HttpObservations()  # the observations of the latest fetch
         self._landed_items = 0  # items of the pages whose commit landed
         self._landed_counts = {"created": 0, "updated": 0}
-        self._writer_cache: tuple[int, EventWriter] | None = None
-        self._force_backfill = False
-        self._pass: ListingPass | None = None  # the full listing pass this cycle continues
-        self._listing = ListingState()
+        self._passes = PassBook(
+            store=deps.store,
+            key=self._key,
+            lane=lane,
+            keeper=self._keeper,
+            clock=deps.clock,
+            logger=self._logger,
+        )
+        self._requests = Requests(scope, lane, self._strategy, self._passes)
         self._page_source_is_generator = False
         self._watch: LateWatch | None = None
-        # The lookback re-reads at most this many pages, so a cycle always moves on.
-        self._window_pages = max(1, poller.max_pages_per_cycle // 2)
-        self._window_read = False  # the cycle's requests reached its stored cursor
-        self._began_at: Any = None  # the stored cursor the cycle began with
         self.held_until: int | None = None
         """When the first item the live lane held back (lag, or stamped ahead of our
         clock) becomes deliverable (epoch ms), if it held any (see :attr:`CycleResult.held_until`)."""
-
-    def _fields(self) -> dict[str, Any]:
-        return {
-            "poller": self._key.poller,
-            "partition": self._key.partition,
-            "lane": self._lane,
-            "instance_id": self._deps.instance_id,
-        }
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -262,14 +191,15 @@ class LaneCycle:
         store is in the result; ``LeaseLostError`` and cancellation propagate.
 
         Pages overlap by one step: page N+1 is asked for while page N commits (see
-        :meth:`_ahead`), and its items are selected and hashed while that commit is still
-        being written. Page N is then landed (its commit awaited, its events handed over)
-        before anything of page N+1 touches the store, so every page still reads the rows
-        the page before it wrote, commits in order, and is delivered before the next page
-        commits. What fails first in that order is what the cycle reports.
+        :meth:`Requests.ahead <watukuy.runtime.requests.Requests.ahead>`), and its items
+        are selected and hashed while that commit is still being written. Page N is then
+        landed (its commit awaited, its events handed over) before anything of page N+1
+        touches the store, so every page still reads the rows the page before it wrote,
+        commits in order, and is delivered before the next page commits. What fails first
+        in that order is what the cycle reports.
         """
         started = self._deps.clock.now()
-        await self._deps.hooks.emit("on_poll_start", **self._fields(), started_at=started)
+        await self._hooks.on_poll_start(started_at=started)
         walk = self._open(state, started)
         error: SerializedError | None = None
         raised: BaseException | None = None
@@ -288,19 +218,14 @@ class LaneCycle:
 
     def _open(self, state: PollerState, started: int) -> _Walk:
         """Where the cycle starts: its cursor, its first request, its first page."""
-        self._latest = HttpObservations(rate_limit=state.schedule.rate_limit, defer_validators=True)
-        cursor, target = self._start_cursor(state)
-        # `overlap` moves back the first request of a cycle only; every later request
-        # continues where the previous page left off (see CursorStrategy.next_view).
-        request = self._first_request(cursor, state)
-        self._window_read = request == cursor
-        self._began_at = cursor
+        cursor, target, request = self._requests.open(state)
+        progress = self._passes.progress
         self._watch = LateWatch(
             poller=self._poller,
             lane=self._lane,
             state=state,
             started_at=started,
-            looked_back=not self._window_read,
+            looked_back=not self._requests.window_read,
             cursor=cursor,
         )
         return _Walk(
@@ -309,7 +234,7 @@ class LaneCycle:
             cursor=cursor,
             request=request,
             target=target,
-            first_page=1 + (self._pass.pages if self._pass is not None else 0),
+            first_page=1 + (progress.pages if progress is not None else 0),
             source=PageSource(self._fetch, self._deps.offload),
         )
 
@@ -338,7 +263,8 @@ class LaneCycle:
         """Page after page: fetch, select and hash, land the page before, build (start its
         commit), then the next request. Returns when the listing ends or the cycle is cut."""
         strategy = self._strategy
-        while not (self._pass is not None and self._pass.listed):
+        passes, requests = self._passes, self._requests
+        while not (passes.progress is not None and passes.progress.listed):
             fetch = await self._next_fetch(walk)
             if fetch is None:
                 return
@@ -348,7 +274,7 @@ class LaneCycle:
                 walk.done = True
                 return
             if page.gone and self._full_scan:
-                walk.abandon = self._gone_page(fetch.ctx.page)
+                walk.abandon = passes.gone_page(fetch.ctx.page)
                 walk.done = True
                 return
             walk.pages += 1
@@ -358,19 +284,17 @@ class LaneCycle:
             selection = walk.selection = self._select(walk.cursor, page, fetch)
             # The next request depends on this page alone: ask for it now, so that it
             # travels while this page commits and is delivered.
-            ahead = self._ahead(
+            ahead = requests.ahead(
                 walk.source, selection, walk.request, before, walk.target, walk.pages
             )
             if ahead is not None:
                 walk.request = ahead
                 number = walk.first_page + walk.pages
-                walk.upcoming = self._start_fetch(walk.source, ahead, number, walk.state)
+                walk.upcoming = requests.start_fetch(walk.source, ahead, number, walk.state)
             if walk.inflight is not None and not await self._land_before(walk, selection):
                 return
             walk.not_modified = walk.not_modified or selection.not_modified
-            await self._deps.hooks.emit(
-                "on_fetch",
-                **self._fields(),
+            await self._hooks.on_fetch(
                 page=walk.pages,
                 duration_ms=fetch.duration_ms,
                 items=len(page.items),
@@ -389,12 +313,12 @@ class LaneCycle:
             if not await self._land_inflight(walk):
                 return
             asked = walk.request
-            walk.request = self._next_view(walk.cursor, asked, page, walk.pages)
+            walk.request = requests.next_view(walk.cursor, asked, page, walk.pages)
             # Stuck means the next request would be this one again (while `overlap`
             # re-reads its window the stored cursor stays, but the request moves on).
             stuck = before is not None and not walk.source.is_generator
             if stuck and strategy.serialize(walk.request) == before:
-                raise _stuck_cursor(walk.pages, str(before), self._stalled(asked, page))
+                raise stuck_cursor(walk.pages, str(before), requests.stalled(asked, page))
 
     async def _next_fetch(self, walk: _Walk) -> Fetch | None:
         """The request of the next page: the one asked for ahead, or a new one. ``None``
@@ -420,7 +344,7 @@ class LaneCycle:
         if self._cancel.is_set():
             raise asyncio.CancelledError
         self._keeper.check()  # never fetch once the lease may have expired
-        return self._start_fetch(
+        return self._requests.start_fetch(
             walk.source, walk.request, walk.first_page + walk.pages, walk.state
         )
 
@@ -461,17 +385,18 @@ class LaneCycle:
         listing, and settle the lane's own bookkeeping."""
         state = walk.landed
         done, truncated = walk.done, walk.truncated
+        progress = self._passes.progress
         if walk.abandon is not None:
             walk.phase = "commit"
-            state = await self._abandon_pass(state, walk.abandon)
+            state = await self._passes.abandon(state, walk.abandon)
             done = False  # not a complete listing: a reconcile is still to be done
-        elif self._pass is not None and (self._pass.listed or (done and not truncated)):
+        elif progress is not None and (progress.listed or (done and not truncated)):
             walk.phase = "commit"
             state, deleted = await self._end_pass(state)
             walk.deleted += deleted
             done, truncated = True, False
         walk.done, walk.truncated = done, truncated
-        state = self._finish(state, walk.cursor, done=done and not truncated)
+        state = finish(self._lane, state, self._deps.clock.now(), done=done and not truncated)
         if self._lane == "live":
             state = await self._after_live(state, started, done=done and not truncated)
         return state
@@ -487,8 +412,8 @@ class LaneCycle:
         error = serialize_error(failure, redaction=self._deps.redaction)
         if isinstance(failure, StoreError):
             walk.phase = "commit"
-        elif self._full_scan and walk.phase == "fetch" and not _is_throttle(failure):
-            state = await self._page_failed(state, error)
+        elif self._full_scan and walk.phase == "fetch" and not is_throttle(failure):
+            state = await self._passes.page_failed(state, error)
         return state, error
 
     async def _stop_fetching(self, walk: _Walk) -> None:
@@ -526,124 +451,9 @@ class LaneCycle:
             phase=walk.phase,
             raised=raised,
             drain=self._deliveries.take(),
-            rate_limit=self._latest.rate_limit,
+            rate_limit=self._requests.latest.rate_limit,
             held_until=self.held_until,
         )
-
-    def _start_fetch(
-        self, source: PageSource, request: Any, number: int, state: PollerState
-    ) -> Fetch:
-        """Call ``fetch`` for page ``number`` in a task of its own.
-
-        Each call gets its own ``ctx.http`` and observations, so a page asked for ahead
-        records its validators and its ``304`` apart from the page being committed. A
-        generator was handed its ``ctx`` once, on its first call: its pages share that
-        one's observations, reset before each page.
-        """
-        if source.is_generator:
-            observations = self._latest
-            observations.reset_page()
-            http = None
-        else:
-            observations = HttpObservations(
-                rate_limit=self._latest.rate_limit, defer_validators=True
-            )
-            self._latest = observations
-            http = self._bind_http(observations)
-        ctx: FetchContext[Any] = FetchContext(
-            cursor=request,
-            page=number,
-            partition=self._partition,
-            lane=self._lane,
-            http=http,
-            attempt=state.schedule.consecutive_failures + 1,
-            logger=self._logger,
-            _cancel=self._cancel,
-        )
-        return Fetch(ctx, observations, source, self._deps.clock)
-
-    def _ahead(
-        self,
-        source: PageSource,
-        selection: _Selection,
-        request: Any,
-        before: str | None,
-        target: Any,
-        pages: int,
-    ) -> Any | None:
-        """The request of the page after this one, when it may be sent before this page is
-        committed: the cycle goes on after this page whatever the commit does, unless it
-        fails. ``None`` leaves the next request to the loop, after the commit."""
-        if not self._poller.prefetch or source.is_generator or selection.done:
-            return None
-        strategy = self._strategy
-        if target is not None and strategy.reached(selection.next_cursor, target):
-            return None
-        if pages >= self._poller.max_pages_per_cycle or self._should_stop():
-            return None
-        if self._cancel.is_set() or self._keeper.lost or self._keeper.may_have_expired():
-            return None
-        ahead = self._next_view(selection.next_cursor, request, selection.page, pages)
-        if before is not None and strategy.serialize(ahead) == before:
-            return None  # stuck: the loop reports it once the page is committed
-        return ahead
-
-    def _start_cursor(self, state: PollerState) -> tuple[Any, Any]:
-        strategy = self._strategy
-        stored = state.cursors.get(self._lane)
-        if self._lane == "backfill" and state.backfill is not None:
-            backfill = state.backfill
-            self._force_backfill = backfill.force
-            start = stored if stored is not None else backfill.from_cursor
-            target = (
-                None if backfill.to_cursor is None else strategy.deserialize(backfill.to_cursor)
-            )
-            return strategy.deserialize(start), target
-        if self._full_scan:
-            progress = self._begin_pass(state)
-            if progress.cursor is None:
-                return strategy.initial(), None
-            return strategy.deserialize(progress.cursor), None
-        if stored is None:
-            return strategy.initial(), None
-        return strategy.deserialize(stored), None
-
-    def _first_request(self, cursor: Any, state: PollerState) -> Any:
-        """What the first request of the cycle asks for: the stored cursor, moved back by
-        an explicit ``overlap``, or by the live lane's default lookback (see
-        :mod:`watukuy.cursor.lookback`)."""
-        strategy = self._strategy
-        if (
-            self._lane == "live"
-            and isinstance(strategy, TimestampStrategy)
-            and strategy.config.lookback
-        ):
-            window = lookback_window_ms(state.late.max_ms)
-            floor = lookback_floor(state.lookback, window)
-            since = None if floor is None else strategy.deserialize(floor)
-            return strategy.lookback_view(cursor, window, since)
-        return strategy.view(cursor, self._deps.clock.now())
-
-    def _next_view(self, cursor: Any, request: Any, page: Page[Any], pages: int) -> Any:
-        """The next request of the cycle (:meth:`CursorStrategy.next_view`). A lookback
-        window that would take more than half the page cap is cut there: the cycle goes on
-        from the stored cursor, so it always moves on."""
-        view = self._strategy.next_view(cursor, request, page, self._deps.clock.now())
-        if view != cursor and pages >= self._window_pages:
-            self._logger.info(
-                "the lookback window is longer than %d page(s): this cycle reads on from the "
-                "cursor instead",
-                self._window_pages,
-            )
-            view = cursor
-        if view == cursor:
-            self._window_read = True
-        return view
-
-    def _stalled(self, request: Any, page: Page[Any]) -> str | None:
-        """Why ``page`` could not move the cursor, when the strategy can tell."""
-        strategy = self._strategy
-        return strategy.stalled(request, page) if isinstance(strategy, TimestampStrategy) else None
 
     async def _after_live(self, state: PollerState, started: int, *, done: bool) -> PollerState:
         """After a live cycle that did not fail: remember where its cursor stood for the
@@ -654,8 +464,8 @@ class LaneCycle:
         if isinstance(strategy, TimestampStrategy) and strategy.config.lookback and ended:
             lookback = remember_cycle(
                 state.lookback,
-                began=strategy.serialize(self._began_at),
-                started_at=started if done or self._window_read else None,
+                began=strategy.serialize(self._requests.began_at),
+                started_at=started if done or self._requests.window_read else None,
                 ended_at=self._deps.clock.now(),
                 cursor=ended,
             )
@@ -671,171 +481,26 @@ class LaneCycle:
         await self._deps.store.save_state(self._key, self._keeper.lease, patch)
         state = apply_patch(state, patch)
         if missed:
-            await self._deps.hooks.emit(
-                "on_late_arrivals",
-                **self._fields(),
-                lateness_ms=(),
-                missed=len(missed),
-                window_ms=watch.window_ms,
+            await self._hooks.on_late_arrivals(
+                lateness_ms=(), missed=len(missed), window_ms=watch.window_ms
             )
         if warning is not None:
             self._logger.warning("late arrivals: %s", warning, extra={"missed": len(missed)})
         return state
-
-    def _begin_pass(self, state: PollerState) -> ListingPass:
-        """The pass this cycle continues, or a new one (its id is the key's next)."""
-        listing = state.listing
-        progress = listing.lanes.get(self._lane, ListingPass())
-        if progress.pass_id is None:
-            counter = listing.counter + 1
-            progress = _between_passes(progress, pass_id=counter, started_at=self._deps.clock.now())
-            listing = ListingState(counter=counter, lanes={**listing.lanes, self._lane: progress})
-        self._listing, self._pass = listing, progress
-        return progress
-
-    def _listing_with(self, progress: ListingPass) -> ListingState:
-        self._pass = progress
-        self._listing = ListingState(
-            counter=self._listing.counter, lanes={**self._listing.lanes, self._lane: progress}
-        )
-        return self._listing
-
-    def _gone_page(self, number: int) -> str:
-        """Why the pass is abandoned at page ``number``, which answered ``Page(gone=True)``.
-
-        Raises:
-            InvalidPageError: ``number`` is the pass's first page: a listing always has one
-                (an empty listing answers an empty page), so this is a fetch failure.
-        """
-        if number <= 1:
-            raise InvalidPageError(
-                "page 1 of a full listing answered Page(gone=True): a listing always has a "
-                "first page (an empty listing is an empty page), so the pass is not abandoned"
-            )
-        return f"page {number} is gone (Page(gone=True)): the listing shrank while it was read"
-
-    async def _page_failed(self, state: PollerState, error: SerializedError) -> PollerState:
-        """A page of the pass in progress failed to fetch: count it, and abandon the pass once
-        it failed at the same page :data:`_PAGE_FAILURES` times in a row. Returns the state
-        with the count (or the abandoned pass) stored; a store failure here is only logged."""
-        progress = state.listing.lanes.get(self._lane)
-        if progress is None or progress.pass_id is None or progress.listed or not progress.pages:
-            return state  # the first page: starting over would ask for the same page
-        page = progress.pages + 1
-        failures = progress.page_failures + 1 if progress.failed_page == page else 1
-        try:
-            if failures >= _PAGE_FAILURES:
-                message = error.get("message", "")
-                why = f"page {page} failed {failures} times in a row: {message}"
-                return await self._abandon_pass(state, why, progress, warn=True)
-            counted = dataclasses.replace(progress, failed_page=page, page_failures=failures)
-            return await self._save_pass(state, counted)
-        except StoreError as store_error:
-            self._logger.warning("could not count the failed page %d: %s", page, store_error)
-            return state
-
-    async def _abandon_pass(
-        self,
-        state: PollerState,
-        why: str,
-        progress: ListingPass | None = None,
-        *,
-        warn: bool = False,
-    ) -> PollerState:
-        """Close the pass in progress without deletes: it did not list the whole listing,
-        and confirms nothing. The next cycle starts a new pass at page 1. Logged as a
-        WARNING when ``warn`` says so, or when the pass before it was abandoned too."""
-        progress = progress or self._pass
-        assert progress is not None
-        assert progress.pass_id is not None
-        now = self._deps.clock.now()
-        again = progress.last_abandoned_at is not None and (
-            progress.last_completed_at is None
-            or progress.last_abandoned_at > progress.last_completed_at
-        )
-        closed = _between_passes(
-            progress, abandoned=progress.abandoned + 1, last_abandoned_at=now, last_abandoned=why
-        )
-        (self._logger.warning if warn or again else self._logger.info)(
-            "full listing (%s lane): pass %d abandoned, no deletes%s: %s; the next cycle starts a "
-            "new pass at page 1",
-            self._lane,
-            progress.pass_id,
-            " (the pass before it was abandoned too)" if again else "",
-            why,
-            extra={"lane": self._lane, "pass_id": progress.pass_id, "abandoned": why},
-        )
-        return await self._save_pass(state, closed)
-
-    async def _save_pass(self, state: PollerState, progress: ListingPass) -> PollerState:
-        listing = dataclasses.replace(
-            state.listing, lanes={**state.listing.lanes, self._lane: progress}
-        )
-        self._listing, self._pass = listing, progress
-        patch: StatePatch = {"listing": listing, "updated_at": self._deps.clock.now()}
-        await self._deps.store.save_state(self._key, self._keeper.lease, patch)
-        return apply_patch(state, patch)
-
-    def _finish(self, state: PollerState, cursor: Any, *, done: bool) -> PollerState:
-        now = self._deps.clock.now()
-        if self._lane == "reconcile" and done:
-            return dataclasses.replace(state, last_reconcile_at=now)
-        if self._lane == "backfill" and done:
-            cursors = dict(state.cursors)
-            cursors.pop("backfill", None)
-            return dataclasses.replace(state, backfill=None, cursors=cursors)
-        return state
-
-    def _bind_http(self, observations: HttpObservations) -> Any:
-        deps = self._deps
-        if deps.http is None:
-            return None
-        poller = self._poller
-        budget_wait = deps.budget_max_wait(poller.budget) if poller.budget is not None else None
-
-        async def on_budget_wait(budget: str, waited: int) -> None:
-            await deps.hooks.emit("on_budget_wait", **self._fields(), budget=budget, wait_ms=waited)
-
-        return deps.http.bind(
-            HttpScope(
-                key=self._key,
-                lane=self._lane,
-                store=deps.store,
-                lease=lambda: self._keeper.lease,
-                observations=observations,
-                budget=poller.budget,
-                budget_weight=poller.budget_weight,
-                budget_cost=poller.budget_cost,
-                max_wait_ms=budget_wait if budget_wait is not None else poller.schedule.max_ms,
-                gate=deps.budgets,
-                clock=deps.clock,
-                logger=self._logger,
-                on_budget_wait=on_budget_wait,
-                redaction=deps.redaction,
-                validators=self._lane == "live",
-            )
-        )
 
     # --- one page (see page_build and watukuy.pipeline.page) -----------------------------
 
     @functools.cached_property
     def _builder(self) -> PageBuilder:
         deps = self._deps
-        rules = page_rules(
-            self._poller,
-            strategy=self._strategy,
-            key=self._key,
-            lane=self._lane,
-            full_scan=self._full_scan,
-            redaction=deps.redaction,
-        )
+        rules = lane_rules(self._scope, self._lane)
         return PageBuilder(
             rules=rules,
             store=deps.store,
             key=self._key,
             keeper=self._keeper,
             clock=deps.clock,
-            hooks=deps.hooks,
+            hooks=self._hooks,
             logger=self._logger,
             on_held=self._note_held,
         )
@@ -859,9 +524,10 @@ class LaneCycle:
     async def _build(self, state: PollerState, selection: _Selection, stored: str) -> _Built:
         """The second half of a page, up to its commit started (:meth:`PageBuilder.build`).
         ``stored`` is the cursor text the page was asked for with."""
-        at = PassAt(self._pass, self._listing_with, self._page_source_is_generator)
+        passes = self._passes
+        at = PassAt(passes.progress, passes.listing_with, self._page_source_is_generator)
         return await self._builder.build(
-            state, selection, stored, at=at, watch=self._watch, force=self._force_backfill
+            state, selection, stored, at=at, watch=self._watch, force=self._requests.force_backfill
         )
 
     async def _land(self, built: _Built, ahead: _Selection | None = None) -> PollerState:
@@ -872,36 +538,34 @@ class LaneCycle:
         is in, before the deliveries queue their acks behind it at the store. The acks are
         not awaited here: the next delivery, or the end of the cycle, waits for them.
         """
-        deps = self._deps
         await built.commit
         self._landed_items += built.kept
         for name, value in built.counts.items():
             self._landed_counts[name] += value
         if ahead is not None:
-            ahead.stored = asyncio.ensure_future(self._stored_rows(ahead))
+            ahead.stored = asyncio.ensure_future(self._builder.stored_rows(ahead))
             # Awaited by the page's build; a run that dies first never awaits it.
             ahead.stored.add_done_callback(_consume)
-        await self._report_commit(built.batch, built.observed, deletes=0, started=built.started)
+        duration_ms = self._deps.clock.now() - built.started
+        await report_commit(
+            self._hooks, built.batch, built.observed, deletes=0, duration_ms=duration_ms
+        )
         if built.late is not None:
             await self._late_landed(built.late)
         if self._poller.on_invalid == "quarantine":
             for raw, issues in built.invalid:
-                await deps.hooks.emit("on_invalid", **self._fields(), item=raw, issues=issues)
+                await self._hooks.on_invalid(item=raw, issues=issues)
         if built.rows:
             await self._deliveries.hand(built.rows, built.page)
         await self._keeper.renew_after_commit()  # the heartbeat covers the rest
-        await self._store_validators(built.observations, keep=built.keep_validators)
+        await self._builder.store_validators(built.observations, keep=built.keep_validators)
         return built.state
 
     async def _late_landed(self, late: LatePage) -> None:
         """The hook and the WARNING of a page's late arrivals, once its commit is in."""
         if late.lateness_ms:
-            await self._deps.hooks.emit(
-                "on_late_arrivals",
-                **self._fields(),
-                lateness_ms=late.lateness_ms,
-                missed=0,
-                window_ms=late.window_ms,
+            await self._hooks.on_late_arrivals(
+                lateness_ms=late.lateness_ms, missed=0, window_ms=late.window_ms
             )
         if late.warning is not None:
             self._logger.warning(
@@ -910,154 +574,19 @@ class LaneCycle:
                 extra={"late_arrivals": len(late.lateness_ms), "window_ms": late.window_ms},
             )
 
-    async def _stored_rows(
-        self, selection: _Selection
-    ) -> tuple[dict[str, ItemRow], dict[str, Tombstone]]:
-        return await self._builder.stored_rows(selection)
-
-    async def _store_validators(self, observations: HttpObservations, *, keep: bool) -> None:
-        await self._builder.store_validators(observations, keep=keep)
-
-    def _load_payload(self, payload: str | None) -> Any:
-        return self._builder.events.load_payload(payload)
-
-    def _writer(self, now: int) -> EventWriter:
-        return self._builder.events.writer(now)
-
-    def _event(
-        self,
-        type_: EventType,
-        identity: str,
-        version: str,
-        revision: int,
-        data: Any,
-        previous: Any,
-        sequence: int,
-        now: int,
-        observed: list[Event[Any]] | None,
-    ) -> tuple[WrittenEvent, OutboxRow]:
-        """:meth:`~watukuy.pipeline.events.EventMaker.event` with its arguments by position,
-        as the deletes of a pass still call it (the pages call it by keyword)."""
-        return self._builder.events.event(
-            type_=type_,
-            identity=identity,
-            version=version,
-            revision=revision,
-            data=data,
-            previous=previous,
-            sequence=sequence,
-            now=now,
-            observed=observed,
-        )
-
-    async def _commit(
-        self, batch: CommitBatch, observed: list[Event[Any]] | None, *, deletes: int
-    ) -> None:
-        """Commit a batch made outside the page loop (the deletes of a full listing) and
-        wait for it; a page's commit is started by :meth:`_build` and awaited by
-        :meth:`_land`."""
-        started = self._deps.clock.now()
-        await self._deps.store.commit_poll(self._key, self._keeper.lease, batch)
-        await self._report_commit(batch, observed, deletes=deletes, started=started)
-
-    async def _report_commit(
-        self,
-        batch: CommitBatch,
-        observed: list[Event[Any]] | None,
-        *,
-        deletes: int,
-        started: int,
-    ) -> None:
-        """The hooks of a commit that landed (``on_commit``, then ``on_event`` per event)."""
-        deps = self._deps
-        await deps.hooks.emit(
-            "on_commit",
-            **self._fields(),
-            events=len(batch.events),
-            upserts=len(batch.upserts),
-            deletes=deletes,
-            duration_ms=deps.clock.now() - started,
-        )
-        for event in observed or ():
-            await deps.hooks.emit("on_event", **self._fields(), event=event)
-
     # --- the end of a full scan (see pass_end) --------------------------------------------
 
     async def _end_pass(self, state: PollerState) -> tuple[PollerState, int]:
         """Every page of the pass is listed: emit (or hold) its deletes, then close it."""
-        progress = self._pass
+        progress = self._passes.progress
         assert progress is not None
-        return await self._pass_end().end(
-            state, progress, lambda ended: self._listing_with(_between_passes(ended))
-        )
-
-    async def release_held(self, state: PollerState) -> tuple[PollerState, int]:
-        """Emit the deletes an operator confirmed (``state.held_deletes``), then drop the
-        hold. Rows seen again since they were held are no longer below its mark."""
-        return await self._pass_end().release_held(state)
+        return await self._pass_end().end(state, progress, self._passes.closed)
 
     def _pass_end(self) -> PassEnd:
-        deps = self._deps
-        return PassEnd(
-            store=deps.store,
-            key=self._key,
-            lane=self._lane,
-            keeper=self._keeper,
-            clock=deps.clock,
-            poller=self._poller,
-            hooks=deps.hooks.emitter(
-                HookContext(
-                    poller=self._key.poller,
-                    partition=self._key.partition,
-                    lane=self._lane,
-                    instance_id=deps.instance_id,
-                )
-            ),
-            logger=self._logger,
-            path=DeletePath(
-                event=self._deleted_event,
-                page=lambda now, events: WrittenPage(self._writer(now), events),
-                commit=self._commit_deletes,
-                deliver=self._deliver,
-            ),
-            context=self._verify_context,
-        )
-
-    def _deleted_event(
-        self, row: ItemRow, sequence: int, now: int, observed: list[Event[Any]] | None
-    ) -> tuple[WrittenEvent, OutboxRow]:
-        payload = self._load_payload(row.payload) if self._poller.retain_payload else None
-        version = row.version if row.version is not None else row.hash
-        return self._event(
-            "deleted",
-            row.identity,
-            version,
-            row.revision + 1,
-            payload,
-            payload,
-            sequence,
-            now,
-            observed,
-        )
-
-    async def _commit_deletes(
-        self, batch: CommitBatch, observed: list[Event[Any]] | None, deletes: int
-    ) -> None:
-        await self._commit(batch, observed, deletes=deletes)
-
-    async def _deliver(self, rows: list[OutboxRow], page: WrittenPage) -> None:
-        """Deliver the deletes of one committed batch and wait for their acks."""
-        await self._deliveries.deliver(rows, page)
-
-    def _verify_context(self) -> FetchContext[Any]:
-        """What ``Deletes(verify=)`` is given: bound to the latest fetch's observations."""
-        return FetchContext(
-            cursor=None,
-            page=0,
-            partition=self._partition,
-            lane=self._lane,
-            http=self._bind_http(self._latest),
-            attempt=1,
-            logger=self._logger,
-            _cancel=self._cancel,
+        return PassEnd.of(
+            self._scope,
+            self._lane,
+            self._deliveries,
+            events=self._builder.events,
+            context=lambda: verify_context(self._scope, self._lane, self._requests.latest),
         )

@@ -51,11 +51,22 @@ from ._turn import turn
 from .late_watch import LatePage, LateWatch
 
 if TYPE_CHECKING:
-    from ._hookbus import HookBus
+    from ._hookbus import HookEmitter
     from .lease import LeaseKeeper
     from .poller import PollerDefinition
+    from .scope import KeyScope
 
-__all__ = ["Built", "PageBuilder", "PassAt", "Selection", "consume", "page_rules"]
+__all__ = [
+    "Built",
+    "PageBuilder",
+    "PassAt",
+    "Selection",
+    "consume",
+    "lane_rules",
+    "lane_strategy",
+    "page_rules",
+    "report_commit",
+]
 
 # Items hashed (or events written) between two turns of the event loop (see _turn).
 _HASH_STEP = 250
@@ -178,6 +189,44 @@ def page_rules(
     )
 
 
+def lane_strategy(scope: KeyScope, lane: Lane) -> CursorStrategy[Any]:
+    """The cursor strategy of ``lane``: the reconcile lane always pages from 1."""
+    return scope.deps.reconcile_strategy if lane == "reconcile" else scope.poller.strategy
+
+
+def lane_rules(scope: KeyScope, lane: Lane) -> PageRules:
+    """:func:`page_rules` of ``lane`` in a key run (a full scan: the reconcile lane, or a
+    strategy that lists everything)."""
+    strategy = lane_strategy(scope, lane)
+    return page_rules(
+        scope.poller,
+        strategy=strategy,
+        key=scope.key,
+        lane=lane,
+        full_scan=lane == "reconcile" or strategy.full_scan,
+        redaction=scope.deps.redaction,
+    )
+
+
+async def report_commit(
+    hooks: HookEmitter,
+    batch: CommitBatch,
+    observed: list[Event[Any]] | None,
+    *,
+    deletes: int,
+    duration_ms: int,
+) -> None:
+    """The hooks of a commit that landed (``on_commit``, then ``on_event`` per event)."""
+    await hooks.on_commit(
+        events=len(batch.events),
+        upserts=len(batch.upserts),
+        deletes=deletes,
+        duration_ms=duration_ms,
+    )
+    for event in observed or ():
+        await hooks.on_event(event=event)
+
+
 class PageBuilder:
     """Selects, hashes and builds the pages of one lane of one key.
 
@@ -187,7 +236,8 @@ class PageBuilder:
         key: The key.
         keeper: The key's lease.
         clock: The engine's clock.
-        hooks: The hook bus (only asked whether anyone listens to ``on_event``).
+        hooks: The hooks of the key and lane (only asked whether anyone listens to
+            ``on_event``).
         logger: The key's logger.
         on_held: Told when a page's item was held back by ``lag`` (the page, its time).
     """
@@ -200,7 +250,7 @@ class PageBuilder:
         key: PKey,
         keeper: LeaseKeeper,
         clock: Any,
-        hooks: HookBus,
+        hooks: HookEmitter,
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
         on_held: Callable[[Page[Any], int], None],
     ) -> None:

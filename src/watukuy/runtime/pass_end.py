@@ -7,8 +7,9 @@ walks the links of the missed rows for proofs of absence, and asks
 pass could prove), or emit. It then emits the deletes through the same path as a page's
 events (one committed batch at a time, then the dispatcher), fires the hooks, logs, and
 stores the closed pass. :meth:`PassEnd.release_held` emits the deletes an operator
-confirmed. Neither needs a lane cycle: a store, a key, a lease, a clock, the poller and the
-emit path (:class:`DeletePath`) are enough.
+confirmed. Neither needs a lane cycle: a store, a key, a lease, a clock, the poller, an
+:class:`~watukuy.pipeline.events.EventMaker` for the ``deleted`` events, and the path that
+commits and hands them over (:class:`DeletePath`) are enough.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watukuy.model.events import Event, WrittenEvent, WrittenPage
 from watukuy.model.options import Deletes
@@ -44,11 +45,17 @@ from watukuy.model.rows import (
 )
 from watukuy.pipeline import deletes as policy
 from watukuy.pipeline.deletes import Bridge, PassClose
+from watukuy.pipeline.events import EventMaker
 
 from ._hookbus import HookEmitter
 from .context import FetchContext
 from .lease import LeaseKeeper
+from .page_build import report_commit
 from .poller import PollerDefinition
+
+if TYPE_CHECKING:
+    from .deliveries import Deliveries
+    from .scope import KeyScope
 
 __all__ = ["DeletePath", "PassEnd"]
 
@@ -62,21 +69,14 @@ Observed = list[Event[Any]] | None
 
 @dataclass(frozen=True, slots=True)
 class DeletePath:
-    """How ``deleted`` events are made, committed and handed over: the path a page's
-    events take.
+    """How ``deleted`` events are committed and handed over: the path a page's events take.
 
     Attributes:
-        event: ``(row, sequence, now, observed)``: the ``deleted`` event of a stored row
-            and its outbox row; when ``observed`` is a list, the event as observed is
-            appended to it for the ``on_event`` hooks.
-        page: ``(now, events)``: the written page of events committed at ``now``.
         commit: ``(batch, observed, deletes)``: commit a batch under the lease and fire its
             hooks.
         deliver: ``(rows, page)``: hand the committed events over to the dispatcher.
     """
 
-    event: Callable[[ItemRow, int, int, Observed], tuple[WrittenEvent, OutboxRow]]
-    page: Callable[[int, list[WrittenEvent]], WrittenPage]
     commit: Callable[[CommitBatch, Observed, int], Awaitable[None]]
     deliver: Callable[[list[OutboxRow], WrittenPage], Awaitable[None]]
 
@@ -127,7 +127,8 @@ class PassEnd:
         poller: The poller (its ``deletes`` rules, ``log`` and ``retain_payload``).
         hooks: The hooks of the key and lane (``on_deletes_held``, ``on_event``).
         logger: The key's logger.
-        path: How the ``deleted`` events are made, committed and handed over.
+        events: Makes the ``deleted`` events (the lane's event maker).
+        path: How the ``deleted`` events are committed and handed over.
         context: The ``FetchContext`` handed to ``Deletes(verify=)``.
     """
 
@@ -142,6 +143,7 @@ class PassEnd:
         poller: PollerDefinition[Any],
         hooks: HookEmitter,
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
+        events: EventMaker,
         path: DeletePath,
         context: Callable[[], FetchContext[Any]],
     ) -> None:
@@ -154,8 +156,43 @@ class PassEnd:
         self._rules: Deletes = poller.deletes
         self._hooks = hooks
         self._logger = logger
+        self._events = events
         self._path = path
         self._context = context
+
+    @classmethod
+    def of(
+        cls,
+        scope: KeyScope,
+        lane: Lane,
+        deliveries: Deliveries,
+        *,
+        events: EventMaker,
+        context: Callable[[], FetchContext[Any]],
+    ) -> PassEnd:
+        """The pass end of ``lane`` in a key run: its deletes commit under the run's lease,
+        fire the lane's hooks and go to the run's ``deliveries``."""
+        deps, keeper, hooks = scope.deps, scope.keeper, scope.hooks(lane)
+
+        async def commit(batch: CommitBatch, observed: Observed, deletes: int) -> None:
+            started = deps.clock.now()
+            await deps.store.commit_poll(scope.key, keeper.lease, batch)
+            duration_ms = deps.clock.now() - started
+            await report_commit(hooks, batch, observed, deletes=deletes, duration_ms=duration_ms)
+
+        return cls(
+            store=deps.store,
+            key=scope.key,
+            lane=lane,
+            keeper=keeper,
+            clock=deps.clock,
+            poller=scope.poller,
+            hooks=hooks,
+            logger=scope.logger,
+            events=events,
+            path=DeletePath(commit=commit, deliver=deliveries.deliver),
+            context=context,
+        )
 
     # --- the end of a pass ------------------------------------------------------------------
 
@@ -523,7 +560,7 @@ class PassEnd:
                 if row is None:
                     continue
                 sequence += 1
-                event, outbox_row = path.event(row, sequence, now, observed)
+                event, outbox_row = self._deleted(row, sequence, now, observed)
                 rows.append(outbox_row)
                 events.append(event)
             patch: StatePatch = {"sequence": sequence, "updated_at": now}
@@ -547,8 +584,27 @@ class PassEnd:
             state = apply_patch(state, patch)
             emitted += len(rows)
             if rows:
-                await path.deliver(rows, path.page(now, events))
+                await path.deliver(rows, WrittenPage(self._events.writer(now), events))
         return state, emitted, tuple(bridges)
+
+    def _deleted(
+        self, row: ItemRow, sequence: int, now: int, observed: Observed
+    ) -> tuple[WrittenEvent, OutboxRow]:
+        """The ``deleted`` event of a stored row, and its outbox row (with the payload the
+        row kept, when the poller retains payloads)."""
+        events = self._events
+        payload = events.load_payload(row.payload) if self._poller.retain_payload else None
+        return events.event(
+            type_="deleted",
+            identity=row.identity,
+            version=row.version if row.version is not None else row.hash,
+            revision=row.revision + 1,
+            data=payload,
+            previous=payload,
+            sequence=sequence,
+            now=now,
+            observed=observed,
+        )
 
     async def _verify(
         self, verify: Callable[..., Any], candidates: list[str]

@@ -23,6 +23,7 @@ from watukuy.model.errors import (
     SerializedError,
     StoreError,
 )
+from watukuy.model.http_port import HttpObservations
 from watukuy.model.partition import Partition
 from watukuy.model.redact import (
     RedactingLogger,
@@ -39,6 +40,7 @@ from watukuy.model.rows import (
     StatePatch,
     empty_poller_state,
 )
+from watukuy.pipeline.events import EventMaker
 from watukuy.scheduler import (
     Transition,
     begin_cycle,
@@ -48,16 +50,17 @@ from watukuy.scheduler import (
     on_success,
 )
 
-from ._hook_names import HookContext
-from ._hookbus import HookEmitter
 from .consumers import Consumers
 from .deliveries import Deliveries
 from .dispatcher import Dispatcher, DrainResult
 from .lane import CycleResult, LaneCycle
 from .lease import LeaseKeeper
+from .page_build import lane_rules
+from .pass_end import PassEnd
 from .poller import PollerDefinition
+from .requests import verify_context
 from .results import TickPollResult
-from .scope import EngineDeps, KeyScope
+from .scope import EngineDeps, KeyHooks, KeyScope
 
 __all__ = ["EngineDeps", "KeyRunResult", "KeyRunner", "TickPollResult", "wake_time"]
 
@@ -188,7 +191,8 @@ class KeyRunner:
         # What each step of the run did, kept as it finishes: a run whose lease is lost
         # half-way still reports the lanes that ran.
         self._polled: list[TickPollResult] = []
-        self._emitters: dict[Lane, HookEmitter] = {}
+        # The hooks of the key, one emitter per lane; the scope of each run shares them.
+        self._hooks = KeyHooks(deps.hooks, self._key, deps.instance_id)
 
     @property
     def key(self) -> PKey:
@@ -242,19 +246,6 @@ class KeyRunner:
         """When the key next needs a run (see :func:`wake_time`): computed once per run."""
         return wake_time(self._poller, state, has_consumer=self._consumer is not None, now=now)
 
-    def _hooks(self, lane: Lane) -> HookEmitter:
-        """The hooks of this key and ``lane`` (one emitter per lane, made once)."""
-        emitter = self._emitters.get(lane)
-        if emitter is None:
-            context = HookContext(
-                poller=self._key.poller,
-                partition=self._key.partition,
-                lane=lane,
-                instance_id=self._deps.instance_id,
-            )
-            emitter = self._emitters[lane] = self._deps.hooks.emitter(context)
-        return emitter
-
     async def _run_leased(self, lease: Lease) -> KeyRunResult:
         deps = self._deps
         self._polled = []
@@ -286,6 +277,7 @@ class KeyRunner:
             cancel=cancel,
             should_stop=self.should_stop,
             logger=self._logger,
+            hooks=self._hooks,
         )
         deliveries = Deliveries(Dispatcher(scope), self._consumer)
         lanes_task = asyncio.create_task(self._lanes(scope, deliveries))
@@ -457,12 +449,19 @@ class KeyRunner:
         held = state.held_deletes
         assert held is not None
         lane = cast(Lane, held.lane)
-        cycle = LaneCycle(scope, lane, deliveries)
+        observations = HttpObservations()  # what verify= requests observe; nothing reads it
+        ending = PassEnd.of(
+            scope,
+            lane,
+            deliveries,
+            events=EventMaker(lane_rules(scope, lane)),
+            context=lambda: verify_context(scope, lane, observations),
+        )
         started = self._deps.clock.now()
         error: SerializedError | None = None
         emitted = 0
         try:
-            state, emitted = await cycle.release_held(state)
+            state, emitted = await ending.release_held(state)
         except StoreError as failure:
             error = serialize_error(failure, redaction=self._deps.redaction)
             self._logger.warning("could not emit the confirmed deletes: %s", failure)

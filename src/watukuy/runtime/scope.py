@@ -14,14 +14,15 @@ from watukuy.model.partition import Partition
 from watukuy.model.ports import Clock, InlineOffload, Offload, Random, StateStore
 from watukuy.model.records import dataclass
 from watukuy.model.redact import DEFAULT_REDACTION, RedactingLogger, Redaction
-from watukuy.model.rows import PKey
+from watukuy.model.rows import Lane, PKey
 
-from ._hookbus import HookBus
+from ._hook_names import HookContext
+from ._hookbus import HookBus, HookEmitter
 from .consumers import Consumers
 from .lease import LeaseKeeper
 from .poller import PollerDefinition
 
-__all__ = ["EngineDeps", "KeyScope"]
+__all__ = ["EngineDeps", "KeyHooks", "KeyScope"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,38 @@ class EngineDeps:
     """Where a sync ``fetch`` runs (the engine's worker threads)."""
 
 
+class KeyHooks:
+    """The hooks of one key: one :class:`HookEmitter` per lane, made the first time the
+    lane fires one and kept for the rest of the key run.
+
+    Args:
+        bus: The engine's hook bus.
+        key: The key.
+        instance_id: This engine instance.
+    """
+
+    __slots__ = ("_bus", "_emitters", "_instance_id", "_key")
+
+    def __init__(self, bus: HookBus, key: PKey, instance_id: str) -> None:
+        self._bus = bus
+        self._key = key
+        self._instance_id = instance_id
+        self._emitters: dict[Lane, HookEmitter] = {}
+
+    def __call__(self, lane: Lane) -> HookEmitter:
+        """The hooks of the key and ``lane``."""
+        emitter = self._emitters.get(lane)
+        if emitter is None:
+            context = HookContext(
+                poller=self._key.poller,
+                partition=self._key.partition,
+                lane=lane,
+                instance_id=self._instance_id,
+            )
+            emitter = self._emitters[lane] = self._bus.emitter(context)
+        return emitter
+
+
 @dataclass(frozen=True, slots=True)
 class KeyScope:
     """One key run under its lease, as its lane cycles see it.
@@ -62,6 +95,7 @@ class KeyScope:
         should_stop: True once the deadline passed or the engine is stopping (checked
             between pages).
         logger: Logs with the poller and partition, cleaned of secrets.
+        hooks: The hooks of the key, per lane: ``scope.hooks(lane).on_fetch(...)``.
     """
 
     deps: EngineDeps
@@ -72,6 +106,7 @@ class KeyScope:
     cancel: asyncio.Event
     should_stop: Callable[[], bool]
     logger: RedactingLogger
+    hooks: KeyHooks
 
     @property
     def key(self) -> PKey:

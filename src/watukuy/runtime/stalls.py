@@ -24,6 +24,7 @@ from .consumers import HandlerConsumer, Subscription
 from .dispatcher import Dispatcher
 from .fetching import Fetch
 from .lane import LaneCycle
+from .pass_end import PassEnd
 
 if TYPE_CHECKING:
     from .hooks import ErrorPhase  # an engine without hooks never loads their records
@@ -101,7 +102,8 @@ def diagnose(task: asyncio.Future[Any], store: StateStore, what: str, late_ms: i
     for frame in _frames(task):
         owner = frame.f_locals.get("self")
         innermost = frame.f_code.co_qualname
-        if isinstance(owner, LaneCycle):
+        # A release of held deletes runs in a PassEnd of its own, outside any cycle.
+        if isinstance(owner, LaneCycle | PassEnd):
             lane = str(getattr(owner, "_lane", lane))
         if owner is store:
             method = frame.f_code.co_name

@@ -1,5 +1,5 @@
 """``PassEnd`` releases confirmed held deletes with a store, a lease, a clock, the poller and
-an emit path: no lane cycle, no engine."""
+an event maker and a commit and delivery path: no lane cycle, no engine."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import logging
 from typing import Any
 
 import watukuy as wk
-from watukuy.model.events import Event, EventWriter, WrittenEvent, WrittenPage, iso_time
+from watukuy.model.events import Event, WrittenPage
+from watukuy.model.redact import DEFAULT_REDACTION
 from watukuy.model.rows import (
     CommitBatch,
     HeldDeletes,
@@ -17,10 +18,12 @@ from watukuy.model.rows import (
     OutboxRow,
     PKey,
 )
+from watukuy.pipeline.events import EventMaker
 from watukuy.runtime._hook_names import HookContext
 from watukuy.runtime._hookbus import HookBus
 from watukuy.runtime.context import FetchContext
 from watukuy.runtime.lease import LeaseKeeper
+from watukuy.runtime.page_build import page_rules
 from watukuy.runtime.pass_end import DeletePath, PassEnd
 from watukuy.testing import VirtualClock
 
@@ -36,25 +39,6 @@ class _Path:
         self.keeper = keeper
         self.commits: list[tuple[CommitBatch, int]] = []
         self.delivered: list[str] = []
-
-    def event(
-        self, row: ItemRow, sequence: int, now: int, observed: list[Event[Any]] | None
-    ) -> tuple[WrittenEvent, OutboxRow]:
-        eid = f"{row.identity}-{sequence}"
-        text, written = self.writer(now).write(eid, "deleted", row.identity, sequence, None, None)
-        return written, OutboxRow(event_id=eid, sequence=sequence, event=text, created_at=now)
-
-    def writer(self, now: int) -> EventWriter:
-        return EventWriter(
-            source="test",
-            poller=KEY.poller,
-            partition=KEY.partition,
-            lane="live",
-            time=iso_time(now),
-        )
-
-    def page(self, now: int, events: list[WrittenEvent]) -> WrittenPage:
-        return WrittenPage(self.writer(now), events)
 
     async def commit(
         self, batch: CommitBatch, observed: list[Event[Any]] | None, deletes: int
@@ -110,7 +94,17 @@ async def test_confirmed_held_deletes_are_released_without_a_lane_cycle() -> Non
             HookContext(poller=KEY.poller, partition=KEY.partition, lane="live", instance_id="me")
         ),
         logger=LOGGER,
-        path=DeletePath(event=path.event, page=path.page, commit=path.commit, deliver=path.deliver),
+        events=EventMaker(
+            page_rules(
+                poller,
+                strategy=poller.strategy,
+                key=KEY,
+                lane="live",
+                full_scan=True,
+                redaction=DEFAULT_REDACTION,
+            )
+        ),
+        path=DeletePath(commit=path.commit, deliver=path.deliver),
         context=_context,
     )
     state, emitted = await ending.release_held(state)
