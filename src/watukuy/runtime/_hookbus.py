@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from .hooks import ErrorPhase
 
-__all__ = ["HookBus", "HookContext", "HookEmitter", "as_hook_list", "record_type"]
+__all__ = ["HookBus", "HookContext", "HookEmitter", "as_hook_list"]
 
 
 class _ContextFields(TypedDict):
@@ -68,27 +68,6 @@ class HookBus:
     def emitter(self, context: HookContext) -> HookEmitter:
         """The typed way to fire the hooks of one key and lane (see :class:`HookEmitter`)."""
         return HookEmitter(self, context)
-
-    async def emit(self, name: str, /, **fields: Any) -> None:
-        """Call every ``name`` hook with its record built from ``fields``.
-
-        The record (``on_fetch``: :class:`~watukuy.runtime.hooks.FetchDetails`, and so on)
-        is built only when someone listens; errors of the hooks are logged, never raised.
-        The fields are not type-checked: :class:`HookEmitter` is the typed way.
-        """
-        methods = self._table[name]
-        if not methods:
-            return
-        details = record_type(name)(**fields)
-        # The loop of fire(), written out: until their call sites move to HookEmitter,
-        # on_event and on_delivered come here once per event.
-        for method in methods:
-            try:
-                result = method(details)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as error:  # a hook must never break the engine
-                self._failed(name, details, error)
 
     async def fire(self, name: str, details: HookContext) -> None:
         """Call every ``name`` hook with ``details``, in registration order; errors of the
@@ -342,13 +321,6 @@ class HookEmitter:
                 **self._fields, lateness_ms=lateness_ms, missed=missed, window_ms=window_ms
             )
             await self._bus.fire("on_late_arrivals", details)
-
-
-def record_type(name: str) -> type[HookContext]:
-    """The detail record class of hook ``name`` (imports :mod:`watukuy.runtime.hooks`)."""
-    from .hooks import RECORD_TYPES
-
-    return RECORD_TYPES[name]
 
 
 def as_hook_list(hooks: object | Sequence[object] | None) -> list[object]:
