@@ -22,7 +22,6 @@ from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
     DEFAULT_CONSUMER,
     CommitBatch,
-    Lane,
     Lease,
     OutboxRow,
     ParkedRow,
@@ -32,8 +31,6 @@ from watukuy.model.rows import (
 from watukuy.pipeline.delivery import DrainResult, Rehydration, with_history, without_history
 from watukuy.scheduler import backoff_delay
 
-from ._hook_names import HookContext
-from ._hookbus import HookEmitter
 from ._turn import turn
 from .acks import AckWriter
 from .consumers import Consumer, Consumers, DeliveryAbandoned, consumer_filter
@@ -84,8 +81,7 @@ class Dispatcher:
         self._clock = clock = deps.clock
         self._random = deps.random
         self._hooks = deps.hooks
-        self._instance_id = deps.instance_id
-        self._emitters: dict[Lane, HookEmitter] = {}
+        self._hooks_of = scope.hooks  # the key's emitter of an event's lane
         self._batch_size = deps.batch_size
         self._logger = scope.logger
         self._cancel = scope.cancel
@@ -504,19 +500,6 @@ class Dispatcher:
             await self._hooks_of(event.lane).on_filtered(
                 event=event, attempt=attempt, consumer=_consumer_of(outbox_id)
             )
-
-    def _hooks_of(self, lane: Lane) -> HookEmitter:
-        """The hooks of this key and the event's ``lane`` (one emitter per lane, made once)."""
-        emitter = self._emitters.get(lane)
-        if emitter is None:
-            context = HookContext(
-                poller=self._key.poller,
-                partition=self._key.partition,
-                lane=lane,
-                instance_id=self._instance_id,
-            )
-            emitter = self._emitters[lane] = self._hooks.emitter(context)
-        return emitter
 
     async def _ack(
         self, event_id: str, event: Event[Any], attempt: int, duration: int, result: DrainResult
