@@ -22,7 +22,6 @@ FORBIDDEN_ATTRIBUTES = {"to_thread", "run_in_executor", "call_later", "call_at"}
 FORBIDDEN_MODULES = {"time", "threading", "concurrent", "concurrent.futures"}
 
 
-
 def _offences(tree: ast.AST) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
