@@ -5,13 +5,15 @@ each wanting a request every 100 ms, all charged to the budget ``vendor`` (10 re
 second), through an ``httpx.AsyncClient`` limited to 5 connections: far more requests want
 to go than the pool can carry at once, so many wait for a connection after their grant.
 With ``--redis`` the budget lives in a ``RedisBudgetStore`` (shared with another process).
-It starts at ``--start-at`` (epoch ms), runs for ``--seconds``, and prints one JSON line:
-the cycles that failed.
+It starts at ``--start-at`` (epoch ms), runs until it has made ``--requests`` requests (or
+for ``--seconds`` at most), and prints one JSON line: the requests it made and the cycles
+that failed. Stopping on a count, not on the clock, keeps the run's size the same on a busy
+machine, where the process may start late.
 
 Usage::
 
     python tests/e2e/_pool_budget_child.py --api URL [--redis URL --prefix PREFIX] \\
-        --name NAME --start-at EPOCH_MS --seconds 5
+        --name NAME --start-at EPOCH_MS --requests 30 --seconds 60
 """
 
 from __future__ import annotations
@@ -51,8 +53,16 @@ def poller(api: str, name: str) -> wk.PollerDefinition[Any]:
 
 
 class Observed:
-    def __init__(self) -> None:
+    def __init__(self, wanted: int) -> None:
         self.errors: list[str] = []
+        self.fetches = 0
+        self._wanted = wanted
+        self.enough = asyncio.Event()
+
+    def on_fetch(self, details: Any) -> None:
+        self.fetches += 1
+        if self.fetches >= self._wanted:
+            self.enough.set()
 
     def on_error(self, details: Any) -> None:
         self.errors.append(str(details.error.get("message", "")))
@@ -67,7 +77,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
         redis_client = aioredis.Redis.from_url(args.redis)
         budget_store = wk.RedisBudgetStore(redis_client, prefix=args.prefix)
-    observed = Observed()
+    observed = Observed(args.requests)
     http = httpx.AsyncClient(
         limits=httpx.Limits(max_connections=5, max_keepalive_connections=5),
         timeout=httpx.Timeout(10.0),
@@ -85,13 +95,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         await clock.sleep(args.start_at - clock.now())
         await engine.start()
-        await clock.sleep(args.start_at + int(args.seconds * 1000) - clock.now())
+        try:
+            await asyncio.wait_for(observed.enough.wait(), timeout=args.seconds)
+        except TimeoutError:
+            pass  # the parent's checks say how many requests there were
         await engine.stop(drain=False, timeout="5s")
     finally:
         await http.aclose()
         if redis_client is not None:
             await redis_client.aclose()
-    return {"name": args.name, "errors": observed.errors}
+    return {"name": args.name, "errors": observed.errors, "requests": observed.fetches}
 
 
 def main() -> int:
@@ -101,6 +114,7 @@ def main() -> int:
     parser.add_argument("--prefix", default="watukuy:")
     parser.add_argument("--name", required=True)
     parser.add_argument("--start-at", type=int, required=True)
+    parser.add_argument("--requests", type=int, required=True)
     parser.add_argument("--seconds", type=float, required=True)
     summary = asyncio.run(run(parser.parse_args()))
     print(json.dumps(summary), flush=True)
