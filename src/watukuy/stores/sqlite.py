@@ -121,9 +121,9 @@ def _in_one_step(sql: str, columns: str) -> str:
 
     The sqlite3 module lets the GIL go around every step of a statement and takes it back
     after. While the event loop's thread is busy, taking it back waits for the loop to
-    let go, up to the interpreter's switch interval, once per row: 1,000 rows read during
-    a busy loop took 370 ms instead of 5. A statement with one row of answer pays that
-    wait once. ``columns`` names the columns of ``sql``'s result, in order; their values
+    let go, up to the interpreter's switch interval, once per row, so a long answer read
+    while the loop is busy takes that interval many times over. A statement with one row of
+    answer pays that wait once. ``columns`` names the columns of ``sql``'s result, in order; their values
     must be text, integers or NULL (JSON keeps those exactly).
     """
     return f"SELECT json_group_array(json_array({columns})) FROM ({sql})"
@@ -928,7 +928,7 @@ class SqliteStore:
         def read(conn: sqlite3.Connection) -> dict[str, ItemRow]:
             if len(wanted) >= _RUN_MIN and all(a < b for a, b in itertools.pairwise(wanted)):
                 # A page listed in identity order is usually a contiguous run of the
-                # snapshot: one range scan reads it in about half the time of an IN list.
+                # snapshot: one range scan reads it faster than an IN list of its identities.
                 # The LIMIT keeps a sparse run (a filtered listing, many new items) cheap;
                 # it then takes the IN path below.
                 limit = 2 * len(wanted)
