@@ -12,13 +12,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar
 
 from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError
 from watukuy.model.json import dumps
-from watukuy.model.records import subscriptable
+from watukuy.model.records import dataclass, subscriptable
 
 from .path import check_path
 from .timeformat import TimestampValue, normalise_timestamp, parse_ns

@@ -37,12 +37,12 @@ revision.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Set
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Generic, Literal, TypeVar
 
 from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError
-from watukuy.model.records import fast_init, subscriptable
+from watukuy.model.records import dataclass, fast_init, subscriptable
 from watukuy.model.rows import ItemRow, Tombstone
 
 from .canonical import content_hash

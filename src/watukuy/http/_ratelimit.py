@@ -10,11 +10,12 @@ import datetime as dt
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from email.utils import parsedate_to_datetime
 from typing import Final
 
 from watukuy.model.options import MAX_THROTTLE_MS
+from watukuy.model.records import dataclass
 from watukuy.model.rows import RateLimitInfo, RateLimitSource
 
 __all__ = ["parse_rate_limit", "parse_retry_after"]

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 import orjson
 
-from watukuy.model.records import subscriptable
+from watukuy.model.records import dataclass, subscriptable
 
 from . import json as wkjson
 from .records import fast_init

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, runtime_checkable
 
 from .ports import Clock, StateStore
+from .records import dataclass
 from .redact import DEFAULT_REDACTION, Redaction
 from .rows import Lane, Lease, PKey, RateLimitInfo, Validator
 

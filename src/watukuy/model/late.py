@@ -20,8 +20,9 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Literal
+
+from .records import dataclass
 
 __all__ = [
     "FOLLOW_LIMIT",

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from .durations import Duration, parse_duration
 from .errors import ConfigError
+from .records import dataclass
 
 __all__ = [
     "AckMode",

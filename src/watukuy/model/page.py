@@ -13,10 +13,10 @@ A listing ends in one of two ways, and ``fetch`` says which:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar, Generic, TypeVar
 
-from watukuy.model.records import subscriptable
+from watukuy.model.records import dataclass, subscriptable
 
 from .errors import ErrorCode, WatukuyError
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from .records import fast_init
+from .records import dataclass, fast_init
 
 __all__ = ["Partition"]
 

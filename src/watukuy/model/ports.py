@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .errors import ConfigError, SerializedError
+from .records import dataclass
 from .rows import (
     CommitBatch,
     ItemMark,

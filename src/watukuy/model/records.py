@@ -1,27 +1,354 @@
-"""A faster ``__init__`` for the frozen records built on the hot paths.
+"""Records: frozen, slotted dataclasses made cheaply at import and built fast at run time.
+
+Two helpers, both about the cost of ``@dataclass`` on the records of the engine:
+
+* :func:`dataclass` is what the modules of watukuy decorate their records with. Type
+  checkers read it as :func:`dataclasses.dataclass`, and the classes it makes are
+  dataclasses in every respect (``fields``, ``replace``, ``asdict``, ``__match_args__``,
+  the same ``__init__`` signature, ``repr``, ``==``, ``hash``, ordering, frozen
+  instances, pickling). What changes is when the methods are made: Python 3.11's
+  ``@dataclass`` compiles six functions for each frozen class when its module is
+  imported, about a millisecond per class, paid for the ninety records a process loads
+  before its first poll whether it uses them or not. Here the frozen ``__setattr__`` /
+  ``__delattr__`` are plain functions over the class's fields, made without compiling
+  anything, and ``__init__``, ``__repr__``, ``__eq__``, ``__hash__`` and the ordering
+  are the code ``@dataclass`` writes, compiled when something first looks them up (the
+  first instance, the first ``==``, ``hash`` or ``repr``, ``inspect.signature``).
+* :func:`fast_init` gives a class made by :func:`dataclasses.dataclass` itself the same
+  fast ``__init__``.
 
 A frozen dataclass assigns each field through ``object.__setattr__`` (its own
 ``__setattr__`` refuses), which makes construction cost several times what the same class
-costs unfrozen. The rows, events and changes built once per item of a sync (``ItemRow``,
-``OutboxRow``, ``ListingLink``, ``Event``, ``Candidate``, ``Change``, the per-event hook
-records) are decorated with :func:`fast_init`, whose ``__init__`` writes each slot through
-its descriptor instead. Everything else stays what ``@dataclass`` makes: the same signature
-and defaults, ``FrozenInstanceError`` on assignment, ``repr``, ``==`` and ``hash``.
-``make bench`` (``bench_engine``) is where what it buys shows.
+costs unfrozen. The rows, events and hook records on the hot paths are built hundreds of
+thousands of times per sync, so their ``__init__`` writes each slot through its descriptor
+instead. Everything else stays what ``@dataclass`` makes: the same signature and defaults,
+``FrozenInstanceError`` on assignment, ``repr``, ``==`` and ``hash``.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
-from dataclasses import dataclass
-from typing import Any, TypeVar
+import inspect
+import reprlib
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 __all__ = ["dataclass", "fast_init", "subscriptable"]
 
-# ``dataclass`` is :func:`dataclasses.dataclass` itself, named here for the modules that
-# still import it from this one.
-
 C = TypeVar("C", bound=type)
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+
+    def dataclass(
+        cls: type | None = None,
+        /,
+        *,
+        init: bool = True,
+        repr: bool = True,
+        eq: bool = True,
+        order: bool = False,
+        unsafe_hash: bool = False,
+        frozen: bool = False,
+        match_args: bool = True,
+        kw_only: bool = False,
+        slots: bool = False,
+        weakref_slot: bool = False,
+    ) -> Any:
+        """:func:`dataclasses.dataclass`, with the methods of slotted classes made lazily.
+
+        Slotted classes with an ``__init__``, a ``repr`` and a docstring, no ``InitVar``,
+        no ``unsafe_hash`` nor ``weakref_slot``, and no dataclass among their bases get
+        the methods described in the module's docstring; any other class is handed to
+        :func:`dataclasses.dataclass` as it is.
+        """
+        params = {
+            "init": init,
+            "repr": repr,
+            "eq": eq,
+            "order": order,
+            "unsafe_hash": unsafe_hash,
+            "frozen": frozen,
+            "match_args": match_args,
+            "kw_only": kw_only,
+            "slots": slots,
+            "weakref_slot": weakref_slot,
+        }
+
+        def wrap(cls: type) -> type:
+            if _is_plain_record(cls, params):
+                return _record(cls, eq=eq, order=order, frozen=frozen, params=params)
+            return dataclasses.dataclass(cls, **params)
+
+        return wrap if cls is None else wrap(cls)
+
+
+def _is_plain_record(cls: type, params: dict[str, bool]) -> bool:
+    if not (params["slots"] and params["init"] and params["repr"]) or not _PARAMS_WRITABLE:
+        return False
+    if params["unsafe_hash"] or params["weakref_slot"] or not cls.__doc__:
+        return False
+    if any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
+        return False
+    annotations = inspect.get_annotations(cls)
+    return not any(
+        "InitVar" in str(kind) or isinstance(kind, dataclasses.InitVar)
+        for kind in annotations.values()
+    )
+
+
+def _record(cls: type, *, eq: bool, order: bool, frozen: bool, params: dict[str, bool]) -> type:
+    if order and not eq:
+        raise ValueError("eq must be true if order is true")
+    own = cls.__dict__
+    # ``class X: def __eq__`` without ``__hash__`` leaves ``__hash__ = None`` in the body.
+    own_hash = own.get("__hash__", dataclasses.MISSING)
+    explicit_hash = not (own_hash is dataclasses.MISSING or (own_hash is None and "__eq__" in own))
+    cls = dataclasses.dataclass(
+        cls,
+        init=False,
+        repr=False,
+        eq=False,
+        order=False,
+        frozen=False,
+        match_args=params["match_args"],
+        kw_only=params["kw_only"],
+        slots=True,
+    )
+    # What ``@dataclass`` would have recorded: these classes have every method it makes.
+    made = cls.__dataclass_params__  # type: ignore[attr-defined]
+    made.init, made.repr, made.eq, made.order, made.frozen = True, True, eq, order, frozen
+    every = dataclasses.fields(cls)
+    _check_defaults(cls, every)
+    shown = tuple(field.name for field in every if field.repr)
+    compared = tuple(field.name for field in every if field.compare)
+    _set(cls, "__init__", _Lazy(cls, "__init__", _compiled_init))
+    _set(cls, "__repr__", _Lazy(cls, "__repr__", _repr(shown)))
+    if eq:
+        _set(cls, "__eq__", _Lazy(cls, "__eq__", _comparison("__eq__", "==", compared)))
+        if not explicit_hash:
+            if frozen:
+                hashed = tuple(
+                    field.name
+                    for field in every
+                    if (field.compare if field.hash is None else field.hash)
+                )
+                _put(cls, "__hash__", _Lazy(cls, "__hash__", _hash(hashed)))
+            else:
+                type.__setattr__(cls, "__hash__", None)
+    if order:
+        for name, operator_ in _ORDER.items():
+            if name in cls.__dict__:
+                raise TypeError(
+                    f"Cannot overwrite attribute {name} in class {cls.__name__}. "
+                    "Consider using functools.total_ordering"
+                )
+            _set(cls, name, _Lazy(cls, name, _comparison(name, operator_, compared)))
+    if frozen:
+        names = frozenset(field.name for field in every)
+        for name, method in (
+            ("__setattr__", _frozen_setattr(cls, names)),
+            ("__delattr__", _frozen_delattr(cls, names)),
+        ):
+            if name in cls.__dict__:
+                raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
+            _set(cls, name, method)
+        # Pickling and ``copy`` restore the slots past the frozen ``__setattr__``.
+        if "__getstate__" not in cls.__dict__:
+            type.__setattr__(cls, "__getstate__", _getstate)
+        if "__setstate__" not in cls.__dict__:
+            type.__setattr__(cls, "__setstate__", _setstate)
+    abc.update_abstractmethods(cls)
+    return cls
+
+
+def _params_writable() -> bool:
+    """Whether ``__dataclass_params__`` takes the flags this module records there (it does
+    on every Python this package supports; a future one may freeze it)."""
+
+    @dataclasses.dataclass(init=False, repr=False, eq=False)
+    class Probe:
+        """Probe."""
+
+    try:
+        Probe.__dataclass_params__.frozen = True  # type: ignore[attr-defined]
+    except AttributeError:
+        return False
+    return True
+
+
+_PARAMS_WRITABLE = _params_writable()
+
+
+def _set(cls: type, name: str, value: Any) -> None:
+    """Add a method the way ``@dataclass`` does: never over one the class defines."""
+    if name not in cls.__dict__:
+        _put(cls, name, value)
+
+
+def _put(cls: type, name: str, value: Any) -> None:
+    if isinstance(value, types.FunctionType):
+        value.__qualname__ = f"{cls.__qualname__}.{name}"
+        value.__module__ = cls.__module__
+    type.__setattr__(cls, name, value)
+
+
+def _check_defaults(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
+    """``@dataclass``'s own check, when the class is made: defaults come last."""
+    seen_default = False
+    for field in fields:
+        if not field.init or field.kw_only:
+            continue
+        if (
+            field.default is not dataclasses.MISSING
+            or field.default_factory is not dataclasses.MISSING
+        ):
+            seen_default = True
+        elif seen_default:
+            raise TypeError(f"non-default argument {field.name!r} follows default argument")
+
+
+def _repr(names: tuple[str, ...]) -> Callable[[type], Any]:
+    """Builds the ``__repr__`` ``@dataclass`` makes."""
+    shown = ", ".join(f"{name}={{self.{name}!r}}" for name in names)
+    source = f'def __repr__(self):\n    return self.__class__.__qualname__ + f"({shown})"\n'
+    # As dataclasses' own: a record that contains itself shows "..." there.
+    return lambda cls: reprlib.recursive_repr()(_compiled(source, "__repr__"))
+
+
+def _tuple(owner: str, names: tuple[str, ...]) -> str:
+    """``(self.a,self.b,)``: the tuple ``@dataclass`` compares and hashes."""
+    return "(" + "".join(f"{owner}.{name}," for name in names) + ")"
+
+
+def _comparison(name: str, operator_: str, names: tuple[str, ...]) -> Callable[[type], Any]:
+    """Builds the ``__eq__`` or ordering method ``@dataclass`` makes."""
+    source = (
+        f"def {name}(self, other):\n"
+        "    if other.__class__ is self.__class__:\n"
+        f"        return {_tuple('self', names)} {operator_} {_tuple('other', names)}\n"
+        "    return NotImplemented\n"
+    )
+    return lambda cls: _compiled(source, name)
+
+
+def _hash(names: tuple[str, ...]) -> Callable[[type], Any]:
+    """Builds the ``__hash__`` ``@dataclass`` makes for a frozen class."""
+    source = f"def __hash__(self):\n    return hash({_tuple('self', names)})\n"
+    return lambda cls: _compiled(source, "__hash__")
+
+
+def _compiled(source: str, name: str) -> Any:
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)  # code generated from the dataclass's own field names
+    return namespace[name]
+
+
+_ORDER: dict[str, str] = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">="}
+
+
+def _frozen_setattr(owner: type, names: frozenset[str]) -> Callable[[Any, str, Any], None]:
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if name in names or type(self) is owner:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        parent: Any = super(owner, self)
+        parent.__setattr__(name, value)
+
+    return __setattr__
+
+
+def _frozen_delattr(owner: type, names: frozenset[str]) -> Callable[[Any, str], None]:
+    def __delattr__(self: Any, name: str) -> None:
+        if name in names or type(self) is owner:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        parent: Any = super(owner, self)
+        parent.__delattr__(name)
+
+    return __delattr__
+
+
+def _getstate(self: Any) -> list[Any]:
+    return [getattr(self, field.name) for field in dataclasses.fields(self)]
+
+
+def _setstate(self: Any, state: list[Any]) -> None:
+    for field, value in zip(dataclasses.fields(self), state, strict=False):
+        object.__setattr__(self, field.name, value)
+
+
+class _Lazy:
+    """A method of a record until something looks it up: then it is made by ``build``,
+    put in the class in place of this object, and returned."""
+
+    __slots__ = ("_build", "_cls", "_name")
+
+    def __init__(self, cls: type, name: str, build: Callable[[type], Any]) -> None:
+        self._cls = cls
+        self._name = name
+        self._build = build
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        cls = self._cls
+        if cls.__dict__.get(self._name) is self:
+            _put(cls, self._name, self._build(cls))
+        return cls.__dict__[self._name].__get__(instance, owner)
+
+
+def _compiled_init(cls: type) -> Callable[..., None]:
+    """The ``__init__`` ``@dataclass`` makes, writing frozen slots through their descriptors."""
+    frozen = cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_object_setattr": object.__setattr__}
+    positional: list[str] = []
+    keyword: list[str] = []
+    body: list[str] = []
+    annotations: dict[str, Any] = {}
+    for index, field in enumerate(dataclasses.fields(cls)):
+        name = field.name
+        has_default = field.default is not dataclasses.MISSING
+        has_factory = field.default_factory is not dataclasses.MISSING
+        if field.init:
+            annotations[name] = field.type
+            param = name
+            if has_default:
+                namespace[f"_default{index}"] = field.default
+                param = f"{name}=_default{index}"
+            elif has_factory:
+                param = f"{name}=_FACTORY"
+            (keyword if field.kw_only else positional).append(param)
+        if has_factory:
+            namespace[f"_factory{index}"] = field.default_factory
+            value = (
+                f"_factory{index}() if {name} is _FACTORY else {name}"
+                if field.init
+                else f"_factory{index}()"
+            )
+        elif field.init:
+            value = name
+        elif has_default:
+            namespace[f"_default{index}"] = field.default
+            value = f"_default{index}"
+        else:
+            continue  # set by __post_init__, or left unset as @dataclass leaves it
+        if not frozen:
+            body.append(f"    self.{name} = {value}")
+            continue
+        slot = getattr(cls, name, None)
+        if isinstance(slot, types.MemberDescriptorType):
+            namespace[f"_set{index}"] = slot.__set__
+            body.append(f"    _set{index}(self, {value})")
+        else:
+            body.append(f"    _object_setattr(self, {name!r}, {value})")
+    if hasattr(cls, "__post_init__"):
+        body.append("    self.__post_init__()")
+    signature = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
+    source = f"def __init__({signature}):\n" + ("\n".join(body) or "    pass") + "\n"
+    exec(source, namespace)  # code generated from the dataclass's own fields
+    init: Callable[..., None] = namespace["__init__"]
+    init.__annotations__ = {**annotations, "return": None}
+    return init
 
 
 def subscriptable(cls: C) -> C:
@@ -55,6 +382,8 @@ def fast_init(cls: C) -> C:
     Raises:
         TypeError: ``cls`` is not a frozen, slotted dataclass this helper supports.
     """
+    if isinstance(cls.__dict__.get("__init__"), _Lazy):
+        return cls  # made by this module's dataclass(): its __init__ is already this one
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} must be a frozen dataclass with slots=True")

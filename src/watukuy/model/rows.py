@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any, Literal, TypedDict, cast
 
@@ -25,7 +25,7 @@ from .late import (
     lookback_from_json,
     lookback_to_json,
 )
-from .records import fast_init
+from .records import dataclass, fast_init
 
 __all__ = [
     "BRIDGE_LIMIT",

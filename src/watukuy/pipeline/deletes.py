@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from watukuy.model.options import Deletes
+from watukuy.model.records import dataclass
 from watukuy.model.rows import (
     BRIDGE_LIMIT,
     UNPROVEN_PASSES,

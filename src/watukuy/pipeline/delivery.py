@@ -6,13 +6,14 @@ the hooks around these.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from watukuy.diff.patch import json_patch
 from watukuy.model import json as wkjson
 from watukuy.model.errors import SerializedError
 from watukuy.model.events import Event
+from watukuy.model.records import dataclass
 from watukuy.model.rows import ParkedRow
 from watukuy.validate import SchemaAdapter, is_passthrough
 

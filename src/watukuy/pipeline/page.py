@@ -44,6 +44,7 @@ from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError, ValidationError, ValidationIssue
 from watukuy.model.late import LateArrivals
 from watukuy.model.page import Page
+from watukuy.model.records import dataclass
 from watukuy.model.redact import Redaction
 from watukuy.model.rows import (
     CommitBatch,
@@ -101,7 +102,7 @@ _SHORT_REPR.maxdict = _SHORT_REPR.maxlist = 20
 # --- select ---------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Selected:
     """The items of a page that go on, and the cursor after the page.
 
@@ -151,7 +152,7 @@ def _oversized_message(size: int) -> str:
     )
 
 
-@dataclasses.dataclass(slots=True)
+@dataclass(slots=True)
 class _Sorting:
     """The items of a page as :func:`select_items` sorts them, one by one."""
 
@@ -278,7 +279,7 @@ def hash_items(
     return candidates
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Diffed:
     """A page against its stored rows.
 
@@ -408,7 +409,7 @@ def quarantine(raw: Any, issues: list[ValidationIssue], now: int) -> ParkedRow:
 # --- listing links --------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class LinkRead:
     """The identities one page read of a full listing links, in order (a run of one
     identity folded), and whether the read is a window of the listing.
@@ -562,7 +563,7 @@ def keeps_validators(
     return rules.strategy.serialize(selected.next_cursor) == before
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class PageRows:
     """The rows a page's commit writes besides its events.
 
@@ -597,7 +598,7 @@ def page_rows(
     return PageRows(upserts, parked, skipped)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class PageInput:
     """What :func:`plan_page` plans a page's commit from.
 
@@ -627,7 +628,7 @@ class PageInput:
     links: dict[str, ListingLink] = dataclasses.field(default_factory=dict)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class PagePlan:
     """What a page's commit writes, and the state after it.
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any, Literal
 
 from watukuy.cursor import CursorStrategy
 from watukuy.diff.changes import OnSchemaChange
+from watukuy.model.records import dataclass
 from watukuy.model.redact import Redaction
 from watukuy.model.rows import Lane
 from watukuy.validate import SchemaAdapter
@@ -18,7 +18,7 @@ OnInvalid = Literal["quarantine", "skip", "fail"]
 """What becomes of a page's invalid items."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class PageRules:
     """What a poller says about its pages, for one lane of one key.
 

@@ -7,9 +7,9 @@ lane, without importing the detail records of :mod:`watukuy.runtime.hooks`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
+from watukuy.model.records import dataclass
 from watukuy.model.rows import Lane
 
 __all__ = ["HOOK_NAMES", "HookContext"]

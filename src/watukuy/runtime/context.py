@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Generic, TypeVar
 
 from watukuy.model.errors import WatukuyError
 from watukuy.model.partition import Partition
-from watukuy.model.records import subscriptable
+from watukuy.model.records import dataclass, subscriptable
 from watukuy.model.rows import DEFAULT_CONSUMER, Lane
 
 __all__ = ["Cancelled", "FetchContext", "HandlerContext"]

@@ -14,12 +14,12 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from watukuy.model.errors import WatukuyError
 from watukuy.model.partition import Partition
 from watukuy.model.ports import Clock, Random, StateStore
+from watukuy.model.records import dataclass
 from watukuy.model.redact import RedactingLogger
 from watukuy.model.rows import PKey, PollerState
 from watukuy.scheduler import planned_top

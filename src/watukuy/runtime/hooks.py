@@ -17,12 +17,11 @@ Within one lane cycle hooks fire in this order::
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from watukuy.model.errors import SerializedError, ValidationIssue
 from watukuy.model.events import Event
-from watukuy.model.records import fast_init
+from watukuy.model.records import dataclass, fast_init
 from watukuy.model.rows import DEFAULT_CONSUMER, Lease, ParkedRow, PollSummary
 
 from ._hook_names import HOOK_NAMES, HookContext

@@ -6,8 +6,9 @@ Both ways of running keys read these marks: the daemon (:mod:`~watukuy.runtime.d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from watukuy.model.records import dataclass
 from watukuy.model.rows import PKey
 
 __all__ = ["KeyMarks"]

@@ -48,6 +48,7 @@ from watukuy.model.errors import (
     StoreError,
 )
 from watukuy.model.page import Page
+from watukuy.model.records import dataclass
 from watukuy.model.redact import serialize_error
 from watukuy.model.rows import (
     EventCounts,
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
 __all__ = ["CycleResult", "LaneCycle"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class CycleResult:
     """What one lane cycle did (:meth:`LaneCycle.run`).
 
@@ -107,7 +108,7 @@ class CycleResult:
     held_until: int | None
 
 
-@dataclasses.dataclass(slots=True)
+@dataclass(slots=True)
 class _Walk:
     """Where the page loop of a cycle stands: what :meth:`LaneCycle.run`'s steps share."""
 

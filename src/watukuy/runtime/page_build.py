@@ -29,6 +29,7 @@ from watukuy.model.events import Event, WrittenPage
 from watukuy.model.http_port import HttpObservations
 from watukuy.model.page import Page
 from watukuy.model.ports import StateStore
+from watukuy.model.records import dataclass
 from watukuy.model.redact import Redaction
 from watukuy.model.rows import (
     CommitBatch,
@@ -78,7 +79,7 @@ def consume(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-@dataclasses.dataclass(slots=True)
+@dataclass(slots=True)
 class Selection:
     """What the first half of a page (:meth:`PageBuilder.select`) hands to the second."""
 
@@ -116,7 +117,7 @@ class Selection:
         return self.observations.not_modified
 
 
-@dataclasses.dataclass(slots=True)
+@dataclass(slots=True)
 class Built:
     """A page whose commit is being written (:meth:`PageBuilder.build`), and what landing
     it does once the commit is in."""
@@ -140,7 +141,7 @@ class Built:
         self.commit.add_done_callback(consume)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class PassAt:
     """The full-listing pass a page belongs to, as the lane holds it.
 

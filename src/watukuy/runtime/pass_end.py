@@ -19,12 +19,12 @@ import dataclasses
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from watukuy.model.events import Event, WrittenEvent, WrittenPage
 from watukuy.model.options import Deletes
 from watukuy.model.ports import Clock, StateStore
+from watukuy.model.records import dataclass
 from watukuy.model.rows import (
     BRIDGE_LIMIT,
     PROVEN_LIMIT,

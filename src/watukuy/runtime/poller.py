@@ -12,7 +12,7 @@ import dataclasses
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -45,7 +45,7 @@ from watukuy.validate import SchemaAdapter, schema_adapter
 if TYPE_CHECKING:
     from .context import FetchContext
 
-from watukuy.model.records import subscriptable
+from watukuy.model.records import dataclass, subscriptable
 
 __all__ = [
     "FetchFn",

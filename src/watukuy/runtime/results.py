@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any
 
 from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError, SerializedError
+from watukuy.model.records import dataclass
 from watukuy.model.rows import Lane
 
 __all__ = ["EngineStatus", "LeaseOptions", "ReplayResult", "TickPollResult", "TickResult"]

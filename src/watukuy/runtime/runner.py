@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, cast
 
 from watukuy.model.errors import (
@@ -25,6 +25,7 @@ from watukuy.model.errors import (
 )
 from watukuy.model.http_port import HttpObservations
 from watukuy.model.partition import Partition
+from watukuy.model.records import dataclass
 from watukuy.model.redact import (
     RedactingLogger,
     describe_error,

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from watukuy.model.errors import StoreError
 from watukuy.model.partition import Partition
 from watukuy.model.ports import Clock, StateStore
+from watukuy.model.records import dataclass
 from watukuy.model.redact import RedactingLogger
 from watukuy.model.rows import PKey
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from watukuy.model.errors import ConfigError, ValidationIssue
 from watukuy.model.json import to_jsonable
-from watukuy.model.records import subscriptable
+from watukuy.model.records import dataclass, subscriptable
 
 __all__ = [
     "Invalid",
