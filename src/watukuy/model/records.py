@@ -8,8 +8,9 @@ Two helpers, both about the cost of ``@dataclass`` on the records of the engine:
   the same ``__init__`` signature, ``repr``, ``==``, ``hash``, ordering, frozen
   instances, pickling). What changes is when the methods are made: Python 3.11's
   ``@dataclass`` compiles six functions for each frozen class when its module is
-  imported, about a millisecond per class, paid for the ninety records a process loads
-  before its first poll whether it uses them or not. Here the frozen ``__setattr__`` /
+  imported, paid for every record a process loads before its first poll whether it uses
+  them or not (``make bench``'s whole-process rows over HTTP show that cost when it comes
+  back: a fresh process per cycle, as a cron ``tick`` runs). Here the frozen ``__setattr__`` /
   ``__delattr__`` are plain functions over the class's fields, made without compiling
   anything, and ``__init__``, ``__repr__``, ``__eq__``, ``__hash__`` and the ordering
   are the code ``@dataclass`` writes, compiled when something first looks them up (the
