@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar
 from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError
 from watukuy.model.json import dumps
-from watukuy.model.records import dataclass, subscriptable
+from watukuy.model.records import dataclass
 
 from .path import check_path
 from .timeformat import TimestampValue, normalise_timestamp, parse_ns
@@ -282,7 +282,6 @@ class SnapshotDiff:
         def _position_(self) -> None: ...
 
 
-@subscriptable
 @dataclass(frozen=True, slots=True)
 class AdvanceContext(Generic[C]):
     """What a :class:`CustomCursor` ``advance`` function is given after each page.
@@ -304,7 +303,6 @@ AdvanceResult: TypeAlias = tuple[C, bool] | Mapping[str, Any]
 """``(next_cursor, done)``, or for convenience a mapping with ``cursor`` and ``done`` keys."""
 
 
-@subscriptable
 @dataclass(frozen=True, slots=True)
 class CustomCursor(Generic[C]):
     """Your own cursor type and your own rule for moving it.

@@ -42,7 +42,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError
-from watukuy.model.records import dataclass, fast_init, subscriptable
+from watukuy.model.records import dataclass, fast_init
 from watukuy.model.rows import ItemRow, Tombstone
 
 from .canonical import content_hash
@@ -74,7 +74,6 @@ OnSchemaChange = Literal["rebaseline", "emit"]
 _ON_SCHEMA_CHANGE: frozenset[str] = frozenset({"rebaseline", "emit"})
 
 
-@subscriptable
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Candidate(Generic[T]):
@@ -93,7 +92,6 @@ class Candidate(Generic[T]):
     hash: str
 
 
-@subscriptable
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Change(Generic[T]):
@@ -125,7 +123,6 @@ class Change(Generic[T]):
     text: str | None = None
 
 
-@subscriptable
 @dataclass(frozen=True, slots=True)
 class DiffResult(Generic[T]):
     """What :func:`diff_candidates` decided for one page.

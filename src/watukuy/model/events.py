@@ -8,7 +8,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import orjson
 
-from watukuy.model.records import dataclass, subscriptable
+from watukuy.model.records import dataclass
 
 from . import json as wkjson
 from .records import fast_init
@@ -54,7 +54,6 @@ def iso_time(ms: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-@subscriptable
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Event(Generic[T]):

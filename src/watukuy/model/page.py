@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import field
 from typing import Any, ClassVar, Generic, TypeVar
 
-from watukuy.model.records import dataclass, subscriptable
+from watukuy.model.records import dataclass
 
 from .errors import ErrorCode, WatukuyError
 
@@ -25,7 +25,6 @@ __all__ = ["InvalidPageError", "Page", "coerce_page"]
 T = TypeVar("T")
 
 
-@subscriptable
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
     """One page returned by ``fetch``.

@@ -36,7 +36,7 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["dataclass", "fast_init", "subscriptable"]
+__all__ = ["dataclass", "fast_init"]
 
 C = TypeVar("C", bound=type)
 
@@ -350,28 +350,6 @@ def _compiled_init(cls: type) -> Callable[..., None]:
     init: Callable[..., None] = namespace["__init__"]
     init.__annotations__ = {**annotations, "return": None}
     return init
-
-
-def subscriptable(cls: C) -> C:
-    """Let a frozen, slotted generic dataclass be built through its alias: ``Page[Order](...)``.
-
-    ``typing`` stores ``__orig_class__`` on what such a call returns and expects an
-    ``AttributeError`` when it cannot. The ``__setattr__`` that ``@dataclass(frozen=True,
-    slots=True)`` generates names the class as it was before the slots were added, so for an
-    instance of the slotted class it raises ``TypeError`` instead, and the call fails. This
-    replaces it (and ``__delattr__``) by ones that always raise ``FrozenInstanceError`` (an
-    ``AttributeError``). Apply it above ``@dataclass``.
-    """
-
-    def __setattr__(self: Any, name: str, value: Any) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self: Any, name: str) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
-
-    type.__setattr__(cls, "__setattr__", __setattr__)
-    type.__setattr__(cls, "__delattr__", __delattr__)
-    return cls
 
 
 def fast_init(cls: C) -> C:

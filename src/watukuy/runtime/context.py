@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from watukuy.model.errors import WatukuyError
 from watukuy.model.partition import Partition
-from watukuy.model.records import dataclass, subscriptable
+from watukuy.model.records import dataclass
 from watukuy.model.rows import DEFAULT_CONSUMER, Lane
 
 __all__ = ["Cancelled", "FetchContext", "HandlerContext"]
@@ -23,7 +23,6 @@ class Cancelled(WatukuyError):
     """The cycle was cancelled (engine stopping, lease lost) while work was in progress."""
 
 
-@subscriptable
 @dataclass(frozen=True, slots=True)
 class FetchContext(Generic[C]):
     """The argument of ``fetch``.

@@ -45,7 +45,7 @@ from watukuy.validate import SchemaAdapter, schema_adapter
 if TYPE_CHECKING:
     from .context import FetchContext
 
-from watukuy.model.records import dataclass, subscriptable
+from watukuy.model.records import dataclass
 
 __all__ = [
     "FetchFn",
@@ -88,7 +88,6 @@ class _TypeAdapterLike(Protocol[T_co]):
     def dump_python(self, obj: Any, /, *, mode: Any = ...) -> Any: ...
 
 
-@subscriptable
 @dataclass(frozen=True, slots=True, eq=False)
 class PollerDefinition(Generic[T]):
     """A validated poller, ready to hand to ``Engine(pollers=[...])``.

@@ -15,7 +15,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 from watukuy.model.errors import ConfigError, ValidationIssue
 from watukuy.model.json import to_jsonable
-from watukuy.model.records import dataclass, subscriptable
+from watukuy.model.records import dataclass
 
 __all__ = [
     "Invalid",
@@ -28,7 +28,6 @@ __all__ = [
 T = TypeVar("T")
 
 
-@subscriptable
 @dataclass(frozen=True, slots=True)
 class Valid(Generic[T]):
     """A raw item the schema accepted, and the typed item it produced."""
