@@ -5,43 +5,25 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Any
 
 import pytest
 
-import watukuy as wk
 from watukuy.model.errors import SerializedError
 from watukuy.model.page import InvalidPageError
 from watukuy.model.rows import PKey, empty_poller_state
-from watukuy.runtime.lease import LeaseKeeper
 from watukuy.runtime.listing_pass import PAGE_FAILURES, PassBook
-from watukuy.testing import VirtualClock
 
 KEY = PKey("catalog", "")
 LOGGER = logging.getLogger("test_listing_pass")
 
 
-async def _book() -> tuple[PassBook, wk.MemoryStore]:
-    clock = VirtualClock()
-    store = wk.MemoryStore()
-    await store.migrate()
-    lease = await store.acquire_lease(KEY, "me", 60_000, clock.now())
-    assert lease is not None
-    keeper = LeaseKeeper(
-        store,
-        KEY,
-        lease,
-        ttl_ms=60_000,
-        renew_every_ms=20_000,
-        clock=clock,
-        logger=LOGGER,
-        on_lost=lambda: None,
+async def test_a_page_that_keeps_failing_abandons_its_pass(lease_key: Any) -> None:
+    leased = await lease_key(KEY)
+    store = leased.store
+    book = PassBook(
+        store=store, key=KEY, lane="live", keeper=leased.keeper, clock=leased.clock, logger=LOGGER
     )
-    book = PassBook(store=store, key=KEY, lane="live", keeper=keeper, clock=clock, logger=LOGGER)
-    return book, store
-
-
-async def test_a_page_that_keeps_failing_abandons_its_pass() -> None:
-    book, store = await _book()
     state = empty_poller_state(0)
     progress = book.begin(state)
     assert progress.pass_id == 1

@@ -25,7 +25,6 @@ from watukuy.runtime.context import FetchContext
 from watukuy.runtime.lease import LeaseKeeper
 from watukuy.runtime.page_build import page_rules
 from watukuy.runtime.pass_end import DeletePath, PassEnd
-from watukuy.testing import VirtualClock
 
 KEY = PKey("catalog", "")
 LOGGER = logging.getLogger("test_pass_end")
@@ -54,22 +53,10 @@ def _context() -> FetchContext[Any]:
     raise AssertionError("no verify= here")
 
 
-async def test_confirmed_held_deletes_are_released_without_a_lane_cycle() -> None:
-    clock = VirtualClock()
-    store = wk.MemoryStore()
-    await store.migrate()
-    lease = await store.acquire_lease(KEY, "me", 60_000, clock.now())
-    assert lease is not None
-    keeper = LeaseKeeper(
-        store,
-        KEY,
-        lease,
-        ttl_ms=60_000,
-        renew_every_ms=20_000,
-        clock=clock,
-        logger=LOGGER,
-        on_lost=lambda: None,
-    )
+async def test_confirmed_held_deletes_are_released_without_a_lane_cycle(lease_key: Any) -> None:
+    leased = await lease_key(KEY)
+    store, clock, keeper = leased.store, leased.clock, leased.keeper
+    lease = keeper.lease
     rows = [ItemRow(identity, None, f"h-{identity}", 1) for identity in ("a", "b", "c")]
     await store.commit_poll(KEY, lease, CommitBatch(upserts=rows, seen=["a", "b"], seen_pass=1))
     await store.commit_poll(KEY, lease, CommitBatch(seen=["c"], seen_pass=3))
