@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         WatukuyError,
     )
     from .model.events import Event, EventType
+    from .model.http_api import FetchHttp, FetchResponse
     from .model.options import (
         Backoff,
         Budget,
@@ -122,6 +123,8 @@ _EXPORTS: dict[str, str] = {
     "WatukuyError": ".model.errors",
     "Event": ".model.events",
     "EventType": ".model.events",
+    "FetchHttp": ".model.http_api",
+    "FetchResponse": ".model.http_api",
     "InspectReport": ".runtime.operations",
     "PollerInspect": ".runtime.operations",
     "Backoff": ".model.options",
@@ -212,6 +215,8 @@ __all__ = [
     "EventLog",
     "EventType",
     "FetchContext",
+    "FetchHttp",
+    "FetchResponse",
     "HandlerContext",
     "HandlerError",
     "HeldDeletes",

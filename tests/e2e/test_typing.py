@@ -1,6 +1,7 @@
 """Type checkers hold the public API to its promises, both ways.
 
-The README quickstart, ``tests/typing/api.py`` and ``tests/typing/inbox.py`` must pass ``mypy --strict`` and
+The README quickstart, ``tests/typing/api.py``, ``tests/typing/inbox.py`` and
+``tests/typing/typed_fetch.py`` must pass ``mypy --strict`` and
 ``pyright --strict``; every ``# case:`` region of ``tests/typing/negative/`` must draw an
 error from both (a fetch given another cursor's position, a handler of another item type),
 and the code before the first case none, so a negative case cannot pass by being broken
@@ -99,6 +100,7 @@ def test_there_are_negative_cases() -> None:
         "handler_mismatch.py",
         "hooks_mismatch.py",
         "inbox_mismatch.py",
+        "response_typo.py",
     } <= names
     assert all(cases(NEGATIVE / name) for name in names)
 
@@ -112,6 +114,7 @@ def test_there_are_negative_cases() -> None:
         "handler_mismatch.py",
         "hooks_mismatch.py",
         "inbox_mismatch.py",
+        "response_typo.py",
     ],
 )
 def test_every_negative_case_is_a_type_error(
@@ -129,6 +132,7 @@ def test_the_quickstart_and_the_typing_module_pass_both_checkers(tmp_path: Path)
     (tmp_path / "quickstart.py").write_text(runnable_blocks()["quickstart"], encoding="utf-8")
     shutil.copy(ROOT / "tests" / "typing" / "api.py", tmp_path / "api.py")
     shutil.copy(ROOT / "tests" / "typing" / "inbox.py", tmp_path / "inbox.py")
+    shutil.copy(ROOT / "tests" / "typing" / "typed_fetch.py", tmp_path / "typed_fetch.py")
     files = sorted(tmp_path.glob("*.py"))
 
     assert mypy_errors(files, tmp_path) == {}

@@ -11,7 +11,6 @@ from typing import Any, assert_type
 from pydantic import BaseModel
 
 import watukuy as wk
-from watukuy.http import HttpResponse
 from watukuy.model.errors import SerializedError
 from watukuy.runtime.hooks import (
     DeliveredDetails,
@@ -87,7 +86,7 @@ async def operate() -> None:
 
 
 async def fetch_plain(ctx: wk.FetchContext[wk.TokenPosition]) -> wk.Page[Any]:
-    response: HttpResponse = await ctx.http.get(
+    response: wk.FetchResponse = await ctx.http.get(
         "https://erp.example.com/customers", raise_for_status=False
     )
     if response.status == 410:  # an expired token: start over

@@ -28,6 +28,8 @@ EXPECTED = {
     "EventLog",
     "EventType",
     "FetchContext",
+    "FetchHttp",
+    "FetchResponse",
     "HandlerContext",
     "HandlerError",
     "HeldDeletes",

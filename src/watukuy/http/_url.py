@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
-from typing import TypeAlias
+from collections.abc import Mapping
 from urllib.parse import urlencode
 
 import httpx
 
 from watukuy.model.errors import ConfigError
+from watukuy.model.http_api import QueryParams, QueryScalar, QueryValue
 
 __all__ = ["QueryParams", "QueryScalar", "QueryValue", "build_url", "url_hash"]
-
-QueryScalar: TypeAlias = str | int | float | bool | None
-"""One query value; ``None`` means "leave the parameter out"."""
-
-QueryValue: TypeAlias = QueryScalar | Sequence[QueryScalar]
-"""A query value, or a list of them (the key is repeated once per element)."""
-
-QueryParams: TypeAlias = Mapping[str, QueryValue]
 
 
 def _query_text(key: str, value: QueryScalar) -> str | None:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         WatukuyError,
     )
     from .events import Event, EventType, event_from_json, event_to_json, iso_time
+    from .http_api import FetchHttp, FetchResponse, QueryParams, QueryScalar, QueryValue
     from .page import InvalidPageError, Page, coerce_page
     from .ports import BudgetPolicy, BudgetStore, Clock, Random, StateStore
     from .redact import serialize_error
@@ -79,6 +80,11 @@ _EXPORTS: dict[str, str] = {
     "event_from_json": ".events",
     "event_to_json": ".events",
     "iso_time": ".events",
+    "FetchHttp": ".http_api",
+    "FetchResponse": ".http_api",
+    "QueryParams": ".http_api",
+    "QueryScalar": ".http_api",
+    "QueryValue": ".http_api",
     "InvalidPageError": ".page",
     "Page": ".page",
     "coerce_page": ".page",
@@ -121,6 +127,7 @@ _SUBMODULES = frozenset(
         "durations",
         "errors",
         "events",
+        "http_api",
         "http_port",
         "json",
         "options",
@@ -164,6 +171,8 @@ __all__ = [
     "Event",
     "EventCounts",
     "EventType",
+    "FetchHttp",
+    "FetchResponse",
     "HandlerError",
     "HttpError",
     "InvalidPageError",
@@ -182,6 +191,9 @@ __all__ = [
     "ParkedRow",
     "PollSummary",
     "PollerState",
+    "QueryParams",
+    "QueryScalar",
+    "QueryValue",
     "Random",
     "RateLimitInfo",
     "ReplayUnavailableError",

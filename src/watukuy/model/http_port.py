@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any, Protocol, runtime_checkable
 
+from .http_api import FetchHttp
 from .ports import Clock, StateStore
 from .records import dataclass
 from .redact import DEFAULT_REDACTION, Redaction
@@ -120,7 +121,7 @@ class HttpScope:
 class HttpFactory(Protocol):
     """Builds the ``ctx.http`` object for one lane cycle."""
 
-    def bind(self, scope: HttpScope) -> Any:
+    def bind(self, scope: HttpScope) -> FetchHttp:
         """Return the object ``fetch`` sees as ``ctx.http``."""
         ...
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from watukuy.model.errors import WatukuyError
+from watukuy.model.http_api import FetchHttp
 from watukuy.model.partition import Partition
 from watukuy.model.records import dataclass
 from watukuy.model.rows import DEFAULT_CONSUMER, Lane
@@ -36,7 +37,8 @@ class FetchContext(Generic[C]):
             so a pass cut by the page cap or a deadline resumes at the next page.
         partition: The partition being polled (``Partition("")`` when not partitioned).
         lane: ``"live"``, ``"reconcile"`` or ``"backfill"``.
-        http: The HTTP helper (``ctx.http.get(...)``), bound to this key and lane.
+        http: The HTTP helper (``ctx.http.get(...)``), bound to this key and lane; its
+            requests return a :class:`~watukuy.model.http_api.FetchResponse`.
         attempt: 1 + the consecutive failures of this key (``1`` normally).
         logger: A logger scoped to the poller and partition.
     """
@@ -45,7 +47,7 @@ class FetchContext(Generic[C]):
     page: int
     partition: Partition
     lane: Lane
-    http: Any
+    http: FetchHttp
     attempt: int
     logger: Logger
     _cancel: asyncio.Event = field(default_factory=asyncio.Event, repr=False)

@@ -92,7 +92,8 @@ class EngineCore(Operations):
         instance_id: Default ``watukuy-<10 hex digits>`` drawn from ``random``.
         lease: A :class:`LeaseOptions` only (``Engine`` also takes a dict).
         http: The factory behind ``ctx.http``, in place of ``Engine``'s ``http_client``
-            and ``http_max_in_flight`` (``None``: fetch gets ``ctx.http = None``).
+            and ``http_max_in_flight`` (``None``: ``ctx.http`` refuses every request with a
+            ``ConfigError``).
     """
 
     def __init__(

@@ -13,7 +13,8 @@ from typing import Any
 
 from watukuy.cursor import CursorStrategy, TimestampStrategy
 from watukuy.cursor.lookback import lookback_floor, lookback_window_ms
-from watukuy.model.errors import BudgetTimeoutError, HttpError, WatukuyError
+from watukuy.model.errors import BudgetTimeoutError, ConfigError, HttpError, WatukuyError
+from watukuy.model.http_api import FetchHttp, FetchResponse
 from watukuy.model.http_port import HttpObservations, HttpScope
 from watukuy.model.page import Page
 from watukuy.model.rows import Lane, PollerState
@@ -101,7 +102,7 @@ class Requests:
         if source.is_generator:
             observations = self.latest
             observations.reset_page()
-            http = None
+            http: FetchHttp = NO_HTTP  # the generator keeps the ctx of its first call
         else:
             observations = HttpObservations(
                 rate_limit=self.latest.rate_limit, defer_validators=True
@@ -208,12 +209,31 @@ class Requests:
         return strategy.stalled(request, page) if isinstance(strategy, TimestampStrategy) else None
 
 
-def bind_http(scope: KeyScope, lane: Lane, observations: HttpObservations) -> Any:
+class _NoHttp:
+    """The ``ctx.http`` of an engine built without an HTTP client (``EngineCore(http=None)``):
+    any request says so."""
+
+    async def get(self, url: str, **options: Any) -> FetchResponse:
+        return await self.request("GET", url, **options)
+
+    async def request(self, method: str, url: str, **options: Any) -> FetchResponse:
+        raise ConfigError(
+            f"ctx.http cannot send {method} {url}: this engine has no HTTP client", field="http"
+        )
+
+    def __repr__(self) -> str:
+        return "<no ctx.http>"
+
+
+NO_HTTP: FetchHttp = _NoHttp()
+
+
+def bind_http(scope: KeyScope, lane: Lane, observations: HttpObservations) -> FetchHttp:
     """The ``ctx.http`` of one request of ``lane``, recording into ``observations``;
-    ``None`` when the engine has no HTTP client."""
+    one that refuses every request when the engine has no HTTP client."""
     deps = scope.deps
     if deps.http is None:
-        return None
+        return NO_HTTP
     poller = scope.poller
     budget_wait = deps.budget_max_wait(poller.budget) if poller.budget is not None else None
     hooks = scope.hooks(lane)
