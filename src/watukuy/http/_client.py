@@ -177,7 +177,9 @@ class HttpClient:
 
         Args:
             method: HTTP method, any case.
-            url: Absolute URL; ``params`` are appended to its query string.
+            url: Absolute URL, or one relative to the ``base_url`` of the client (httpx's
+                rule: its path is appended to the base URL's); ``params`` are appended to its
+                query string.
             params: Query parameters: ``None`` values are left out, lists repeat the key,
                 booleans are written ``true`` / ``false``.
             headers: Extra headers; they replace the defaults of the same name.
@@ -195,7 +197,8 @@ class HttpClient:
             The response, body read.
 
         Raises:
-            ConfigError: A bad argument (relative URL, unsupported query value...).
+            ConfigError: A bad argument (a relative URL and no ``base_url``, an unsupported
+                query value...).
             BudgetTimeoutError: No budget tokens within the budget's ``max_wait``.
             HttpError: A non-2xx answer other than 304 (unless ``raise_for_status=False``).
             LeaseLostError: Storing validators found the key's lease taken over.
@@ -208,7 +211,10 @@ class HttpClient:
         """
         scope = self._scope
         verb = _method(method)
-        final_url = build_url(url, params)
+        client = self._client()
+        # Resolved before anything else sees it: budgets, validators, redirect rules and
+        # redaction all work on the absolute URL.
+        final_url = build_url(url, params, base_url=client.base_url)
         request_headers = _headers(self._defaults, headers, scope.redaction)
         shown_url = scope.redaction.url(final_url)
         if json is not None and content is not None:
@@ -218,7 +224,6 @@ class HttpClient:
         conditional = verb in _CONDITIONAL_METHODS if validators is None else bool(validators)
         conditional = conditional and scope.validators  # the lane's rule wins (HttpScope)
 
-        client = self._client()
         timeouts = httpx.Timeout(seconds) if seconds is not None else client.timeout
         held = await self._charge(charge, _hold_ms(timeouts))
         key = url_hash(final_url) if conditional else None

@@ -12,7 +12,7 @@ import httpx
 from watukuy.model.errors import ConfigError
 from watukuy.model.http_api import QueryParams, QueryScalar, QueryValue
 
-__all__ = ["QueryParams", "QueryScalar", "QueryValue", "build_url", "url_hash"]
+__all__ = ["QueryParams", "QueryScalar", "QueryValue", "build_url", "resolve_url", "url_hash"]
 
 
 def _query_text(key: str, value: QueryScalar) -> str | None:
@@ -47,8 +47,55 @@ def _query_pairs(params: QueryParams) -> list[tuple[str, str]]:
     return pairs
 
 
-def build_url(url: str | httpx.URL, params: QueryParams | None = None) -> str:
-    """Append query parameters to an absolute URL.
+def resolve_url(url: str | httpx.URL, base_url: httpx.URL | str | None = None) -> httpx.URL:
+    """The absolute ``http(s)`` URL a request for ``url`` goes to.
+
+    A relative ``url`` is joined to ``base_url`` by httpx's own rule
+    (``AsyncClient(base_url=...)``): its path is appended to the base URL's path, which is
+    given a trailing ``/`` first, so ``/customers`` against ``https://api.example.com/v1``
+    is ``https://api.example.com/v1/customers``. An absolute ``url`` is kept as it is.
+
+    Args:
+        url: The URL a ``fetch`` asked for.
+        base_url: The HTTP client's ``base_url``; ``None`` or empty when it has none.
+
+    Returns:
+        The absolute URL.
+
+    Raises:
+        ConfigError: The URL is not an ``http`` or ``https`` URL, or is relative and there
+            is no ``base_url`` to resolve it against (``field="url"``).
+    """
+    if not isinstance(url, str | httpx.URL):
+        raise ConfigError(f"expected an absolute http(s) URL, got {url!r}", field="url")
+    try:
+        target = httpx.URL(url)
+        base = httpx.URL(base_url) if base_url else None
+    except httpx.InvalidURL as error:
+        raise ConfigError(
+            f"expected an absolute http(s) URL, got {str(url)!r} ({error})", field="url"
+        ) from None
+    if target.is_relative_url:
+        if base is None or not base.is_absolute_url:
+            raise ConfigError(
+                f"expected an absolute http(s) URL, got {str(url)!r}: give an absolute URL, "
+                "or set base_url on the httpx.AsyncClient passed as http_client",
+                field="url",
+            )
+        base_path = base.raw_path if base.raw_path.endswith(b"/") else base.raw_path + b"/"
+        target = base.copy_with(raw_path=base_path + target.raw_path.lstrip(b"/"))
+    if target.scheme not in ("http", "https") or not target.host:
+        raise ConfigError(f"expected an absolute http(s) URL, got {str(target)!r}", field="url")
+    return target
+
+
+def build_url(
+    url: str | httpx.URL,
+    params: QueryParams | None = None,
+    *,
+    base_url: httpx.URL | str | None = None,
+) -> str:
+    """Resolve ``url`` (see :func:`resolve_url`) and append query parameters.
 
     ``None`` values are left out (so ``{"since": cursor.value}`` sends nothing on the first
     poll), lists and tuples repeat the key once per element, booleans are written
@@ -56,26 +103,18 @@ def build_url(url: str | httpx.URL, params: QueryParams | None = None) -> str:
     dropped, since it is never sent.
 
     Args:
-        url: An absolute ``http`` or ``https`` URL.
+        url: An absolute ``http`` or ``https`` URL, or one relative to ``base_url``.
         params: Query parameters to append.
+        base_url: The HTTP client's ``base_url``, for a relative ``url``.
 
     Returns:
-        The final URL, normalised the way httpx sends it.
+        The final URL, absolute, normalised the way httpx sends it.
 
     Raises:
-        ConfigError: The URL is not absolute, or a parameter value is not a string,
-            number, boolean or ``None``.
+        ConfigError: The URL is not absolute and there is no ``base_url``, or a parameter
+            value is not a string, number, boolean or ``None``.
     """
-    if not isinstance(url, str | httpx.URL):
-        raise ConfigError(f"expected an absolute http(s) URL, got {url!r}", field="url")
-    try:
-        target = httpx.URL(url)
-    except httpx.InvalidURL as error:
-        raise ConfigError(
-            f"expected an absolute http(s) URL, got {str(url)!r} ({error})", field="url"
-        ) from None
-    if target.scheme not in ("http", "https") or not target.host:
-        raise ConfigError(f"expected an absolute http(s) URL, got {str(url)!r}", field="url")
+    target = resolve_url(url, base_url)
     query = target.query
     if params:
         encoded = urlencode(_query_pairs(params)).encode("ascii")

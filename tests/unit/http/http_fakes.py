@@ -88,9 +88,13 @@ class FakeGate:
 
 
 class HttpRig:
-    """One scripted API behind ``httpx.MockTransport`` and everything a scope needs."""
+    """One scripted API behind ``httpx.MockTransport`` and everything a scope needs.
 
-    def __init__(self) -> None:
+    Args:
+        base_url: The client's ``base_url`` (none by default).
+    """
+
+    def __init__(self, base_url: str = "") -> None:
         self.clock = VirtualClock(start=NOW)
         self.store = FakeValidatorStore()
         self.observations = HttpObservations()
@@ -99,7 +103,9 @@ class HttpRig:
         self.responder: Callable[[httpx.Request], httpx.Response] = lambda request: httpx.Response(
             200, json={"ok": True}
         )
-        self.client = httpx.AsyncClient(transport=httpx.MockTransport(self._handle))
+        self.client = httpx.AsyncClient(
+            transport=httpx.MockTransport(self._handle), base_url=base_url
+        )
         self.factory = HttpxFactory(self.client)
 
     def _handle(self, request: httpx.Request) -> httpx.Response:
