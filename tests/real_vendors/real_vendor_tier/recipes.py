@@ -207,7 +207,7 @@ def drf_quickstart(base: str) -> Callable[[wk.FetchContext[wk.TimestampPosition]
 
 def drf_timestamp_cursor(base: str) -> Callable[[wk.FetchContext[wk.TimestampPosition]], Any]:
     async def fetch_orders(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
-        response = await ctx.http.get(
+        response: wk.FetchResponse = await ctx.http.get(
             f"{base}/orders/offset/",
             params={
                 "updated_at__gte": ctx.cursor.value,
