@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from watukuy.http import HttpxFactory
+from watukuy.http import HttpClient, HttpxFactory
 from watukuy.model.http_port import HttpObservations, HttpScope
 from watukuy.model.rows import Lease, PKey
 from watukuy.testing import VirtualClock
@@ -165,7 +165,7 @@ class _NoValidators:
         return None
 
 
-def engine_http(factory: HttpxFactory, logger: str) -> Any:
+def engine_http(factory: HttpxFactory, logger: str) -> HttpClient:
     """A ``ctx.http`` exactly as the engine binds it (the factory owns its client), for the
     key ``orders`` with no validators, no budget and a virtual clock."""
     lease = Lease(owner="me", epoch=1, expires_at=2**40)

@@ -108,8 +108,9 @@ def _hold_ms(timeout: httpx.Timeout) -> int:
 class HttpClient:
     """The ``ctx.http`` of one lane cycle of one (poller, partition) key.
 
-    Build it with :meth:`HttpxFactory.bind <watukuy.http.HttpxFactory.bind>`; the engine
-    does that for you. Every request goes out once, with ``user-agent`` and
+    It implements :class:`watukuy.FetchHttp`, the type of ``FetchContext.http``. Build it
+    with :meth:`HttpxFactory.bind <watukuy.http.HttpxFactory.bind>`; the engine does that
+    for you. Every request goes out once, with ``user-agent`` and
     ``accept: application/json`` unless you pass your own.
 
     Args:

@@ -31,7 +31,8 @@ never downloaded)."""
 
 
 class HttpResponse:
-    """An answer received through ``ctx.http``, body already read.
+    """An answer received through ``ctx.http``, body already read; it implements
+    :class:`watukuy.FetchResponse`, the type to annotate with.
 
     It reads like an ``httpx.Response``: ``status_code``, ``headers``, ``text``,
     ``content``, ``json()``, ``is_success`` and ``raise_for_status()``; ``status`` and

@@ -70,12 +70,16 @@ def resolve_url(url: str | httpx.URL, base_url: httpx.URL | str | None = None) -
         raise ConfigError(f"expected an absolute http(s) URL, got {url!r}", field="url")
     try:
         target = httpx.URL(url)
-        base = httpx.URL(base_url) if base_url else None
+        if target.is_relative_url and base_url is not None:
+            base = base_url if isinstance(base_url, httpx.URL) else httpx.URL(base_url)
+        else:
+            base = None
     except httpx.InvalidURL as error:
         raise ConfigError(
             f"expected an absolute http(s) URL, got {str(url)!r} ({error})", field="url"
         ) from None
     if target.is_relative_url:
+        # httpx gives a client without a base_url the empty URL, which is not absolute.
         if base is None or not base.is_absolute_url:
             raise ConfigError(
                 f"expected an absolute http(s) URL, got {str(url)!r}: give an absolute URL, "
