@@ -20,13 +20,8 @@ from rich.console import Console
 import watukuy as wk
 from watukuy.cli import main
 from watukuy.cli._meter import Counts, Meter, Rates, Reading
-from watukuy.cli._progress import (
-    Watch,
-    _live_view,
-    drive_backfill,
-    figures_line,
-    tick_with_progress,
-)
+from watukuy.cli._progress import _live_view, drive_backfill, tick_with_progress
+from watukuy.cli._watch import Watch, figures_line, watching
 from watukuy.model.rows import PKey
 from watukuy.runtime.hooks import PollEndDetails, PollStartDetails
 from watukuy.testing import SeededRandom, VirtualClock
@@ -120,6 +115,22 @@ def test_the_watch_names_the_keys_in_a_cycle() -> None:
     summary: Any = None  # the watch reads only the key of an ended cycle
     watch.on_poll_end(PollEndDetails(**_context("orders", "", "live"), summary=summary))
     assert watch.working() == ["tenants/t1 (backfill)"]
+
+
+async def test_the_watch_counts_only_while_its_block_runs(polled: Polled) -> None:
+    async def poll_orders() -> None:
+        await polled.engine.trigger("orders")
+        await polled.engine.tick(only="orders")
+
+    with watching(polled.engine, True) as watch:
+        assert watch is not None
+        await poll_orders()
+    counted = watch.meter.pages
+    assert counted >= 1
+    await poll_orders()
+    assert watch.meter.pages == counted
+    with watching(polled.engine, False) as off:
+        assert off is None
 
 
 async def test_tick_draws_its_totals_on_a_terminal() -> None:
