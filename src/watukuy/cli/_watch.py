@@ -90,7 +90,8 @@ def figures_line(reading: Reading, working: Iterable[str] = ()) -> Text:
         working: The keys in a cycle (the first few are named, the others counted).
 
     Returns:
-        One line of text; the rates read ``-/s`` until some time has passed.
+        One line of text, cut short with an ellipsis rather than wrapped; the rates read
+        ``-/s`` until some time has passed.
     """
     totals, rates = reading.totals, reading.per_second
     parts = [
@@ -102,7 +103,9 @@ def figures_line(reading: Reading, working: Iterable[str] = ()) -> Text:
     if keys:
         more = len(keys) - _KEYS_SHOWN
         parts.append(", ".join(keys[:_KEYS_SHOWN]) + (f" +{more}" if more > 0 else ""))
-    return Text(f"{_clock_text(reading.elapsed_ms)}  " + " · ".join(parts))
+    # One line whatever the width: on a narrow terminal the keys at its end give way.
+    line = f"{_clock_text(reading.elapsed_ms)}  " + " · ".join(parts)
+    return Text(line, no_wrap=True, overflow="ellipsis")
 
 
 def _count(number: int, noun: str) -> str:

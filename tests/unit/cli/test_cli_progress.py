@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from cli_fakes import Polled, build_engine
-from rich.console import Console
+from rich.console import Console, Group
 
 import watukuy as wk
 from watukuy.cli import main
@@ -99,6 +99,10 @@ def test_the_figures_line_shows_totals_rates_elapsed_time_and_keys() -> None:
         "0:01:12  412 pages 34.1/s · 41,200 items 3,410/s · 1,050 events 87.5/s"
         " · orders, tenants/t1, tenants/t2 (backfill) +2"
     )
+    narrow = Console(file=io.StringIO(), width=60)
+    with narrow.capture() as captured:
+        narrow.print(Group(figures_line(reading, keys)))  # as the display renders it
+    assert captured.get() == "0:01:12  412 pages 34.1/s · 41,200 items 3,410/s · 1,050 ev…\n"
     first = Reading(Counts(pages=1, items=1, events=0), None, 0)
     assert figures_line(first).plain == "0:00:00  1 page -/s · 1 item -/s · 0 events -/s"
 
