@@ -6,6 +6,7 @@ types, the result types of operations), ``make test`` fails at the type-check st
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, assert_type
 
 from pydantic import BaseModel
@@ -162,3 +163,5 @@ class Metrics(Hooks):
 
 
 hooked = wk.Engine(store=wk.MemoryStore(), pollers=[customers], hooks=[Metrics()])
+remove_metrics = hooked.add_hooks(Metrics())  # a hook set added later, and its remover
+assert_type(remove_metrics, Callable[[], None])

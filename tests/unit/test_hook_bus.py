@@ -10,6 +10,9 @@ import logging
 import textwrap
 from typing import Any
 
+import pytest
+
+from watukuy.model.errors import ConfigError
 from watukuy.model.rows import PKey
 from watukuy.runtime import hooks
 from watukuy.runtime._hook_names import HOOK_NAMES
@@ -129,3 +132,58 @@ def test_a_key_has_one_emitter_per_lane_made_once() -> None:
         poller="orders", partition="eu", lane="live", instance_id="me"
     )
     assert key_hooks("reconcile").context.lane == "reconcile"
+
+
+def test_a_hook_set_added_later_listens_until_it_is_removed() -> None:
+    calls: list[str] = []
+
+    class Pages:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def on_fetch(self, details: hooks.FetchDetails) -> None:
+            calls.append(f"{self.name} {details.page}")
+
+    bus = HookBus([Pages("built in")], logging.getLogger("test"))
+    emitter = bus.emitter(HookContext(**FIELDS))
+
+    def fetch(page: int) -> None:
+        asyncio.run(emitter.on_fetch(page=page, duration_ms=0, items=0, not_modified=False))
+
+    remove = bus.add(Pages("added"))
+    fetch(1)
+    remove()
+    remove()  # a second call removes nothing more
+    fetch(2)
+    assert calls == ["built in 1", "added 1", "built in 2"]
+
+
+def test_a_hook_set_removed_while_a_hook_fires_still_hears_that_hook() -> None:
+    calls: list[str] = []
+    removes: list[Any] = []
+
+    class Remover:
+        def on_poll_start(self, details: hooks.PollStartDetails) -> None:
+            calls.append("remover")
+            while removes:
+                removes.pop()()
+
+    class Later:
+        def on_poll_start(self, details: hooks.PollStartDetails) -> None:
+            calls.append("later")
+
+    bus = HookBus([Remover()], logging.getLogger("test"))
+    removes.append(bus.add(Later()))
+    emitter = bus.emitter(HookContext(**FIELDS))
+    asyncio.run(emitter.on_poll_start(started_at=1))
+    asyncio.run(emitter.on_poll_start(started_at=2))
+    # The first firing started with both listeners; "later" was gone for the second.
+    assert calls == ["remover", "later", "remover"]
+
+
+def test_an_object_without_hook_methods_is_refused_by_name() -> None:
+    bus = HookBus([], logging.getLogger("test"))
+    with pytest.raises(ConfigError, match=r"^hooks: expected a hook set") as refused:
+        bus.add(object())
+    assert refused.value.field == "hooks"
+    assert not bus.has("on_fetch")

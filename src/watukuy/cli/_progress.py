@@ -1,7 +1,8 @@
 """The long-running commands: ``tick`` and ``backfill`` with progress, ``run`` with a live view.
 
 Progress is drawn only on a terminal and never with ``--json``; the work done is the same
-either way, and the final result is what the command prints.
+either way, and the final result is what the command prints. What the display shows, and
+how it is fed, is in :mod:`watukuy.cli._watch`.
 """
 
 from __future__ import annotations
@@ -13,16 +14,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.text import Text
 
 from watukuy.cursor import TimestampCursor
 from watukuy.cursor.config import read_timestamp_ms
@@ -32,29 +26,12 @@ from watukuy.runtime.engine import EngineCore
 from watukuy.runtime.results import TickResult
 
 from ._render import cursor_text, inspect_view
+from ._watch import Watch, progress_board, watching
 
 __all__ = ["BackfillOutcome", "drive_backfill", "run_live", "tick_with_progress"]
 
 _LEASED_WAIT_S = 1.0
 _STALLED_LIMIT = 20
-
-
-@contextlib.contextmanager
-def _progress(console: Console, enabled: bool) -> Iterator[Progress | None]:
-    if not enabled:
-        yield None
-        return
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    with progress:
-        yield progress
 
 
 async def tick_with_progress(
@@ -69,14 +46,13 @@ async def tick_with_progress(
     ``tick_concurrency``) against one shared deadline, a progress bar advancing as each
     finishes. Returns the combined ``TickResult`` as JSON data."""
     started = engine.clock.now()
-    with _progress(console, show) as progress:
-        task = progress.add_task("ticking", total=len(names)) if progress else None
+    async with progress_board(engine, console, show, unit="pollers") as progress:
+        task = progress.add_task("tick", total=len(names)) if progress else None
 
         async def one(name: str) -> TickResult:
             result = await engine.tick(max_duration=max_duration, only=name)
             if progress is not None and task is not None:
-                events = sum(r.events for r in result.polled)
-                progress.update(task, advance=1, description=f"{name}: {events} events")
+                progress.update(task, advance=1)
             return result
 
         results = await asyncio.gather(*(one(name) for name in names))
@@ -139,7 +115,7 @@ async def drive_backfill(
     """
     outcome = BackfillOutcome(key.poller, key.partition)
     stalled = 0
-    with _progress(console, show) as progress:
+    async with progress_board(engine, console, show) as progress:
         task = progress.add_task(f"backfill {key}", total=None) if progress else None
         while True:
             state = await engine.store.load_state(key)
@@ -225,19 +201,19 @@ async def run_live(
     after the drain. Returns the last report.
     """
     stop = asyncio.Event()
-    with _stop_signals(stop):
+    live_enabled = emit_json is None and console.is_terminal
+    with _stop_signals(stop), watching(engine, live_enabled) as watch:
         await engine.start()
         report = dict(await engine.inspect())
         try:
             if emit_json is not None:
                 emit_json(report)
-            live_enabled = emit_json is None and console.is_terminal
             if emit_json is None and not live_enabled:
                 console.print(
                     f"watukuy running as {engine.instance_id}; Ctrl-C or SIGTERM stops it"
                 )
             with (
-                Live(inspect_view(report), console=console, auto_refresh=False)
+                Live(_live_view(report, watch), console=console, auto_refresh=False)
                 if live_enabled
                 else contextlib.nullcontext() as live
             ):
@@ -250,8 +226,14 @@ async def run_live(
                     if emit_json is not None:
                         emit_json(report)
                     if live is not None:
-                        live.update(inspect_view(report), refresh=True)
+                        live.update(_live_view(report, watch), refresh=True)
         finally:
             await engine.stop(drain=True, timeout=stop_timeout)
         report = dict(await engine.inspect())
     return report
+
+
+def _live_view(report: dict[str, Any], watch: Watch | None) -> RenderableType:
+    """The ``inspect`` screen, with the figures line of the work since ``run`` started."""
+    view = inspect_view(report)
+    return view if watch is None else Group(view, Text(), watch.line())

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from watukuy.model.errors import ConfigError
 from watukuy.model.rows import DEFAULT_CONSUMER, Lane
 
 from ._hook_names import HOOK_NAMES, HookContext
@@ -60,6 +61,41 @@ class HookBus:
                 method = getattr(hook_set, name, None)
                 if method is not None and callable(method):
                     self._table[name].append(method)
+
+    def add(self, hook_set: object) -> Callable[[], None]:
+        """Listen with ``hook_set`` as well, from the next hook that fires.
+
+        Each name's list is replaced, not appended to: a :meth:`fire` in progress goes on
+        with the listeners it started with.
+
+        Args:
+            hook_set: An object with some of the ``on_*`` methods.
+
+        Returns:
+            A function that removes ``hook_set`` again; calling it twice does nothing.
+
+        Raises:
+            ConfigError: ``hooks``: the object has none of the hook methods.
+        """
+        methods: dict[str, Any] = {}
+        for name in HOOK_NAMES:
+            method = getattr(hook_set, name, None)
+            if method is not None and callable(method):
+                methods[name] = method
+        if not methods:
+            raise ConfigError(
+                "expected a hook set (an object with hook methods such as on_fetch or "
+                f"on_poll_end), got {hook_set!r}",
+                field="hooks",
+            )
+        for name, method in methods.items():
+            self._table[name] = [*self._table[name], method]
+
+        def remove() -> None:
+            for name, method in methods.items():
+                self._table[name] = [m for m in self._table[name] if m is not method]
+
+        return remove
 
     def has(self, name: str) -> bool:
         """True when at least one hook set implements ``name``."""

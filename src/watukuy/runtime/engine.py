@@ -391,6 +391,28 @@ class EngineCore(Operations):
             )
         return name
 
+    # --- hooks --------------------------------------------------------------------------
+
+    def add_hooks(self, hooks: object) -> Callable[[], None]:
+        """Listen with one more hook set, on a running engine too, from the next hook that
+        fires.
+
+        ``Engine(hooks=...)`` is the place for hook sets that live as long as the engine.
+        This one is for a hook set that watches for a while: a progress display during one
+        ``tick()``, a test that counts pages.
+
+        Args:
+            hooks: An object with some of the methods of
+                :class:`~watukuy.runtime.hooks.Hooks` (a subclass of it, or any object).
+
+        Returns:
+            A function that removes the hook set again; calling it twice does nothing.
+
+        Raises:
+            ConfigError: ``hooks``: the object has none of the hook methods.
+        """
+        return self._hooks.add(hooks)
+
     # --- setup --------------------------------------------------------------------------
 
     async def migrate(self) -> None:
