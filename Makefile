@@ -27,14 +27,15 @@ $(STAMP): pyproject.toml
 # `watukuy demo` runs from a plain install: the demo gets the package and its runtime
 # dependencies alone, in seconds, not the test tool chain. A .venv that already has the full
 # set (make test) is used as it is. pip as the venv brings it is enough for `-e .`; only
-# `--group` (the full set) needs a newer one.
+# `--group` (the full set) needs a newer one. --no-compile: Python compiles the modules the
+# demo imports as it imports them, instead of pip compiling every module of every package.
 DEMO_STAMP := $(VENV)/.demo-installed
 RUNTIME_DEPS = $(shell $(PYTHON) -c "import tomllib; print(len(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" 2>/dev/null || echo "its")
 
 $(DEMO_STAMP): pyproject.toml
 	@test -x $(BIN)/python || { echo "creating .venv"; $(PYTHON) -m venv $(VENV); }
 	@echo "installing watukuy and its $(RUNTIME_DEPS) runtime dependencies into .venv (first run only)"
-	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -e .
 	@touch $(DEMO_STAMP)
 
 demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
