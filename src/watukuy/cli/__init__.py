@@ -16,7 +16,7 @@ Commands (``watukuy COMMAND --help`` for every option)::
     watukuy parked discard --poller NAME --ids ID,ID
     watukuy migrate
     watukuy demo           [--duration 30s] [--seed N] [--db PATH] [--json]
-    watukuy ui             [--host 127.0.0.1] [--port 8765] [--token TEXT]
+    watukuy ui             [--host 127.0.0.1] [--port 8765] [--token TEXT] [--json]
     watukuy version
 
 Where the engine comes from: ``--app package.module:attribute`` (or ``WATUKUY_APP``), the
