@@ -18,13 +18,29 @@ help:
 	@echo "make real-vendors the long real-vendor run (DRF over PostgreSQL, json-server), figures"
 
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || { echo "creating .venv"; $(PYTHON) -m venv $(VENV); }
+	@echo "installing watukuy with every extra and the development tools into .venv (first run only)"
 	$(BIN)/python -m pip install --quiet --upgrade 'pip>=25.1'
 	$(BIN)/python -m pip install --quiet -e '.[all,postgres-binary]' --group dev
 	touch $(STAMP)
 
-demo: $(STAMP)
-	$(BIN)/watukuy demo
+# `watukuy demo` runs from a plain install: the demo gets the package and its runtime
+# dependencies alone, in seconds, not the test tool chain. A .venv that already has the full
+# set (make test) is used as it is. pip as the venv brings it is enough for `-e .`; only
+# `--group` (the full set) needs a newer one. --no-compile: Python compiles the modules the
+# demo imports as it imports them, instead of pip compiling every module of every package.
+DEMO_STAMP := $(VENV)/.demo-installed
+RUNTIME_DEPS = $(shell $(PYTHON) -c "import tomllib; print(len(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" 2>/dev/null || echo "its")
+
+$(DEMO_STAMP): pyproject.toml
+	@test -x $(BIN)/python || { echo "creating .venv"; $(PYTHON) -m venv $(VENV); }
+	@echo "installing watukuy and its $(RUNTIME_DEPS) runtime dependencies into .venv (first run only)"
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -e .
+	@touch $(DEMO_STAMP)
+
+demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
+	@echo "starting the demo: $(BIN)/watukuy demo (Ctrl-C stops it; run it again to resume)"
+	@$(BIN)/watukuy demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts

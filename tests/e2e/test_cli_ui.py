@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import subprocess
@@ -115,3 +116,34 @@ def test_a_token_is_asked_for_as_a_basic_password(tmp_path: Path, store: str) ->
         assert "No authentication." not in page.text
     finally:
         _stop(process)
+
+
+def test_json_prints_one_line_once_serving_and_one_when_stopped(tmp_path: Path, store: str) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "watukuy", "ui", "--port", "0", "--store", store, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+    )
+    assert process.stdout is not None
+    try:
+        line = process.stdout.readline()
+        serving = json.loads(line)
+        assert set(serving) == {"url", "mode", "store", "auth"}, line
+        assert serving["url"].startswith("http://127.0.0.1:")
+        assert (serving["mode"], serving["auth"]) == ("store", "none")
+        assert httpx.get(serving["url"], timeout=10).status_code == 200
+    finally:
+        rest = _stop(process)
+    assert process.returncode == 0
+    assert [json.loads(line) for line in rest.splitlines()] == [{"stopped": True}]
+
+
+def test_a_mistake_under_json_is_json(tmp_path: Path, store: str) -> None:
+    result = _watukuy(tmp_path, "ui", "--store", store, "--refresh", "soon", "--json")
+    assert result.returncode == 2
+    assert result.stderr == ""
+    error = json.loads(result.stdout)["error"]
+    assert (error["type"], error["field"]) == ("ConfigError", "--refresh")

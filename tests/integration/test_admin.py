@@ -522,3 +522,20 @@ async def test_a_key_no_engine_polls_shows_overdue_not_ok() -> None:
     assert 'class="badge s-overdue">overdue' in key_page.text
     assert "due 4.5m ago and no engine is polling it (grace 1.0m)" in key_page.text
     assert 'data-key="orders/"' in listed.text
+
+
+async def test_the_key_page_says_a_token_cursor_is_caught_up() -> None:
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        return wk.Page(items=[{"id": 1}], cursor=None)  # one page: the listing is done
+
+    invoices = wk.define_poller(
+        name="invoices", identity=lambda item: item["id"], cursor=wk.TokenCursor(), fetch=fetch
+    )
+    engine = wk.Engine(store=wk.MemoryStore(), pollers=[invoices], clock=VirtualClock())
+    engine.on("invoices", lambda event, ctx: None)
+    async with client_for(admin_app(engine, auth=None)) as client:
+        before = await client.get("/key?poller=invoices")
+        await engine.tick()
+        after = await client.get("/key?poller=invoices")
+    assert "No cursor stored yet." in before.text
+    assert re.search(r"<th>live</th><td><code[^>]*>\(caught up\)</code>", after.text)

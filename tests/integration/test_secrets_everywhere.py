@@ -150,11 +150,7 @@ class Everything:
 
 def cli(argv: list[str]) -> int:
     """Run the ``watukuy`` command in process; its exit status."""
-    try:
-        main(argv)
-    except SystemExit as exited:
-        return int(exited.code or 0)
-    return 0
+    return main(argv)
 
 
 def assert_clean_files(directory: Path, db: Path) -> None:
@@ -345,7 +341,7 @@ async def test_no_secret_reaches_any_surface(
     ):
         assert await asyncio.to_thread(cli, ["inspect", "--store", store_url, "--json"]) != 0
         out, err = capsys.readouterr()
-        assert err.startswith("error")
+        assert json.loads(out)["error"]["message"]  # --json: the error is JSON too
         assert_clean(f"CLI error for {store_url.split(':')[0]}", out + err)
 
     assert_clean_files(tmp_path, db)

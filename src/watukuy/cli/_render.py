@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from watukuy.budget.manager import describe_usage
-from watukuy.cursor.strategy import describe_cursor
+from watukuy.cursor.strategy import describe_cursor, listing_caught_up
 from watukuy.model.durations import describe_duration
 
 __all__ = [
@@ -181,7 +181,14 @@ def _inspect_table(pollers: Sequence[Mapping[str, Any]], now: int) -> FittedTabl
         rows.append(
             [
                 name,
-                _cell(cursor_text(cursors.get("live"))),
+                _cell(
+                    cursor_text(
+                        cursors.get("live"),
+                        caught_up=listing_caught_up(
+                            schedule.get("last_poll"), schedule.get("last_error")
+                        ),
+                    )
+                ),
                 _cell(format_ms(entry.get("lag_ms"))),
                 _circuit_text(str(schedule.get("circuit", "closed"))),
                 _cell(format_ms(schedule.get("interval_ms"))),

@@ -6,7 +6,10 @@ Loaded only when the command is asked for (Starlette, Jinja2 and uvicorn come wi
 do; the page reads the store and makes the same administrative writes as the other commands.
 On a loopback address the page is served without authentication, to the users of this
 host; any other ``--host`` needs ``--token``, which the browser is then asked for as the
-password of HTTP Basic authentication.
+password of HTTP Basic authentication (:func:`watukuy.integrations.admin.basic_auth`, any
+user name). With ``--json`` it prints one line of JSON once it serves
+(``{"url": ..., "mode": "engine" | "store", "store": ..., "auth": "none" | "basic"}``) and
+one when it stops (``{"stopped": true}``), for a script that starts it.
 
 The page answers only to the ``Host`` it is served under: the address it listens on with
 its port, ``localhost`` too on a loopback address, and the names given with
@@ -19,17 +22,16 @@ own: without ``--allow-host`` any ``Host`` is answered, and the token protects t
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import hmac
 import ipaddress
 import signal
 import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import click
+
+from watukuy.model import json as wkjson
 
 from ._errors import CliError
 from ._target import open_target
@@ -65,29 +67,6 @@ def served_hosts(host: str, port: int, extra: Sequence[str]) -> list[str]:
     if address.is_loopback:
         names.append(f"localhost:{port}")
     return [*names, *extra]
-
-
-def _basic_auth(token: str) -> Callable[[Any], bool]:
-    """An ``auth`` check accepting HTTP Basic credentials whose password is ``token``."""
-    from starlette.exceptions import HTTPException
-
-    expected = token.encode()
-
-    def check(request: Any) -> bool:
-        header = request.headers.get("authorization", "")
-        scheme, _, value = header.partition(" ")
-        if scheme.lower() == "basic":
-            try:
-                _, _, password = base64.b64decode(value, validate=True).partition(b":")
-            except (binascii.Error, ValueError):
-                password = b""
-            if hmac.compare_digest(password, expected):
-                return True
-        raise HTTPException(
-            401, "authentication required", headers={"WWW-Authenticate": 'Basic realm="watukuy"'}
-        )
-
-    return check
 
 
 def _quiet_server_class() -> type[Any]:
@@ -168,6 +147,13 @@ def _listen(host: str, port: int) -> socket.socket:
 @click.option(
     "--refresh", default="5s", show_default=True, metavar="DURATION", help="Live refresh."
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print one line of JSON once serving ({"url", "mode", "store", "auth"}) and '
+    '{"stopped": true} when stopped.',
+)
 def ui(
     app: str | None,
     store_url: str | None,
@@ -176,6 +162,7 @@ def ui(
     token: str | None,
     allow_hosts: tuple[str, ...],
     refresh: str,
+    as_json: bool,
 ) -> None:
     """Serve the admin page (keys, circuits, parked events, actions) on 127.0.0.1."""
     from watukuy.model.durations import parse_duration
@@ -191,7 +178,7 @@ def ui(
     try:
         import uvicorn
 
-        from watukuy.integrations.admin import admin_app
+        from watukuy.integrations.admin import admin_app, basic_auth
         from watukuy.integrations.admin._origin import HostRule
     except ImportError:
         raise CliError(
@@ -214,19 +201,29 @@ def ui(
             bound_host, bound_port = sock.getsockname()[:2]
             page = admin_app(
                 source,
-                auth=None if token is None else _basic_auth(token),
+                auth=None if token is None else basic_auth(None, token),
                 refresh=refresh,
                 allowed_hosts=served_hosts(bound_host, bound_port, allow_hosts),
             )
             shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-            click.echo(f"watukuy ui: http://{shown}:{bound_port}/ ({target.label}); Ctrl-C stops")
+            url = f"http://{shown}:{bound_port}/"
+            if as_json:
+                serving = {
+                    "url": url,
+                    "mode": "store" if target.engine is None else "engine",
+                    "store": target.label,
+                    "auth": "none" if token is None else "basic",
+                }
+                click.echo(wkjson.dumps(serving))
+            else:
+                click.echo(f"watukuy ui: {url} ({target.label}); Ctrl-C stops")
             config = uvicorn.Config(page, log_level="warning", lifespan="off", access_log=False)
             server = quiet_server(config)
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(signum, server.stop)
             await server.serve(sockets=[sock])
-            click.echo("watukuy ui: stopped")
+            click.echo(wkjson.dumps({"stopped": True}) if as_json else "watukuy ui: stopped")
         finally:
             sock.close()
             await target.close()

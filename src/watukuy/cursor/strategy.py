@@ -21,7 +21,14 @@ from .custom import CustomStrategy
 from .simple import PageStrategy, SnapshotDiffStrategy, TokenStrategy
 from .timestamp import TimestampStrategy
 
-__all__ = ["CursorStrategy", "StrategyKind", "describe_cursor", "make_strategy", "start_over"]
+__all__ = [
+    "CursorStrategy",
+    "StrategyKind",
+    "describe_cursor",
+    "listing_caught_up",
+    "make_strategy",
+    "start_over",
+]
 
 C = TypeVar("C")
 
@@ -191,13 +198,43 @@ def start_over(strategy: CursorStrategy[C], cursor: C) -> C:
     return initial
 
 
-def describe_cursor(cursor: Any) -> str:
-    """One line for a cursor as ``inspect()`` describes it.
+def listing_caught_up(last_poll: Any, last_error: Any = None) -> bool:
+    """Whether a key's live lane has finished its listing: its last cycle came to the end
+    of what the API had (not cut by the page cap, a deadline or a stop) and no cycle has
+    failed since.
 
-    Timestamp cursors read ``<value> #<tie-break>`` (``(start)`` before the first item),
-    token cursors show the token (``(no token)`` when the next request carries none), page
-    cursors ``page <n>``; anything else is shown as compact JSON.
+    Args:
+        last_poll: The key's ``schedule.last_poll``: a ``PollSummary`` or its JSON form
+            (``inspect()``), ``None`` before the first cycle.
+        last_error: The key's ``schedule.last_error`` (``None`` after a success).
+
+    Returns:
+        ``True`` when the cursor's position is where a finished cycle left it.
     """
+    if last_poll is None or last_error:
+        return False
+    if isinstance(last_poll, Mapping):
+        return not last_poll.get("truncated", False)
+    return not getattr(last_poll, "truncated", False)
+
+
+def describe_cursor(cursor: Any, *, caught_up: bool = False) -> str:
+    """One line for a cursor as ``inspect()`` describes it: the one rule every renderer
+    (the CLI, the admin page, the demo) uses.
+
+    Timestamp cursors read ``<value> #<tie-break>``, token cursors show the token, page
+    cursors ``page <n>``; anything else is shown as compact JSON. A token or page cursor
+    back at its first position, or a timestamp cursor that has seen no item, reads
+    ``(start)`` before the listing was ever finished and ``(caught up)`` after (the next
+    cycle asks from there again); a token kept by a finished cycle (a sync token) reads
+    ``<token> (caught up)``.
+
+    Args:
+        cursor: The cursor's JSON form (``inspect()``'s ``cursors["live"]``).
+        caught_up: Whether the key's last cycle finished the listing (see
+            :func:`listing_caught_up`); pass it for the live lane only.
+    """
+    at_start = "(caught up)" if caught_up else "(start)"
     if cursor is None:
         return "-"
     if isinstance(cursor, Mapping):
@@ -205,14 +242,17 @@ def describe_cursor(cursor: Any) -> str:
         if keys == {"value", "tie_break"}:
             value, tie = cursor["value"], cursor["tie_break"]
             if value is None:
-                return "(start)"
+                return at_start
             return f"{value} #{tie}" if tie is not None else str(value)
         if keys == {"value"}:
-            # A token cursor without a token: at the start, or caught up on a listing that
-            # fits its first page (whose request carries no token either).
-            return "(no token)" if cursor["value"] is None else str(cursor["value"])
+            # No token: the next request carries none, at the very start or after a
+            # listing that ran to its end (an exhausted one starts over).
+            if cursor["value"] is None:
+                return at_start
+            return f"{cursor['value']} (caught up)" if caught_up else str(cursor["value"])
         if keys == {"page"}:
-            return f"page {cursor['page']}"
+            # A finished listing goes back to its first page for the next cycle.
+            return "(caught up)" if caught_up else f"page {cursor['page']}"
     if isinstance(cursor, str):
         return cursor
     return wkjson.dumps(cursor)

@@ -22,6 +22,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from watukuy.cursor.strategy import describe_cursor, listing_caught_up
 from watukuy.model import json as wkjson
 
 __all__ = ["DemoOutput", "JsonOutput", "LiveOutput", "PlainOutput", "summarize"]
@@ -153,7 +154,11 @@ def _status_table(report: Mapping[str, Any], delivered: Mapping[str, int]) -> Ta
         circuit = str(schedule.get("circuit", "closed"))
         table.add_row(
             Text(key, no_wrap=True, overflow="ellipsis"),
-            Text(_cursor(entry.get("cursors", {}).get("live")), no_wrap=True, overflow="ellipsis"),
+            Text(
+                _cursor(entry.get("cursors", {}).get("live"), schedule),
+                no_wrap=True,
+                overflow="ellipsis",
+            ),
             str(entry.get("items", 0)),
             str(delivered.get(key, 0)),
             str(entry.get("outbox_pending", 0)),
@@ -169,14 +174,12 @@ def _status_table(report: Mapping[str, Any], delivered: Mapping[str, int]) -> Ta
     return table
 
 
-def _cursor(cursor: Any) -> str:
-    if isinstance(cursor, Mapping):
-        if set(cursor) == {"value", "tie_break"}:
-            value, tie = cursor["value"], cursor["tie_break"]
-            return "(start)" if value is None else f"{value} #{tie}"
-        if set(cursor) == {"value"}:
-            return "(no token)" if cursor["value"] is None else str(cursor["value"])
-    return "full scan" if cursor is None else wkjson.dumps(cursor)
+def _cursor(cursor: Any, schedule: Mapping[str, Any]) -> str:
+    # The demo's one poller without a cursor is the snapshot diff of the catalog.
+    if cursor is None:
+        return "full scan"
+    caught_up = listing_caught_up(schedule.get("last_poll"), schedule.get("last_error"))
+    return describe_cursor(cursor, caught_up=caught_up)
 
 
 class PlainOutput:

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from watukuy._system import SystemClock
+from watukuy.cursor.strategy import describe_cursor, listing_caught_up
 from watukuy.engine import Engine
 from watukuy.model import json as wkjson
 from watukuy.model.errors import ConfigError
 from watukuy.model.events import Event
 from watukuy.model.options import Budget
+from watukuy.model.rows import PollerState
 from watukuy.runtime.context import HandlerContext
 from watukuy.runtime.results import LeaseOptions
 from watukuy.stores import SqliteStore
@@ -140,18 +142,19 @@ def _relay_warnings(output: DemoOutput) -> Iterator[None]:
         logger.propagate = previous
 
 
-def _describe_cursor(text: str | None) -> str:
-    if text is None:
+def _describe_cursor(state: PollerState | None) -> str:
+    text = None if state is None else state.cursors.get("live")
+    if state is None or text is None:
         return "(initial)"
     try:
         value = wkjson.loads(text)
     except ValueError:
         return text
-    if isinstance(value, dict) and set(value) == {"value", "tie_break"}:
-        return f"{value['value']} #{value['tie_break']}" if value["value"] else "(start)"
-    if isinstance(value, dict) and set(value) == {"value"}:
-        return str(value["value"]) if value["value"] else "(no token)"
-    return "full scan" if value is None else text
+    if value is None:
+        return "full scan"
+    schedule = state.schedule
+    caught_up = listing_caught_up(schedule.last_poll, schedule.last_error)
+    return describe_cursor(value, caught_up=caught_up)
 
 
 async def run_demo(options: DemoOptions, output: DemoOutput) -> dict[str, Any]:
@@ -241,7 +244,7 @@ async def _resume(
             {
                 "poller": key.poller,
                 "partition": key.partition,
-                "cursor": _describe_cursor(state.cursors.get("live") if state else None),
+                "cursor": _describe_cursor(state),
                 "items": await store.count_items(key),
                 "pending": len(rows),
                 "lease_owner": lease.owner if live and lease is not None else None,

@@ -73,19 +73,16 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.chdir(tmp_path)
     for variable in ("WATUKUY_APP", "WATUKUY_STORE"):
         monkeypatch.delenv(variable, raising=False)
-    with pytest.raises(SystemExit) as exited:
-        main(["tick", "--app", f"{name}:make_engine", "--json"])
-    assert exited.value.code == 0
+    assert main(["tick", "--app", f"{name}:make_engine", "--json"]) == 0
     yield f"{name}:make_engine"
     sys.modules.pop(name, None)
 
 
 def backfill(app: str, capsys: pytest.CaptureFixture[str], *options: str) -> dict[str, object]:
     capsys.readouterr()
-    with pytest.raises(SystemExit) as exited:
-        main(["backfill", "--app", app, "--json", *options])
+    code = main(["backfill", "--app", app, "--json", *options])
     out, err = capsys.readouterr()
-    assert exited.value.code == 0, err
+    assert code == 0, err
     result: dict[str, object] = json.loads(out)
     return result
 

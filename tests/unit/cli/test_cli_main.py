@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
 
-from watukuy.cli import main
+import watukuy
+from watukuy.cli import CliIO, main
 from watukuy.cli._commands import resolve_ids
-from watukuy.cli._errors import CliError, describe_failure
+from watukuy.cli._errors import CliError, describe_failure, failure_of
 from watukuy.model.errors import ConfigError, StoreError, WatukuyError
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exited:
-        main(argv)
+    code = main(argv)
     out, err = capsys.readouterr()
-    code = exited.value.code
-    assert isinstance(code, int)
     return code, out, err
 
 
@@ -191,3 +191,87 @@ def test_a_throttled_cycle_is_not_a_failure_for_tick(
     [cycle] = json.loads(out)["polled"]
     assert cycle["throttled"] is True
     assert cycle["error"]["status"] == 429
+
+
+def test_main_returns_the_status_and_writes_to_the_given_streams() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["--version"], CliIO(out, err)) == 0
+    assert out.getvalue() == f"watukuy {watukuy.__version__}\n"
+    assert err.getvalue() == ""
+
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["pause", "--store", "memory://", "--poller", "orders"], CliIO(out, err)) == 2
+    assert out.getvalue() == ""
+    assert err.getvalue().startswith("error: --poller: the store has no poller 'orders'")
+    assert err.getvalue().count("\n") == 1
+
+
+def _json_error(argv: list[str]) -> tuple[int, dict[str, Any], str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, CliIO(out, err))
+    [line] = out.getvalue().splitlines()
+    return code, json.loads(line), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "expected"),
+    [
+        (
+            ["tick", "--app", "x:y", "--max-duration", "soon", "--json"],
+            2,
+            {"type": "ConfigError", "code": "CONFIG", "field": "--max-duration"},
+        ),
+        (
+            ["parked", "ls", "--store", "memory://", "--poller", "customer", "--json"],
+            2,
+            {"type": "CliError", "field": "--poller"},
+        ),
+        (
+            ["parked", "ls", "--store", "memory://", "--json"],
+            2,
+            {"type": "MissingParameter", "field": "--poller"},
+        ),
+        (["inspect", "--json"], 2, {"type": "CliError"}),
+        (["nope", "--json"], 2, {"type": "NoSuchCommand"}),
+        (
+            ["migrate", "--store", "sqlite:////nonexistent-dir/x/wk.db", "--json"],
+            2,
+            {"type": "StoreError", "code": "STORE"},
+        ),
+    ],
+)
+def test_errors_under_json_are_one_json_object_on_stdout(
+    argv: list[str], status: int, expected: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WATUKUY_APP", raising=False)
+    monkeypatch.delenv("WATUKUY_STORE", raising=False)
+    code, report, err = _json_error(argv)
+    assert (code, err) == (status, "")
+    error = report["error"]
+    assert {name: error.get(name) for name in expected} == expected
+    assert set(error) <= {"type", "code", "message", "field"}
+    # The same words as the line printed without --json.
+    text_err = io.StringIO()
+    assert main([arg for arg in argv if arg != "--json"], CliIO(io.StringIO(), text_err)) == code
+    assert error["message"] in text_err.getvalue()
+
+
+def test_a_json_error_is_redacted_as_the_line_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WATUKUY_APP", raising=False)
+    url = "postgresql://ops:hunter2-secret@db.invalid:1/x"
+    code, report, _ = _json_error(["inspect", "--store", url, "--json"])
+    assert code == 2
+    assert "hunter2-secret" not in json.dumps(report)
+
+
+def test_failure_json_shape() -> None:
+    failure = failure_of(ConfigError("expected a duration", field="schedule.min"))
+    assert failure.to_json() == {
+        "error": {
+            "type": "ConfigError",
+            "code": "CONFIG",
+            "message": "schedule.min: expected a duration",
+            "field": "schedule.min",
+        }
+    }
+    assert failure.line() == "error (CONFIG): schedule.min: expected a duration"

@@ -124,7 +124,7 @@ def test_format_time() -> None:
         ({"value": 1767225600, "tie_break": None}, "1767225600"),
         ({"value": None, "tie_break": None}, "(start)"),
         ({"value": "tok"}, "tok"),
-        ({"value": None}, "(no token)"),
+        ({"value": None}, "(start)"),
         ({"page": 4}, "page 4"),
         ("raw", "raw"),
         ({"a": [1, 2]}, '{"a":[1,2]}'),

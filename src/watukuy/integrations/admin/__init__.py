@@ -4,14 +4,13 @@
 
     from fastapi import FastAPI
     from starlette.middleware.trustedhost import TrustedHostMiddleware
-    from watukuy.integrations.admin import admin_app
-
-    def operator(request) -> bool:            # your own check: a session, a header, SSO
-        return request.headers.get("x-operator-token") == OPERATOR_TOKEN
+    from watukuy.integrations.admin import admin_app, basic_auth
 
     app = FastAPI(lifespan=watukuy_lifespan(engine))
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=["ops.example.com"])
-    app.mount("/watukuy", admin_app(engine, auth=operator))
+    # The browser asks for the user name and password; or give your own check: a
+    # session cookie of your app, a header your SSO proxy sets.
+    app.mount("/watukuy", admin_app(engine, auth=basic_auth("ops", OPS_PASSWORD)))
 
 Pages: the overview of every (poller, partition) key (lag, last poll, next due, circuit,
 outbox, parked, lease holder, budget; paged, sortable and filterable), one key's page (its
@@ -54,12 +53,13 @@ from watukuy.model.errors import ConfigError
 from watukuy.model.ports import Clock
 from watukuy.runtime.engine import EngineCore
 
+from ._auth import basic_auth
 from ._backend import AdminOperator, Backend, KeySummary
 from ._origin import LOOPBACK_NAMES, HostRule, normal_origins
 from ._security import AuthCheck, Csrf, Guard
 from ._views import Pages, PagesConfig
 
-__all__ = ["AdminOperator", "AuthCheck", "KeySummary", "admin_app"]
+__all__ = ["AdminOperator", "AuthCheck", "KeySummary", "admin_app", "basic_auth"]
 
 _log = logging.getLogger("watukuy")
 
@@ -84,7 +84,8 @@ def admin_app(
             (what ``watukuy ui --store`` passes: no backfill then, and cursors as stored).
         auth: ``(request) -> truthy``, sync or async, called for every request; a falsy
             answer is 403, a Starlette ``HTTPException`` it raises is answered as such
-            (a 401 with ``WWW-Authenticate``, a redirect to your login). Required:
+            (a 401 with ``WWW-Authenticate``, a redirect to your login).
+            :func:`basic_auth` is one a browser can answer with no code of yours. Required:
             ``auth=None`` serves the page to anyone who can reach it, and the page then
             says so in a red banner; use it only behind a check of your own or on
             127.0.0.1.

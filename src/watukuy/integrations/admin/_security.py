@@ -71,6 +71,13 @@ _HEADERS = [
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
+# What a refused operator reads: the check is the application's own, so only it knows how
+# to get in; the page says where to look rather than a bare word.
+_REFUSED = (
+    "forbidden: this application's auth check refused the request. Sign in the way it "
+    "asks (its login, SSO, or the user name and password of basic_auth), then reload."
+)
+
 
 class Guard:
     """ASGI middleware: the ``Host``, ``Origin`` and auth checks before anything, the
@@ -151,9 +158,9 @@ class Guard:
             _log.warning(
                 "admin page: the auth check raised %s; request refused", type(error).__name__
             )
-            return PlainTextResponse("forbidden", status_code=403)
+            return PlainTextResponse(_REFUSED, status_code=403)
         if not allowed:
-            return PlainTextResponse("forbidden", status_code=403)
+            return PlainTextResponse(_REFUSED, status_code=403)
         return None
 
 

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from watukuy.budget.manager import describe_usage
+from watukuy.cursor.strategy import listing_caught_up
 from watukuy.model import json as wkjson
 from watukuy.model.errors import WatukuyError
 from watukuy.model.rows import ParkedKind, PKey
@@ -178,6 +179,8 @@ class Pages:
             summary=summary,
             state=state,
             cursors=backend.cursors(key, state, now),
+            live_caught_up=state is not None
+            and listing_caught_up(state.schedule.last_poll, state.schedule.last_error),
             schedule=backend.schedule(state),
             held=backend.held(state),
             late=backend.late(key, state),
