@@ -55,7 +55,9 @@ def test_mistakes_exit_2_with_one_line(tmp_path: Path, store: str) -> None:
         (("--app", "nowhere.to.be:found"), "cannot import"),
     ]
     for args, fragment in cases:
-        result = _watukuy(tmp_path, "ui", *args)
+        # Port 0 wherever the port is not the point: 8765 may be busy on a shared machine.
+        port = () if "--port" in args else ("--port", "0")
+        result = _watukuy(tmp_path, "ui", *args, *port)
         assert result.returncode == 2, (args, result.stderr)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, (args, result.stderr)
