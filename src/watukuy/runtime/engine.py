@@ -29,6 +29,7 @@ from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError, WatukuyError
 from watukuy.model.events import Event
 from watukuy.model.http_port import HttpFactory
+from watukuy.model.logs import Logger, check_logger
 from watukuy.model.options import Budget
 from watukuy.model.partition import Partition
 from watukuy.model.ports import BudgetStore, Clock, Offload, Random, StateStore
@@ -116,6 +117,7 @@ class EngineCore(Operations):
         auto_migrate: bool = True,
         fair_share_spread: Duration | None = None,
         redact: Redaction | Sequence[str] | None = None,
+        logger: Logger | None = None,
     ) -> None:
         if not isinstance(store, StateStore):
             raise ConfigError(f"expected a StateStore, got {store!r}", field="store")
@@ -128,7 +130,9 @@ class EngineCore(Operations):
         )
         self.redaction: Redaction = Redaction.coerce(redact)
         """The secrets policy every error, log line and hook record of this engine goes through."""
-        self._log = RedactingLogger(_log, self.redaction)
+        self._log = RedactingLogger(
+            _log if logger is None else check_logger(logger), self.redaction
+        )
         self.store = store
         self.clock = clock
         self.random = random
@@ -217,6 +221,7 @@ class EngineCore(Operations):
             ),
             redaction=self.redaction,
             offload=offload,
+            log=self._log,
         )
 
     # --- public state -------------------------------------------------------------------
