@@ -113,6 +113,11 @@ class Engine(EngineCore):
             secrets; every line about one key starts with ``[poller]`` (``[poller/partition]``
             for a partition) and carries ``poller`` and ``partition`` fields.
             :func:`~watukuy.silent_logger` drops everything; see ``docs/observability.md``.
+        source_prefix: The start of every event's ``source`` for pollers that do not set
+            their own: ``source_prefix="urn:acme:crm:"`` makes the poller ``orders`` emit
+            ``source="urn:acme:crm:orders"`` (default ``urn:watukuy:``). The source is part
+            of every event id, so changing it on a running deployment changes the ids of
+            what is observed from then on (see ``docs/delivery.md``).
 
     Raises:
         ConfigError: Invalid configuration, naming the field and value.
@@ -140,6 +145,7 @@ class Engine(EngineCore):
         fair_share_spread: Duration | None = None,
         redact: Redaction | Sequence[str] | None = None,
         logger: Logger | None = None,
+        source_prefix: str | None = None,
     ) -> None:
         if isinstance(lease, Mapping):
             try:
@@ -174,6 +180,7 @@ class Engine(EngineCore):
             fair_share_spread=fair_share_spread,
             redact=redaction,
             logger=logger,
+            source_prefix=source_prefix,
         )
         self._check_skew = check_skew
 

@@ -50,8 +50,10 @@ from .engine_options import (
     budget_manager_for,
     check_budgets,
     check_sizes,
+    check_source_prefix,
     index_pollers,
     optional_duration,
+    with_source_prefix,
 )
 from .key_marks import KeyMarks
 from .operations import DeletesOperations, Operations, ParkedOperations, PartitionOperations
@@ -118,10 +120,12 @@ class EngineCore(Operations):
         fair_share_spread: Duration | None = None,
         redact: Redaction | Sequence[str] | None = None,
         logger: Logger | None = None,
+        source_prefix: str | None = None,
     ) -> None:
         if not isinstance(store, StateStore):
             raise ConfigError(f"expected a StateStore, got {store!r}", field="store")
-        self._pollers = index_pollers(pollers)
+        self._source_prefix = check_source_prefix(source_prefix)
+        self._pollers = with_source_prefix(index_pollers(pollers), self._source_prefix)
         self._budgets = check_budgets(budgets, self._pollers)
         check_sizes(
             dispatch_batch_size=dispatch_batch_size,
