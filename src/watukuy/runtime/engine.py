@@ -345,6 +345,7 @@ class EngineCore(Operations):
         *,
         when: Callable[[Event[T]], bool] | None = None,
         consumer: str = ...,
+        stop: asyncio.Event | None = None,
     ) -> Subscription[T]: ...
 
     @overload
@@ -354,6 +355,7 @@ class EngineCore(Operations):
         *,
         when: Callable[[Event[Any]], bool] | None = None,
         consumer: str = ...,
+        stop: asyncio.Event | None = None,
     ) -> Subscription[Any]: ...
 
     def subscribe(
@@ -362,6 +364,7 @@ class EngineCore(Operations):
         *,
         when: Callable[[Event[Any]], bool] | None = None,
         consumer: str = DEFAULT_CONSUMER,
+        stop: asyncio.Event | None = None,
     ) -> Subscription[Any]:
         """Pull events with backpressure: ``async for event in engine.subscribe("orders")``.
 
@@ -375,15 +378,23 @@ class EngineCore(Operations):
             when: Only events this filter passes are offered; the others are acknowledged
                 without being offered, as with :meth:`on`.
             consumer: The consumer's name, as with :meth:`on`.
+            stop: An ``asyncio.Event`` that ends the iteration when set, from any task (the
+                ``signal`` of the TypeScript original). ``subscription.close()`` does the
+                same. The event in hand is acknowledged when the loop asks for the next
+                one, as always; what was not offered yet stays in the outbox for the next
+                subscription under the same ``consumer``.
 
         Raises:
             ConfigError: The poller already has a consumer of that name, the name is not
-                valid, or ``when`` reads ``previous`` on a poller with ``retain="hash"``.
+                valid, ``when`` reads ``previous`` on a poller with ``retain="hash"``, or
+                ``stop`` is not an ``asyncio.Event``.
         """
         name = self._poller_name(poller)
         consumer = check_consumer_name(consumer)
         check = self._table.filter_for(name, when)
-        return self._table.subscribe(name, consumer, check)
+        if stop is not None and not isinstance(stop, asyncio.Event):
+            raise ConfigError(f"expected an asyncio.Event, got {stop!r}", field="stop")
+        return self._table.subscribe(name, consumer, check, stop)
 
     def _consumer_attached(self, name: str) -> None:
         self._warned_no_consumer.discard(name)
