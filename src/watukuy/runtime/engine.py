@@ -240,6 +240,50 @@ class EngineCore(Operations):
         """The poller definitions by name."""
         return dict(self._pollers)
 
+    async def add_poller(self, poller: PollerDefinition[T]) -> PollerDefinition[T]:
+        """Add a poller to this engine, started or not (the ``forFeature`` of the
+        TypeScript original): a module of your application can bring its own pollers.
+
+        A running daemon starts polling it without a restart: its keys are read from the
+        store as at start-up (a key an earlier process polled keeps its cursor, schedule
+        and outbox) and scheduled. ``tick()`` visits it from its next pass. Attach its
+        handlers (:meth:`on`) before or after, as for any poller.
+
+        Args:
+            poller: A definition from ``define_poller``. The engine's ``source_prefix``
+                applies to it as to the others.
+
+        Returns:
+            The definition as the engine holds it (``engine.pollers[name]``).
+
+        Raises:
+            ConfigError: Not a definition, a name the engine has already, or a budget it
+                does not know (or whose ``budget_cost`` it can never grant).
+            WatukuyError: The engine is stopping or stopped (``NOT_RUNNING``).
+            Exception: What ``partitions()`` raised when the daemon first listed them; the
+                poller is then not added.
+        """
+        if self._status in (EngineStatus.STOPPING, EngineStatus.STOPPED):
+            raise WatukuyError(f"add_poller() on a {self._status.value} engine", code="NOT_RUNNING")
+        if not isinstance(poller, PollerDefinition):
+            raise ConfigError(
+                f"expected a definition from define_poller(), got {poller!r}", field="poller"
+            )
+        name = poller.name
+        if name in self._pollers:
+            raise ConfigError(f"duplicate poller name {name!r}", field="poller")
+        added = with_source_prefix({name: poller}, self._source_prefix)[name]
+        check_budgets(self._budgets, {name: added})
+        # The table, the partition book, the daemon and the operations share this dict.
+        self._pollers[name] = added
+        if self._status is EngineStatus.RUNNING:
+            try:
+                await self._daemon.adopt(name)
+            except BaseException:
+                del self._pollers[name]
+                raise
+        return added
+
     # --- consumers ----------------------------------------------------------------------
 
     @overload
