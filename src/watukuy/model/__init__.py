@@ -123,6 +123,7 @@ _SUBMODULES = frozenset(
         "events",
         "http_port",
         "json",
+        "logs",
         "options",
         "page",
         "partition",
