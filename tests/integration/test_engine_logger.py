@@ -126,3 +126,21 @@ def test_the_capturing_logger_filters_by_level_and_clears() -> None:
         log.at("LOUD")
     log.clear()
     assert log.records == []
+
+
+async def test_a_failing_hook_is_logged_under_its_key() -> None:
+    class Broken:
+        def on_poll_start(self, details: Any) -> None:
+            raise ValueError("dashboard offline")
+
+    log = CapturingLogger()
+    engine = wk.Engine(
+        store=wk.MemoryStore(),
+        pollers=[failing_poller()],
+        clock=VirtualClock(),
+        random=SeededRandom(1),
+        logger=log,
+        hooks=[Broken()],
+    )
+    await engine.tick()
+    assert "[orders] hook on_poll_start raised ValueError: dashboard offline" in log.messages
