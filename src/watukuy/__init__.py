@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     )
     from .model.events import Event, EventType
     from .model.http_api import FetchHttp, FetchResponse
+    from .model.logs import child_logger, silent_logger
     from .model.options import (
         Backoff,
         Budget,
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
     )
     from .model.page import Page
     from .model.partition import Partition
-    from .model.redact import Redaction
+    from .model.redact import Redaction, serialize_error
     from .model.rows import HeldDeletes, Lane, RateLimitInfo
     from .runtime.consumers import Subscription
     from .runtime.context import FetchContext, HandlerContext
@@ -144,6 +145,9 @@ _EXPORTS: dict[str, str] = {
     "PollerDefinition": ".runtime.poller",
     "define_poller": ".runtime.poller",
     "Redaction": ".model.redact",
+    "serialize_error": ".model.redact",
+    "child_logger": ".model.logs",
+    "silent_logger": ".model.logs",
     "EngineStatus": ".runtime.results",
     "LeaseOptions": ".runtime.results",
     "ReplayResult": ".runtime.results",
@@ -263,12 +267,15 @@ __all__ = [
     "__version__",
     "apply_patch",
     "changed",
+    "child_logger",
     "created",
     "define_poller",
     "deleted",
     "format_duration",
     "json_patch",
     "parse_duration",
+    "serialize_error",
+    "silent_logger",
     "store_from_url",
     "updated",
 ]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ._system import SystemClock, SystemRandom, ThreadOffload
 from .model.durations import Duration
 from .model.errors import ConfigError
+from .model.logs import Logger
 from .model.options import Budget, _positive_int
 from .model.ports import BudgetStore, Clock, Random, StateStore
 from .model.redact import Redaction
@@ -107,6 +108,16 @@ class Engine(EngineCore):
             patterns) or a list of extra header / parameter names. User info in URLs and
             the built-in names (``authorization``, ``api_key``, ``*token*``, ...) are
             always masked; see ``docs/security.md``.
+        logger: Where the engine logs: a ``logging.Logger`` or ``LoggerAdapter`` (default
+            the ``"watukuy"`` logger). Whatever it is, the engine's lines reach it cleaned of
+            secrets; every line about one key starts with ``[poller]`` (``[poller/partition]``
+            for a partition) and carries ``poller`` and ``partition`` fields.
+            :func:`~watukuy.silent_logger` drops everything; see ``docs/observability.md``.
+        source_prefix: The start of every event's ``source`` for pollers that do not set
+            their own: ``source_prefix="urn:acme:crm:"`` makes the poller ``orders`` emit
+            ``source="urn:acme:crm:orders"`` (default ``urn:watukuy:``). The source is part
+            of every event id, so changing it on a running deployment changes the ids of
+            what is observed from then on (see ``docs/delivery.md``).
 
     Raises:
         ConfigError: Invalid configuration, naming the field and value.
@@ -133,6 +144,8 @@ class Engine(EngineCore):
         auto_migrate: bool = True,
         fair_share_spread: Duration | None = None,
         redact: Redaction | Sequence[str] | None = None,
+        logger: Logger | None = None,
+        source_prefix: str | None = None,
     ) -> None:
         if isinstance(lease, Mapping):
             try:
@@ -166,6 +179,8 @@ class Engine(EngineCore):
             auto_migrate=auto_migrate,
             fair_share_spread=fair_share_spread,
             redact=redaction,
+            logger=logger,
+            source_prefix=source_prefix,
         )
         self._check_skew = check_skew
 

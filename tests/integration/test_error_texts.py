@@ -86,7 +86,7 @@ async def test_a_request_without_an_answer_is_logged_stored_and_reported_with_wh
     assert failed.error is not None
     assert failed.error["name"] == kind
     assert failed.error["message"] == text
-    assert f"live cycle failed (fetch): {text}" in caplog.messages
+    assert f"[orders] live cycle failed (fetch): {text}" in caplog.messages
     [entry] = (await engine.inspect())["pollers"]
     assert entry["schedule"]["last_error"]["message"] == text
     assert "k3y-s3cr3t" not in repr(result.to_dict()) + "".join(caplog.messages)
@@ -122,7 +122,7 @@ async def test_an_exception_without_text_is_told_by_its_type(
     [failed] = result.errors
     assert failed.error is not None
     assert failed.error["message"] == "TimeoutError"
-    assert "live cycle failed (fetch): TimeoutError" in caplog.messages
+    assert "[orders] live cycle failed (fetch): TimeoutError" in caplog.messages
 
 
 async def test_a_message_that_does_not_name_its_type_is_logged_with_it(
@@ -133,6 +133,6 @@ async def test_a_message_that_does_not_name_its_type_is_logged_with_it(
 
     with caplog.at_level(logging.WARNING, logger="watukuy"):
         await tick_once(fetch, timed_out)
-    assert "live cycle failed (fetch): RuntimeError: the vendor's maintenance page" in (
+    assert "[orders] live cycle failed (fetch): RuntimeError: the vendor's maintenance page" in (
         caplog.messages
     )

@@ -362,7 +362,7 @@ async def test_without_verify_churn_says_why_deletes_wait(
     assert outcome.endswith("wait for passes that agree, or give Deletes(verify=)")
     warnings = [r.getMessage() for r in caplog.records if "disagreed" in r.getMessage()]
     assert len(warnings) == 1
-    assert warnings[0].startswith("full listing: 3 pass(es) in a row")
+    assert warnings[0].startswith("[catalog] full listing: 3 pass(es) in a row")
     churn.active = False
     for _ in range(2):
         await world.clock.advance("10m")

@@ -200,9 +200,10 @@ async def test_a_credential_header_is_redacted_in_every_log_record(
     assert [(r.levelno, r.getMessage()) for r in logged] == [
         (
             logging.DEBUG,
-            "GET https://fake.api/items?limit=10 failed: connection dropped (scripted fault)",
+            "[orders] GET https://fake.api/items?limit=10 failed: connection dropped "
+            "(scripted fault)",
         ),
-        (logging.DEBUG, "GET https://fake.api/items?limit=10 -> 200"),
+        (logging.DEBUG, "[orders] GET https://fake.api/items?limit=10 -> 200"),
     ]
     for record in logged:
         headers = vars(record)["request_headers"]

@@ -149,7 +149,7 @@ async def test_lateness_near_an_explicit_overlap_is_a_warning_that_it_still_cove
         await engine.tick()
     warnings = [r.getMessage() for r in caplog.records if "late arrivals" in r.getMessage()]
     assert warnings == [
-        "late arrivals: 1 item(s) arrived up to 4.1s behind the watermark (found by the live "
+        "[orders] late arrivals: 1 item(s) arrived up to 4.1s behind the watermark (found by the live "
         "lane); the 5.0s lookback covers them"
     ]
 
@@ -183,7 +183,7 @@ async def test_lateness_beyond_the_lookback_found_by_a_reconcile_warns_and_shows
     assert [(e.subject, e.lane) for e in recorder.events][-1] == ("item-002", "reconcile")
     warnings = [r.getMessage() for r in caplog.records if "late arrivals" in r.getMessage()]
     assert warnings == [
-        "late arrivals: 1 item(s) arrived up to 1.0m behind the watermark (found by the "
+        "[orders] late arrivals: 1 item(s) arrived up to 1.0m behind the watermark (found by the "
         "reconcile lane), which exceeds the 10.0s lookback: widen `overlap` or add `reconcile`"
     ]
 
@@ -300,7 +300,7 @@ async def test_a_token_pollers_misses_are_what_its_next_cycle_did_not_return(
     assert (late["missed"], late["following"], late["count"], late["window_ms"]) == (1, 0, 0, None)
     assert [(d.missed, d.lateness_ms) for d in hooks.seen] == [(1, ())]
     assert [r.getMessage() for r in caplog.records if "late arrivals" in r.getMessage()] == [
-        "late arrivals: the reconcile lane found 1 change(s) that the live lane's next "
+        "[orders] late arrivals: the reconcile lane found 1 change(s) that the live lane's next "
         "complete cycle did not return: the live cursor skips changes (late commits behind "
         "it, or a vendor position that cannot look back); widen `overlap` or run `reconcile` "
         "more often"

@@ -178,7 +178,9 @@ async def test_a_throttled_cycle_is_reported_as_throttled_not_failed(
     assert result.throttled == [cycle]
     assert result.to_dict()["polled"][0]["throttled"] is True
     messages = [record.getMessage() for record in caplog.records]
-    assert any(message.startswith("live cycle throttled") for message in messages), messages
+    assert any(message.startswith("[orders] live cycle throttled") for message in messages), (
+        messages
+    )
     assert not any("failed" in message for message in messages), messages
 
 

@@ -6,7 +6,9 @@ types, the result types of operations), ``make test`` fails at the type-check st
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, assert_type
 
 from pydantic import BaseModel
@@ -20,6 +22,7 @@ from watukuy.runtime.hooks import (
     Hooks,
     PollEndDetails,
 )
+from watukuy.testing import CapturingLogger, VirtualClock
 
 
 class Order(BaseModel):
@@ -165,3 +168,26 @@ class Metrics(Hooks):
 hooked = wk.Engine(store=wk.MemoryStore(), pollers=[customers], hooks=[Metrics()])
 remove_metrics = hooked.add_hooks(Metrics())  # a hook set added later, and its remover
 assert_type(remove_metrics, Callable[[], None])
+
+
+# The parity rows with the TypeScript original: an injected logger, an engine-wide source
+# prefix, a subscription stopped from outside, a poller added to a running engine, and a
+# virtual clock started from ISO text.
+logged = wk.Engine(
+    store=wk.MemoryStore(),
+    pollers=[orders],
+    logger=wk.child_logger(wk.silent_logger(), "sync", tenant="acme"),
+    source_prefix="urn:acme:crm:",
+)
+assert_type(wk.serialize_error(RuntimeError("boom")), SerializedError)
+
+
+async def parity(stop: asyncio.Event) -> None:
+    async for event in logged.subscribe(orders, stop=stop):
+        assert_type(event, wk.Event[Order])
+    added = await logged.add_poller(customers)
+    assert_type(added, wk.PollerDefinition[wk.JsonObject])
+    clock = VirtualClock("2026-01-01T00:00:00Z")
+    await clock.advance_to(datetime(2026, 1, 2, tzinfo=UTC))
+    captured = CapturingLogger()
+    assert_type(captured.for_poller("orders").at("WARNING").messages, list[str])

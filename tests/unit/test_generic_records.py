@@ -20,6 +20,8 @@ def _frozen_generic_records() -> list[type[Any]]:
     for info in pkgutil.walk_packages(watukuy.__path__, "watukuy."):
         if ".testing" in info.name or info.name.endswith("__main__"):
             continue
+        if info.name.startswith("watukuy.core."):  # the deprecated alias: names walked at home
+            continue
         try:
             module = importlib.import_module(info.name)
         except ImportError:  # an extra that is not installed

@@ -350,6 +350,8 @@ def _package_records() -> list[type]:
     for info in pkgutil.walk_packages(watukuy.__path__, "watukuy."):
         if info.name.endswith("__main__") or ".cli" in info.name or ".demo" in info.name:
             continue
+        if info.name.startswith("watukuy.core."):  # the deprecated alias: names walked at home
+            continue
         try:
             module = importlib.import_module(info.name)
         except ImportError:  # an optional dependency that is not installed

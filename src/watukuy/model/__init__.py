@@ -130,6 +130,7 @@ _SUBMODULES = frozenset(
         "http_api",
         "http_port",
         "json",
+        "logs",
         "options",
         "page",
         "partition",

@@ -69,7 +69,10 @@ class Event(Generic[T]):
         partition: The partition key, ``""`` for single-partition pollers.
         lane: ``"live"``, ``"reconcile"``, ``"backfill"`` or ``"replay"``.
         sequence: Position in the (poller, partition) stream; grows monotonically.
-        cursor: Reserved; ``None`` in this release.
+        cursor: For a ``deleted`` event that a full listing (a ``SnapshotDiff`` pass or
+            a ``Reconcile`` pass) proved, the pass that proved it: ``{"pass": n}``, the
+            number of that complete listing pass of the key. ``None`` for every other
+            event.
         data: The item (validated by the schema when there is one); ``None`` for a
             ``deleted`` event unless the poller retains payloads.
         previous: The last known item before this change (``retain="payload"`` only).
@@ -217,13 +220,26 @@ class EventWriter:
         partition: The partition key.
         lane: The lane the events are observed on.
         time: The observation time, ISO 8601 (see :func:`iso_time`).
+        cursor: The events' ``cursor`` (JSON-safe; ``None`` for most events, see
+            :attr:`Event.cursor`).
     """
 
-    __slots__ = ("_after_subject", "_after_type", "_shared")
+    __slots__ = ("_after_sequence", "_after_subject", "_after_type", "_cursor_text", "_shared")
 
-    def __init__(self, *, source: str, poller: str, partition: str, lane: Lane, time: str) -> None:
+    def __init__(
+        self,
+        *,
+        source: str,
+        poller: str,
+        partition: str,
+        lane: Lane,
+        time: str,
+        cursor: Any = None,
+    ) -> None:
         self._shared = (source, time, poller, partition, lane)
         dumps = wkjson.dumps
+        self._cursor_text = "null" if cursor is None else dumps(cursor)
+        self._after_sequence = ',"cursor":' + self._cursor_text + ',"data":'
         self._after_type = '","source":' + dumps(source) + ',"subject":'
         self._after_subject = (
             ',"time":'
@@ -268,7 +284,7 @@ class EventWriter:
         previous_text, previous_slow = _write(previous)
         text = (
             f'{{"id":"{id}","type":"{type}{self._after_type}{wkjson.dumps(subject)}'
-            f'{self._after_subject}{sequence},"cursor":null,"data":{data_text},'
+            f"{self._after_subject}{sequence}{self._after_sequence}{data_text},"
             f'"previous":{previous_text},"attempt":1}}'
         )
         return text, (
@@ -296,7 +312,7 @@ class EventWriter:
             partition,
             lane,
             sequence,
-            None,
+            None if self._cursor_text == "null" else orjson.loads(self._cursor_text),
             _read(data, data_slow),
             _read(previous, previous_slow),
         )

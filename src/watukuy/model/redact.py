@@ -449,7 +449,7 @@ def format_stack(error: BaseException, redaction: Redaction | None = None) -> st
 # --- logging --------------------------------------------------------------------------------
 
 
-class RedactingLogger(logging.LoggerAdapter[logging.Logger]):
+class RedactingLogger(logging.LoggerAdapter[Any]):
     """A logger adapter that cleans every record before it exists.
 
     The message is formatted eagerly and cleaned, ``extra`` mappings are cleaned, and an
@@ -458,23 +458,41 @@ class RedactingLogger(logging.LoggerAdapter[logging.Logger]):
     cost nothing.
 
     Args:
-        logger: The logger to write to.
+        logger: The logger to write to: a ``logging.Logger``, or a ``LoggerAdapter`` whose
+            own ``process`` then sees the cleaned message.
         redaction: The policy.
         extra: Fields added to every record (the caller's ``extra`` wins on a clash).
+        prefix: Text put before every message (``"[orders/acme] "``), so a line names what
+            it is about even where a handler prints the message alone.
     """
 
     def __init__(
         self,
-        logger: logging.Logger,
+        logger: logging.Logger | logging.LoggerAdapter[Any],
         redaction: Redaction | None = None,
         extra: Mapping[str, object] | None = None,
+        prefix: str = "",
     ) -> None:
         super().__init__(logger, dict(extra or {}))
         self.redaction = redaction or DEFAULT_REDACTION
+        self.prefix = prefix
 
     def bind(self, **extra: object) -> RedactingLogger:
-        """A logger with the same policy and more fields."""
-        return RedactingLogger(self.logger, self.redaction, {**(self.extra or {}), **extra})
+        """A logger with the same policy and prefix, and more fields."""
+        return RedactingLogger(
+            self.logger, self.redaction, {**(self.extra or {}), **extra}, self.prefix
+        )
+
+    def child(self, name: str, **extra: object) -> RedactingLogger:
+        """A logger whose messages also start with ``[name]``, with more fields.
+
+        Args:
+            name: What the lines are about (a poller, a key, a component).
+            extra: Fields added to every record.
+        """
+        return RedactingLogger(
+            self.logger, self.redaction, {**(self.extra or {}), **extra}, f"{self.prefix}[{name}] "
+        )
 
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
         """Merge the adapter's fields with the caller's ``extra``."""
@@ -499,7 +517,7 @@ class RedactingLogger(logging.LoggerAdapter[logging.Logger]):
             text = f"{text}\n{format_stack(error, redaction).rstrip()}"
         kwargs["extra"] = redaction.mapping(kwargs["extra"])
         kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
-        self.logger.log(level, redaction.text(text), **kwargs)
+        self.logger.log(level, redaction.text(self.prefix + text), **kwargs)
 
 
 def _exception_of(exc_info: object) -> BaseException | None:

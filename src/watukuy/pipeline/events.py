@@ -34,13 +34,14 @@ class EventMaker:
 
     def __init__(self, rules: PageRules) -> None:
         self._rules = rules
-        self._cache: tuple[int, EventWriter] | None = None
+        self._cache: tuple[int, Any, EventWriter] | None = None
 
-    def writer(self, now: int) -> EventWriter:
-        """The writer of the events committed at ``now``."""
+    def writer(self, now: int, cursor: Any = None) -> EventWriter:
+        """The writer of the events committed at ``now`` (with ``cursor``, see
+        :attr:`~watukuy.model.events.Event.cursor`)."""
         # Every event of a page shares its commit time, and so the writer's shared members.
         cached = self._cache
-        if cached is None or cached[0] != now:
+        if cached is None or cached[0] != now or cached[1] != cursor:
             rules = self._rules
             writer = EventWriter(
                 source=rules.source,
@@ -48,9 +49,10 @@ class EventMaker:
                 partition=rules.partition,
                 lane=rules.lane,
                 time=iso_time(now),
+                cursor=cursor,
             )
-            self._cache = cached = (now, writer)
-        return cached[1]
+            self._cache = cached = (now, cursor, writer)
+        return cached[2]
 
     def load_payload(self, payload: str | None) -> Any:
         """A stored payload (JSON text) as the schema makes it, or ``None``."""
@@ -84,6 +86,7 @@ class EventMaker:
         now: int,
         observed: list[Event[Any]] | None,
         data_text: str | None = None,
+        cursor: Any = None,
     ) -> tuple[WrittenEvent, OutboxRow]:
         """A new event and its outbox row; the event is read back from the row when it is
         delivered (see :class:`EventWriter`).
@@ -91,7 +94,7 @@ class EventMaker:
         When ``observed`` is a list, the event as observed (the item as ``fetch`` and the
         schema made it) is appended to it, for the ``on_event`` hooks. ``data_text`` is
         ``data``'s text when the diff already wrote it for the snapshot row
-        (:attr:`~watukuy.diff.changes.Change.text`).
+        (:attr:`~watukuy.diff.changes.Change.text`); ``cursor`` is the event's ``cursor``.
 
         Raises:
             Exception: One of :data:`~watukuy.model.json.ENCODING_ERRORS` when ``data`` or
@@ -107,7 +110,7 @@ class EventMaker:
             type_,
             0 if rules.compat_ids else revision,
         )
-        writer = self.writer(now)
+        writer = self.writer(now, cursor)
         text, written = writer.write(eid, type_, identity, sequence, data, previous, data_text)
         if observed is not None:
             observed.append(dataclasses.replace(writer.read(written), data=data, previous=previous))

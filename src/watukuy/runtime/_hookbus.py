@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from watukuy.model.errors import ConfigError
-from watukuy.model.rows import DEFAULT_CONSUMER, Lane
+from watukuy.model.rows import DEFAULT_CONSUMER, Lane, PKey
 
 from ._hook_names import HOOK_NAMES, HookContext
 
@@ -117,8 +117,10 @@ class HookBus:
                 self._failed(name, details, error)
 
     def _failed(self, name: str, details: HookContext, error: Exception) -> None:
+        # Named like every other line about a key: "[orders/acme] hook on_fetch raised ...".
         self._logger.warning(
-            "hook %s raised %s: %s",
+            "[%s] hook %s raised %s: %s",
+            PKey(details.poller, details.partition),
             name,
             type(error).__name__,
             error,

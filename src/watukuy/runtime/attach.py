@@ -8,6 +8,7 @@ when a consumer was attached (events may be waiting for it in the outbox).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -93,7 +94,11 @@ class ConsumerTable:
         )
 
     def subscribe(
-        self, name: str, consumer: str, when: EventFilter | None = None
+        self,
+        name: str,
+        consumer: str,
+        when: EventFilter | None = None,
+        stop: asyncio.Event | None = None,
     ) -> Subscription[Any]:
         """A new subscription to poller ``name``, attached under ``consumer``.
 
@@ -101,7 +106,7 @@ class ConsumerTable:
             ConfigError: The name is taken.
         """
         subscription: Subscription[Any] = Subscription(
-            name, self._subscription_closed, when=when, consumer=consumer
+            name, self._subscription_closed, when=when, consumer=consumer, stop=stop
         )
         self._attach(name, consumer, subscription)
         return subscription

@@ -171,7 +171,12 @@ class Subscription(Generic[T]):
             async for event in events:
                 await handle(event)
 
-    Iteration ends when the engine stops or :meth:`close` is called.
+    Iteration ends when the engine stops, when :meth:`close` (or :meth:`aclose`) is called,
+    from the loop or from any other task, or when the ``stop`` event given to
+    ``engine.subscribe(..., stop=...)`` is set. Ending it from outside loses nothing: the
+    event the loop body was given is acknowledged when the body asks for the next one, as
+    usual, or delivered again when the body never finished it; events not yet offered wait
+    in the outbox for the next subscription of the same consumer.
     """
 
     def __init__(
@@ -181,6 +186,7 @@ class Subscription(Generic[T]):
         *,
         when: EventFilter | None = None,
         consumer: str = DEFAULT_CONSUMER,
+        stop: asyncio.Event | None = None,
     ) -> None:
         self.name = name
         """The poller's name."""
@@ -192,6 +198,7 @@ class Subscription(Generic[T]):
         self._offers: asyncio.Queue[tuple[Event[T], asyncio.Future[None]] | None] = asyncio.Queue()
         self._current: tuple[Event[T], asyncio.Future[None]] | None = None
         self._closed = False
+        self._stop = stop
 
     # --- the dispatcher side ------------------------------------------------------------
 
@@ -214,9 +221,11 @@ class Subscription(Generic[T]):
     async def __anext__(self) -> Event[T]:
         self.ack()
         while True:
+            if self._stop is not None and self._stop.is_set():
+                self.close()
             if self._closed:
                 raise StopAsyncIteration
-            offer = await self._offers.get()
+            offer = await self._next_offer()
             if offer is None:
                 self._closed = True
                 raise StopAsyncIteration
@@ -225,6 +234,24 @@ class Subscription(Generic[T]):
                 continue
             self._current = offer
             return event
+
+    async def _next_offer(self) -> tuple[Event[T], asyncio.Future[None]] | None:
+        """The next offer, or ``None`` once closed or, while waiting, stopped."""
+        if self._stop is None:
+            return await self._offers.get()
+        getting = asyncio.ensure_future(self._offers.get())
+        stopping = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not getting.done():
+                getting.cancel()
+        if getting.done() and not getting.cancelled():
+            return getting.result()
+        # Stopped while waiting; close() ends the iteration and abandons nothing in hand.
+        self.close()
+        return None
 
     def ack(self) -> None:
         """Acknowledge the event in hand now (the next ``__anext__`` does it implicitly)."""

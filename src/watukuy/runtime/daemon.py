@@ -163,6 +163,15 @@ class DaemonSchedule:
         self.schedule(key, self._clock.now())
         self.wake.set()
 
+    async def adopt(self, name: str) -> None:
+        """Schedule the keys of poller ``name``, added to a running engine, and wake the
+        loop: they are read as at start-up (a key polled by an earlier process keeps its
+        schedule, and an outbox it left is delivered first)."""
+        poller = self._pollers[name]
+        partitions = await self._book.of(name)
+        await self._sweep(name, poller, partitions, self._clock.now(), recovering=True)
+        self.wake.set()
+
     def look_again(self, name: str) -> None:
         """Make every scheduled key of poller ``name`` due now (events may be waiting for a
         consumer just attached) and wake the loop."""
@@ -240,7 +249,8 @@ class DaemonSchedule:
         try:
             if self._clock.now() >= self._next_resync:
                 await self.resync()
-            for name in self._pollers:
+            # A copy: add_poller() may add one while this awaits.
+            for name in list(self._pollers):
                 await self._book.of(name)
         except Exception as error:
             self._log.warning(
@@ -263,7 +273,7 @@ class DaemonSchedule:
         be due, not to all keys.
         """
         now = self._clock.now()
-        for name, poller in self._pollers.items():
+        for name, poller in list(self._pollers.items()):  # add_poller() may add one meanwhile
             try:
                 partitions = await self._book.of(name)
             except Exception as error:

@@ -29,6 +29,7 @@ from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError, WatukuyError
 from watukuy.model.events import Event
 from watukuy.model.http_port import HttpFactory
+from watukuy.model.logs import Logger, check_logger
 from watukuy.model.options import Budget
 from watukuy.model.partition import Partition
 from watukuy.model.ports import BudgetStore, Clock, Offload, Random, StateStore
@@ -49,8 +50,10 @@ from .engine_options import (
     budget_manager_for,
     check_budgets,
     check_sizes,
+    check_source_prefix,
     index_pollers,
     optional_duration,
+    with_source_prefix,
 )
 from .key_marks import KeyMarks
 from .operations import DeletesOperations, Operations, ParkedOperations, PartitionOperations
@@ -117,10 +120,13 @@ class EngineCore(Operations):
         auto_migrate: bool = True,
         fair_share_spread: Duration | None = None,
         redact: Redaction | Sequence[str] | None = None,
+        logger: Logger | None = None,
+        source_prefix: str | None = None,
     ) -> None:
         if not isinstance(store, StateStore):
             raise ConfigError(f"expected a StateStore, got {store!r}", field="store")
-        self._pollers = index_pollers(pollers)
+        self._source_prefix = check_source_prefix(source_prefix)
+        self._pollers = with_source_prefix(index_pollers(pollers), self._source_prefix)
         self._budgets = check_budgets(budgets, self._pollers)
         check_sizes(
             dispatch_batch_size=dispatch_batch_size,
@@ -129,7 +135,9 @@ class EngineCore(Operations):
         )
         self.redaction: Redaction = Redaction.coerce(redact)
         """The secrets policy every error, log line and hook record of this engine goes through."""
-        self._log = RedactingLogger(_log, self.redaction)
+        self._log = RedactingLogger(
+            _log if logger is None else check_logger(logger), self.redaction
+        )
         self.store = store
         self.clock = clock
         self.random = random
@@ -218,6 +226,7 @@ class EngineCore(Operations):
             ),
             redaction=self.redaction,
             offload=offload,
+            log=self._log,
         )
 
     # --- public state -------------------------------------------------------------------
@@ -231,6 +240,50 @@ class EngineCore(Operations):
     def pollers(self) -> Mapping[str, PollerDefinition[Any]]:
         """The poller definitions by name."""
         return dict(self._pollers)
+
+    async def add_poller(self, poller: PollerDefinition[T]) -> PollerDefinition[T]:
+        """Add a poller to this engine, started or not (the ``forFeature`` of the
+        TypeScript original): a module of your application can bring its own pollers.
+
+        A running daemon starts polling it without a restart: its keys are read from the
+        store as at start-up (a key an earlier process polled keeps its cursor, schedule
+        and outbox) and scheduled. ``tick()`` visits it from its next pass. Attach its
+        handlers (:meth:`on`) before or after, as for any poller.
+
+        Args:
+            poller: A definition from ``define_poller``. The engine's ``source_prefix``
+                applies to it as to the others.
+
+        Returns:
+            The definition as the engine holds it (``engine.pollers[name]``).
+
+        Raises:
+            ConfigError: Not a definition, a name the engine has already, or a budget it
+                does not know (or whose ``budget_cost`` it can never grant).
+            WatukuyError: The engine is stopping or stopped (``NOT_RUNNING``).
+            Exception: What ``partitions()`` raised when the daemon first listed them; the
+                poller is then not added.
+        """
+        if self._status in (EngineStatus.STOPPING, EngineStatus.STOPPED):
+            raise WatukuyError(f"add_poller() on a {self._status.value} engine", code="NOT_RUNNING")
+        if not isinstance(poller, PollerDefinition):
+            raise ConfigError(
+                f"expected a definition from define_poller(), got {poller!r}", field="poller"
+            )
+        name = poller.name
+        if name in self._pollers:
+            raise ConfigError(f"duplicate poller name {name!r}", field="poller")
+        added = with_source_prefix({name: poller}, self._source_prefix)[name]
+        check_budgets(self._budgets, {name: added})
+        # The table, the partition book, the daemon and the operations share this dict.
+        self._pollers[name] = added
+        if self._status is EngineStatus.RUNNING:
+            try:
+                await self._daemon.adopt(name)
+            except BaseException:
+                del self._pollers[name]
+                raise
+        return added
 
     # --- consumers ----------------------------------------------------------------------
 
@@ -337,6 +390,7 @@ class EngineCore(Operations):
         *,
         when: Callable[[Event[T]], bool] | None = None,
         consumer: str = ...,
+        stop: asyncio.Event | None = None,
     ) -> Subscription[T]: ...
 
     @overload
@@ -346,6 +400,7 @@ class EngineCore(Operations):
         *,
         when: Callable[[Event[Any]], bool] | None = None,
         consumer: str = ...,
+        stop: asyncio.Event | None = None,
     ) -> Subscription[Any]: ...
 
     def subscribe(
@@ -354,6 +409,7 @@ class EngineCore(Operations):
         *,
         when: Callable[[Event[Any]], bool] | None = None,
         consumer: str = DEFAULT_CONSUMER,
+        stop: asyncio.Event | None = None,
     ) -> Subscription[Any]:
         """Pull events with backpressure: ``async for event in engine.subscribe("orders")``.
 
@@ -367,15 +423,23 @@ class EngineCore(Operations):
             when: Only events this filter passes are offered; the others are acknowledged
                 without being offered, as with :meth:`on`.
             consumer: The consumer's name, as with :meth:`on`.
+            stop: An ``asyncio.Event`` that ends the iteration when set, from any task (the
+                ``signal`` of the TypeScript original). ``subscription.close()`` does the
+                same. The event in hand is acknowledged when the loop asks for the next
+                one, as always; what was not offered yet stays in the outbox for the next
+                subscription under the same ``consumer``.
 
         Raises:
             ConfigError: The poller already has a consumer of that name, the name is not
-                valid, or ``when`` reads ``previous`` on a poller with ``retain="hash"``.
+                valid, ``when`` reads ``previous`` on a poller with ``retain="hash"``, or
+                ``stop`` is not an ``asyncio.Event``.
         """
         name = self._poller_name(poller)
         consumer = check_consumer_name(consumer)
         check = self._table.filter_for(name, when)
-        return self._table.subscribe(name, consumer, check)
+        if stop is not None and not isinstance(stop, asyncio.Event):
+            raise ConfigError(f"expected an asyncio.Event, got {stop!r}", field="stop")
+        return self._table.subscribe(name, consumer, check, stop)
 
     def _consumer_attached(self, name: str) -> None:
         self._warned_no_consumer.discard(name)

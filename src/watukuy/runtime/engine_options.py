@@ -7,6 +7,7 @@ at construction, never later by a run.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +27,10 @@ __all__ = [
     "budget_manager_for",
     "check_budgets",
     "check_sizes",
+    "check_source_prefix",
     "index_pollers",
     "optional_duration",
+    "with_source_prefix",
 ]
 
 
@@ -65,6 +68,40 @@ def index_pollers(
             raise ConfigError(f"duplicate poller name {poller.name!r}", field="pollers")
         index[poller.name] = poller
     return index
+
+
+def check_source_prefix(prefix: object) -> str | None:
+    """``prefix`` when it is a valid ``source_prefix``: text without spaces or controls.
+
+    Raises:
+        ConfigError: Naming ``source_prefix``, for anything else.
+    """
+    if prefix is None:
+        return None
+    if (
+        not isinstance(prefix, str)
+        or not prefix
+        or any(ch.isspace() or not ch.isprintable() for ch in prefix)
+    ):
+        raise ConfigError(
+            f"expected a non-empty string without spaces (such as 'urn:acme:'), got {prefix!r}",
+            field="source_prefix",
+        )
+    return prefix
+
+
+def with_source_prefix(
+    pollers: Mapping[str, PollerDefinition[Any]], prefix: str | None
+) -> dict[str, PollerDefinition[Any]]:
+    """The pollers, each without a ``source`` of its own taking ``prefix`` + its name."""
+    if prefix is None:
+        return dict(pollers)
+    return {
+        name: poller
+        if poller.own_source
+        else dataclasses.replace(poller, source=f"{prefix}{poller.name}")
+        for name, poller in pollers.items()
+    }
 
 
 def check_budgets(

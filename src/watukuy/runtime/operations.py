@@ -423,7 +423,7 @@ class Operations:
         await self._ensure_migrated()
         now = self.clock.now()
         report: list[PollerInspect] = []
-        for name, poller in self._pollers.items():
+        for name, poller in list(self._pollers.items()):  # add_poller() may add one meanwhile
             for partition in await self._partitions_of(name):
                 report.append(await self._inspect_key(poller, PKey(name, partition.key), now))
         return {

@@ -329,7 +329,9 @@ class PassEnd:
                 await self._report_held(held)
             else:
                 chosen = None if only is None else set(only)
-                state, emitted, bridges = await self._emit_deletes(state, below, only=chosen)
+                state, emitted, bridges = await self._emit_deletes(
+                    state, below, proved_by=newest, only=chosen
+                )
                 if ours is not None:
                     held = None
                 outcome = policy.deleted_outcome(emitted, count, why)
@@ -518,10 +520,12 @@ class PassEnd:
         """
         held = state.held_deletes
         assert held is not None
-        state, emitted, bridges = await self._emit_deletes(state, held.below)
+        progress = state.listing.lanes.get(held.lane)
+        # The newest complete pass of the lane that held them is the last to have missed them.
+        newest = progress.clean[-1] if progress is not None and progress.clean else None
+        state, emitted, bridges = await self._emit_deletes(state, held.below, proved_by=newest)
         now = self._clock.now()
         patch: StatePatch = {"held_deletes": None, "updated_at": now}
-        progress = state.listing.lanes.get(held.lane)
         if progress is not None:
             lanes = {**state.listing.lanes, held.lane: policy.released(progress, emitted, bridges)}
             patch["listing"] = dataclasses.replace(state.listing, lanes=lanes)
@@ -530,13 +534,22 @@ class PassEnd:
         return apply_patch(state, patch), emitted
 
     async def _emit_deletes(
-        self, state: PollerState, below: int, *, only: set[str] | None = None
+        self,
+        state: PollerState,
+        below: int,
+        *,
+        proved_by: int | None,
+        only: set[str] | None = None,
     ) -> tuple[PollerState, int, tuple[Bridge, ...]]:
         """Emit ``deleted`` for every stored identity whose seen mark is below ``below``
         (and that is among ``only``, when given), one committed batch at a time (a run cut
         half-way resumes with the rest). Returns the state, the events emitted and the
-        bridges of the rows deleted."""
+        bridges of the rows deleted.
+
+        Each event's ``cursor`` names the complete pass ``proved_by`` that confirmed it.
+        """
         path = self._path
+        cursor = None if proved_by is None else {"pass": proved_by}
         emitted = 0
         bridges: list[Bridge] = []
         verify = self._rules.verify
@@ -560,7 +573,7 @@ class PassEnd:
                 if row is None:
                     continue
                 sequence += 1
-                event, outbox_row = self._deleted(row, sequence, now, observed)
+                event, outbox_row = self._deleted(row, sequence, now, observed, cursor)
                 rows.append(outbox_row)
                 events.append(event)
             patch: StatePatch = {"sequence": sequence, "updated_at": now}
@@ -584,11 +597,11 @@ class PassEnd:
             state = apply_patch(state, patch)
             emitted += len(rows)
             if rows:
-                await path.deliver(rows, WrittenPage(self._events.writer(now), events))
+                await path.deliver(rows, WrittenPage(self._events.writer(now, cursor), events))
         return state, emitted, tuple(bridges)
 
     def _deleted(
-        self, row: ItemRow, sequence: int, now: int, observed: Observed
+        self, row: ItemRow, sequence: int, now: int, observed: Observed, cursor: Any
     ) -> tuple[WrittenEvent, OutboxRow]:
         """The ``deleted`` event of a stored row, and its outbox row (with the payload the
         row kept, when the poller retains payloads)."""
@@ -604,6 +617,7 @@ class PassEnd:
             sequence=sequence,
             now=now,
             observed=observed,
+            cursor=cursor,
         )
 
     async def _verify(

@@ -125,6 +125,9 @@ class PollerDefinition(Generic[T]):
     deletes: Deletes = field(default_factory=Deletes)
     array_key: str | None = "id"
     prefetch: bool = True
+    own_source: bool = False
+    """Whether ``define_poller`` was given ``source=``: an engine's ``source_prefix`` then
+    leaves ``source`` as it is."""
     probe_every_ms: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -332,7 +335,9 @@ def define_poller(
         max_pages_per_cycle: Catch-up pages per cycle before the cycle is truncated.
         circuit: A :class:`Circuit`: failures that open it, and the probe interval.
         log: An :class:`EventLog` to keep (enables ``engine.replay()``).
-        source: CloudEvents ``source``; default ``urn:watukuy:<name>``.
+        source: CloudEvents ``source``; default ``urn:watukuy:<name>``, or the engine's
+            ``source_prefix`` followed by the name. A poller's own ``source`` wins over the
+            engine's prefix. It is part of every event id: changing it changes the ids.
         ids: ``"distinct"`` (default), ``"compat"`` (the original watukuy's ids), or an
             :class:`EventIds` that also sets how long tombstones are kept.
         deletes: A :class:`Deletes`: confirming passes, the mass-delete guard, the order.
@@ -443,4 +448,5 @@ def _definition(**given: Any) -> PollerDefinition[Any]:
         deletes=_coerce_option("deletes", given["deletes"] or Deletes(), Deletes),
         array_key=given["array_key"],
         prefetch=given["prefetch"],
+        own_source=source is not None,
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 from collections.abc import Callable
 from dataclasses import field
 from typing import Any, Literal, cast
@@ -27,7 +26,6 @@ from watukuy.model.http_port import HttpObservations
 from watukuy.model.partition import Partition
 from watukuy.model.records import dataclass
 from watukuy.model.redact import (
-    RedactingLogger,
     describe_error,
     serialize_error,
 )
@@ -64,8 +62,6 @@ from .results import TickPollResult
 from .scope import EngineDeps, KeyHooks, KeyScope
 
 __all__ = ["EngineDeps", "KeyRunResult", "KeyRunner", "TickPollResult", "wake_time"]
-
-_log = logging.getLogger("watukuy")
 
 
 RunOutcome = Literal["ran", "not-due", "paused", "leased", "lease-lost"]
@@ -186,9 +182,9 @@ class KeyRunner:
         self._key = PKey(poller.name, partition.key)
         # When run() began: the live lane's next interval counts from here (start to start).
         self._started_at: int | None = None
-        self._logger = RedactingLogger(
-            _log, deps.redaction, {"poller": poller.name, "partition": partition.key}
-        )
+        # Every line of the run names its key, in the text (a handler may print the
+        # message alone, as the CLI's stderr does) and in the record's fields.
+        self._logger = deps.log.child(str(self._key), poller=poller.name, partition=partition.key)
         # What each step of the run did, kept as it finishes: a run whose lease is lost
         # half-way still reports the lanes that ran.
         self._polled: list[TickPollResult] = []

@@ -4,6 +4,7 @@ its consumers, its logger) that every step of the run shares."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import field
 from typing import Any
@@ -47,6 +48,10 @@ class EngineDeps:
     """Events turned down by a consumer's ``when=`` filter, per key, since the start."""
     offload: Offload = field(default_factory=InlineOffload)
     """Where a sync ``fetch`` runs (the engine's worker threads)."""
+    log: RedactingLogger = field(
+        default_factory=lambda: RedactingLogger(logging.getLogger("watukuy"))
+    )
+    """The engine's logger; each key run logs through a child of it named after the key."""
 
 
 class KeyHooks:

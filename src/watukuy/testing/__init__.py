@@ -4,6 +4,8 @@ Everything here is public and meant for your own tests as much as ours:
 
 - :class:`VirtualClock`: time moves only when the test says so (``await clock.advance("5s")``).
 - :class:`SeededRandom`: the same jitter on every run.
+- :class:`CapturingLogger`: a logger that keeps its records for assertions
+  (``Engine(logger=CapturingLogger())``, then ``log.for_poller("orders").messages``).
 - :class:`FakeApi`: an in-memory vendor API with listings, faults, rate-limit headers, ETags
   and latency, in process (``api.transport()`` for httpx) or over real HTTP (``api.serve()``).
 - :func:`run_chaos`: a seeded crash simulation (random mutations, kill points K1..K7,
@@ -33,11 +35,13 @@ from .chaos import (
 from .clock import VirtualClock
 from .fake_api import FakeApi, FakeApiClient, FakeServer, FakeTenant, fake_items
 from .faulty import FaultyStore, ForwardingStore, LeaseAudit, SimulatedCrash
+from .logs import CapturingLogger
 from .random import SeededRandom
 
 __all__ = [
     "KILL_POINTS",
     "STRATEGIES",
+    "CapturingLogger",
     "ChaosOptions",
     "ChaosReport",
     "ChaosStrategy",

@@ -6,11 +6,54 @@ import asyncio
 import heapq
 import itertools
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TypeAlias
 
 from watukuy.model.durations import Duration, parse_duration
+from watukuy.model.errors import ConfigError
 from watukuy.model.events import iso_time
 
-__all__ = ["VirtualClock"]
+__all__ = ["Instant", "VirtualClock"]
+
+Instant: TypeAlias = int | str | datetime
+"""A point in time: epoch milliseconds, ISO 8601 text with an offset
+(``"2026-01-01T00:00:00Z"``), or a timezone-aware ``datetime``."""
+
+
+def instant_ms(value: Instant, field: str) -> int:
+    """``value`` in epoch milliseconds.
+
+    Text and datetimes must say their offset: a naive one would be read in whatever zone
+    the machine running the test is in, and a test must not depend on that.
+
+    Raises:
+        ConfigError: Naming ``field``: not an instant, not ISO 8601, or naive.
+    """
+    if isinstance(value, bool):
+        raise ConfigError(
+            f"expected epoch milliseconds, ISO text or a datetime, got {value!r}", field=field
+        )
+    if isinstance(value, int | float):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ConfigError(
+                f"expected ISO 8601 text like '2026-01-01T00:00:00Z', got {value!r}", field=field
+            ) from None
+        value = parsed
+    if not isinstance(value, datetime):
+        raise ConfigError(
+            f"expected epoch milliseconds, ISO text or a datetime, got {value!r}", field=field
+        )
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ConfigError(
+            f"{value.isoformat()} has no UTC offset: add one ('Z', '+02:00', tzinfo=UTC)",
+            field=field,
+        )
+    return round(value.timestamp() * 1000)
+
 
 DEFAULT_START = 1_767_225_600_000  # 2026-01-01T00:00:00.000Z
 
@@ -54,11 +97,17 @@ class VirtualClock:
     real time to pass.
 
     Args:
-        start: Initial time in epoch milliseconds (default 2026-01-01T00:00:00Z).
+        start: Initial time: epoch milliseconds, ISO 8601 text with an offset
+            (``"2026-03-01T09:00:00Z"``) or a timezone-aware ``datetime`` (default
+            2026-01-01T00:00:00Z).
+
+    Raises:
+        ConfigError: ``start`` is not one of those; a naive time (no offset) is refused,
+            since reading it in the local zone would make a test depend on the machine.
     """
 
-    def __init__(self, start: int = DEFAULT_START) -> None:
-        self._now = int(start)
+    def __init__(self, start: Instant = DEFAULT_START) -> None:
+        self._now = instant_ms(start, "start")
         self._timers: list[_Timer] = []
         self._seq = itertools.count()
 
@@ -130,8 +179,17 @@ class VirtualClock:
         """Move time forward by ``ms`` milliseconds."""
         await self.advance_to(self._now + int(ms))
 
-    async def advance_to(self, at: int) -> None:
-        """Move time forward to ``at`` (epoch ms), firing every timer due until then."""
+    async def advance_to(self, at: Instant) -> None:
+        """Move time forward to ``at``, firing every timer due until then.
+
+        Args:
+            at: Epoch milliseconds, ISO 8601 text with an offset or an aware ``datetime``;
+                an instant in the past leaves the time where it is.
+
+        Raises:
+            ConfigError: ``at`` is not an instant, or is naive.
+        """
+        at = instant_ms(at, "at")
         await self.settle()
         while True:
             self._drop_cancelled()

@@ -1,0 +1,10 @@
+"""Deprecated alias of :mod:`watukuy.model.rows` (see :mod:`watukuy.core`); goes in 1.0."""
+
+from __future__ import annotations
+
+from watukuy.model.rows import *  # noqa: F403
+from watukuy.model.rows import __all__ as __all__
+
+from . import warn_moved
+
+warn_moved(__name__, "watukuy.model.rows")
