@@ -26,6 +26,7 @@ __all__ = ["CursorStrategy", "StrategyKind", "describe_cursor", "make_strategy",
 C = TypeVar("C")
 
 StrategyKind: TypeAlias = Literal["timestamp", "token", "page", "snapshot_diff", "custom"]
+"""Which cursor strategy a poller uses, as ``inspect()`` and the store report it."""
 
 
 class CursorStrategy(Protocol[C]):

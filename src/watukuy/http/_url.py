@@ -21,6 +21,7 @@ QueryValue: TypeAlias = QueryScalar | Sequence[QueryScalar]
 """A query value, or a list of them (the key is repeated once per element)."""
 
 QueryParams: TypeAlias = Mapping[str, QueryValue]
+"""The ``params=`` of a request: names to values, each a :data:`QueryValue`."""
 
 
 def _query_text(key: str, value: QueryScalar) -> str | None:

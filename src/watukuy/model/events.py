@@ -29,6 +29,7 @@ __all__ = [
 T = TypeVar("T")
 
 EventType = Literal["created", "updated", "deleted"]
+"""What happened to the item: ``event.type``, and the suffix of its CloudEvents type."""
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 

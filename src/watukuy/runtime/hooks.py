@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 ErrorPhase = Literal["fetch", "commit", "dispatch", "lease", "schedule"]
+"""Where in the cycle an ``on_error`` happened."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
