@@ -106,7 +106,8 @@ class Engine(EngineCore):
             :class:`~watukuy.Redaction` (extra names, allowed names, literal values,
             patterns) or a list of extra header / parameter names. User info in URLs and
             the built-in names (``authorization``, ``api_key``, ``*token*``, ...) are
-            always masked; see ``docs/security.md``.
+            always masked; see
+            https://watukuy.readthedocs.io/en/latest/security/#what-is-cleaned-and-where.
 
     Raises:
         ConfigError: Invalid configuration, naming the field and value.

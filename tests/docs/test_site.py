@@ -1,0 +1,92 @@
+"""The site builds strictly, and every link to it from outside resolves.
+
+A pip user reads the README on PyPI and error messages in a terminal, where a link into
+``docs/`` means nothing: those links are absolute URLs under :data:`docs_site.SITE_URL`.
+These tests build the site as ``make docs-build`` does and check that each such URL in the
+README, the changelog and the package's source names a page the build produced and, when it
+has one, an anchor on that page; so a renamed page or heading fails here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from docs_site import ROOT, SITE_URL, build_site, html_ids
+
+README = ROOT / "README.md"
+_URL = re.compile(re.escape(SITE_URL) + r"(?P<path>[\w./-]*)(?:#(?P<anchor>[\w.-]+))?")
+_QUICKSTART = re.compile(r"<!-- tested: quickstart -->\s*```python\n(?P<code>.*?)```", re.S)
+_FIRST_BLOCK = re.compile(r"^```python\n(?P<code>.*?)^```", re.S | re.M)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("site")
+    result = build_site(directory)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return directory
+
+
+def _links() -> list[tuple[str, str]]:
+    """``(where, url)`` for every site URL in the README, the changelog and src/."""
+    files = [README, ROOT / "CHANGELOG.md", *sorted((ROOT / "src").rglob("*.py"))]
+    return [
+        (f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}", match[0])
+        for path in files
+        for text in [path.read_text(encoding="utf-8")]
+        for match in _URL.finditer(text)
+    ]
+
+
+def _target(site: Path, url: str) -> tuple[Path, str | None]:
+    match = _URL.fullmatch(url.rstrip(".,;:"))
+    assert match is not None, url
+    return site / match["path"] / "index.html", match["anchor"]
+
+
+def test_every_site_url_names_a_built_page_and_anchor(site: Path) -> None:
+    links = _links()
+    assert len({where.split(":")[0] for where, _ in links}) > 10  # the README and src/ both
+    broken = []
+    for where, url in links:
+        page, anchor = _target(site, url)
+        if not page.is_file():
+            broken.append(f"{where}: {url} (no such page)")
+        elif anchor is not None and anchor not in html_ids(page):
+            broken.append(f"{where}: {url} (no such anchor)")
+    assert broken == []
+
+
+def test_a_renamed_heading_is_caught(site: Path) -> None:
+    page, anchor = _target(site, f"{SITE_URL}cursors/#how-the-watermark-moves")
+    assert anchor in html_ids(page)
+    page, anchor = _target(site, f"{SITE_URL}cursors/#how-the-watermark-moved")
+    assert anchor not in html_ids(page)
+    assert not _target(site, f"{SITE_URL}cursor/")[0].is_file()
+
+
+def test_the_site_has_the_pages_a_reader_looks_for(site: Path) -> None:
+    for page in ("", "proven/", "performance/", "changelog/", "reference/", "reference/engine/"):
+        assert (site / page / "index.html").is_file(), page
+    changelog = (site / "changelog" / "index.html").read_text(encoding="utf-8")
+    assert "Unreleased" in changelog  # the root CHANGELOG.md, not the placeholder
+    engine = html_ids(site / "reference" / "engine" / "index.html")
+    assert {"watukuy.Engine", "watukuy.define_poller"} <= engine
+
+
+def test_the_readme_is_short_and_links_only_to_the_site() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) < 200
+    relative = re.findall(r"\]\((?!https?://)([^)]+)\)", text)
+    assert relative == [], "README links must work on PyPI: use the site's absolute URLs"
+    assert "x-operator-token" not in text  # a browser cannot send it: docs/security.md says how
+
+
+def test_the_home_page_quickstart_is_the_readme_quickstart() -> None:
+    readme = _QUICKSTART.search(README.read_text(encoding="utf-8"))
+    home = _FIRST_BLOCK.search((ROOT / "docs" / "index.md").read_text(encoding="utf-8"))
+    assert readme is not None
+    assert home is not None
+    assert home["code"] == readme["code"]
