@@ -83,8 +83,9 @@ def directives() -> list[Directive]:
 
 def load_package() -> griffe.Module:
     """The package as mkdocstrings reads it: from the source, with the site's extension."""
+    script = ROOT / "scripts" / "griffe_extensions.py"
     extensions = griffe.load_extensions(
-        f"{ROOT / 'scripts' / 'griffe_records.py'}:RecordsAreDataclasses"
+        f"{script}:RecordsAreDataclasses", f"{script}:ReadableRestMarkup"
     )
     package = griffe.load(
         "watukuy",

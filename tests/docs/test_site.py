@@ -73,7 +73,17 @@ def test_the_site_has_the_pages_a_reader_looks_for(site: Path) -> None:
     changelog = (site / "changelog" / "index.html").read_text(encoding="utf-8")
     assert "Unreleased" in changelog  # the root CHANGELOG.md, not the placeholder
     engine = html_ids(site / "reference" / "engine" / "index.html")
-    assert {"watukuy.Engine", "watukuy.define_poller"} <= engine
+    assert {"watukuy.Engine", "watukuy.define_poller", "watukuy.Engine.tick"} <= engine
+
+
+def test_reference_pages_show_no_restructuredtext_markup(site: Path) -> None:
+    """The docstrings' ``:class:`X``` roles and ``Example::`` markers read as Markdown."""
+    pages = sorted((site / "reference").glob("*/index.html"))
+    assert len(pages) >= 10
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert re.search(r":(class|func|meth|data|attr|mod|exc):`", text) is None, page
+        assert "::</p>" not in text, page
 
 
 def test_the_readme_is_short_and_links_only_to_the_site() -> None:
