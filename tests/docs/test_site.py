@@ -9,8 +9,11 @@ has one, an anchor on that page; so a renamed page or heading fails here.
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from docs_site import ROOT, SITE_URL, build_site, html_ids
@@ -100,3 +103,23 @@ def test_the_home_page_quickstart_is_the_readme_quickstart() -> None:
     assert readme is not None
     assert home is not None
     assert home["code"] == readme["code"]
+
+
+def _ledger() -> ModuleType:
+    path = ROOT / "tests" / "guarantees" / "ledger.py"
+    spec = importlib.util.spec_from_file_location("_proven_ledger", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_proven_page_lists_every_mutant_of_the_ledger() -> None:
+    """docs/proven.md's mutant table and its count follow tests/guarantees/ledger.py."""
+    text = (ROOT / "docs" / "proven.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([\w-]+)` \| ([^|]+?) \| ", text, re.M))
+    mutants = {mutant.name: mutant.guarantee for mutant in _ledger().MUTANTS}
+    assert rows == mutants
+    assert f"{len(mutants)} of {len(mutants)} are killed" in text
