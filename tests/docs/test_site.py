@@ -62,6 +62,16 @@ def test_every_site_url_names_a_built_page_and_anchor(site: Path) -> None:
     assert broken == []
 
 
+def test_the_package_points_at_the_site_not_at_the_repository() -> None:
+    """A pip user has no ``docs/`` folder: messages and docstrings link to the site."""
+    relative = [
+        f"{path.relative_to(ROOT)}: {match[0]}"
+        for path in sorted((ROOT / "src").rglob("*.py"))
+        for match in re.finditer(r"\bdocs/[\w-]+\.md\b", path.read_text(encoding="utf-8"))
+    ]
+    assert relative == [], f"use {SITE_URL}<page>/#<section> instead"
+
+
 def test_a_renamed_heading_is_caught(site: Path) -> None:
     page, anchor = _target(site, f"{SITE_URL}cursors/#how-the-watermark-moves")
     assert anchor in html_ids(page)
