@@ -91,6 +91,7 @@ if TYPE_CHECKING:
     from .stores.redis import RedisBudgetStore, RedisStore
 
     __version__: str
+    """The installed version of watukuy, read from the package."""
 
 # Every public name is imported on first use (PEP 562): ``import watukuy`` itself loads
 # nothing else, so a command or a script that touches a few names pays for those only.

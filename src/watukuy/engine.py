@@ -107,17 +107,20 @@ class Engine(EngineCore):
             :class:`~watukuy.Redaction` (extra names, allowed names, literal values,
             patterns) or a list of extra header / parameter names. User info in URLs and
             the built-in names (``authorization``, ``api_key``, ``*token*``, ...) are
-            always masked; see ``docs/security.md``.
+            always masked; see
+            https://watukuy.readthedocs.io/en/latest/security/#what-is-cleaned-and-where.
         logger: Where the engine logs: a ``logging.Logger`` or ``LoggerAdapter`` (default
             the ``"watukuy"`` logger). Whatever it is, the engine's lines reach it cleaned of
             secrets; every line about one key starts with ``[poller]`` (``[poller/partition]``
             for a partition) and carries ``poller`` and ``partition`` fields.
-            :func:`~watukuy.silent_logger` drops everything; see ``docs/observability.md``.
+            :func:`~watukuy.silent_logger` drops everything; see
+            https://watukuy.readthedocs.io/en/latest/observability/.
         source_prefix: The start of every event's ``source`` for pollers that do not set
             their own: ``source_prefix="urn:acme:crm:"`` makes the poller ``orders`` emit
             ``source="urn:acme:crm:orders"`` (default ``urn:watukuy:``). The source is part
             of every event id, so changing it on a running deployment changes the ids of
-            what is observed from then on (see ``docs/delivery.md``).
+            what is observed from then on (see
+            https://watukuy.readthedocs.io/en/latest/delivery/).
 
     Raises:
         ConfigError: Invalid configuration, naming the field and value.

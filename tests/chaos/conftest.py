@@ -1,6 +1,6 @@
 """Adds up the chaos runs of a test session and prints the totals at the end.
 
-The figures in the README ("seeds x steps x stores run in CI, kills survived, events
+The figures in docs/proven.md ("seeds x steps x stores run in CI, kills survived, events
 lost") come from this summary line.
 """
 

@@ -1,7 +1,7 @@
 """Adds up the conformance runs of a test session and prints the totals at the end.
 
-The README's crash-safety figures ("examples x steps x stores, kills, findings") come from
-this summary line.
+The crash-safety figures of docs/proven.md ("examples x steps x stores, kills, findings")
+come from this summary line.
 """
 
 from __future__ import annotations

@@ -78,7 +78,8 @@ async def test_an_identity_over_the_limit_is_quarantined_and_the_key_polls_on(
     assert parked.error is not None
     assert parked.error["message"] == (
         f"identity() returned {len(too_long):,} bytes of UTF-8; an identity holds at most "
-        "1,024 on every store (docs/stores.md)"
+        "1,024 on every store "
+        "(https://watukuy.readthedocs.io/en/latest/stores/#identities-at-most-1024-bytes)"
     )
     # The key is not blocked: the next cycles send a request the vendor can take, read the
     # over-long item again (the same parked row) and move on with the first newer item.

@@ -40,6 +40,8 @@ NOT_IN_THE_TIER = {
     "filters `id > x` on its own",
     ("docs/testing.md", "fetch_orders"): "the FakeApi's own listing (the README quickstart's "
     "fetch, which runs in the tier)",
+    ("docs/index.md", "fetch_orders"): "the README quickstart, the same code "
+    "(tests/docs/test_site.py holds them equal), which runs in the tier",
 }
 # Fetches of recipes.py that are not the docs' on purpose.
 NOT_FROM_THE_DOCS = {"drf_unhandled_end": "the wedge run: a fetch that ignores the end"}

@@ -153,7 +153,8 @@ class TimestampCursor:
             default) is the automatic lookback: the first request re-reads what the cursor
             passed during the last ``window`` of wall-clock time, ``window`` being 10 s,
             widened up to 2 minutes when late commits come near it (see
-            ``docs/cursors.md``). ``0`` turns every lookback off.
+            https://watukuy.readthedocs.io/en/latest/cursors/#late-commits-the-default-lookback).
+            ``0`` turns every lookback off.
         parse: ``(raw) -> epoch milliseconds`` for formats the default rules (ISO 8601,
             10-digit epoch seconds, 13-digit epoch milliseconds) do not cover. Must be given
             together with ``format``.

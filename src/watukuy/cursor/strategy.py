@@ -33,6 +33,7 @@ __all__ = [
 C = TypeVar("C")
 
 StrategyKind: TypeAlias = Literal["timestamp", "token", "page", "snapshot_diff", "custom"]
+"""Which cursor strategy a poller uses, as ``inspect()`` and the store report it."""
 
 
 class CursorStrategy(Protocol[C]):

@@ -185,7 +185,8 @@ MAX_IDENTITY_BYTES: Final = 1024
 PostgreSQL keeps a key of the snapshot (and tombstone) table in one btree entry of at most
 2,704 bytes, poller name and partition key included: longer identities cannot be stored
 there, and the other stores follow the same limit so that a poller behaves the same on all
-four. The store contract suite writes identities of this size (see ``docs/stores.md``).
+four. The store contract suite writes identities of this size (see
+https://watukuy.readthedocs.io/en/latest/stores/#identities-at-most-1024-bytes).
 """
 
 

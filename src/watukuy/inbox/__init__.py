@@ -52,6 +52,10 @@ DEFAULT: Final = Inbox()
 """The inbox behind the module-level functions: table ``watukuy_inbox``, ids kept 30 days."""
 
 once = DEFAULT.once
+"""``DEFAULT.once``: see :meth:`Inbox.once`."""
 handler = DEFAULT.handler
+"""``DEFAULT.handler``: see :meth:`Inbox.handler`."""
 migrate = DEFAULT.migrate
+"""``DEFAULT.migrate``: see :meth:`Inbox.migrate`."""
 prune = DEFAULT.prune
+"""``DEFAULT.prune``: see :meth:`Inbox.prune`."""

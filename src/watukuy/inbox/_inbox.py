@@ -72,7 +72,8 @@ class Inbox:
 
     A crash between a handler's effect and watukuy's ack redelivers the event; with the
     inbox, the redelivery finds the event's id already committed next to the effect and is
-    skipped, so the effect happens exactly once. See ``docs/delivery.md``.
+    skipped, so the effect happens exactly once. See
+    https://watukuy.readthedocs.io/en/latest/delivery/#effects-exactly-once-the-inbox.
 
     Args:
         table: The table's name: letters, digits and underscores (at most 48). One table

@@ -51,6 +51,7 @@ from ._health import HealthCheck, HealthResult
 __all__ = ["LifespanMode", "health_router", "inspect_router", "watukuy_lifespan"]
 
 LifespanMode = Literal["daemon", "none"]
+"""How ``watukuy_lifespan`` runs the engine: as a daemon with the app, or not at all."""
 
 AppT = TypeVar("AppT")
 StateT = TypeVar("StateT")

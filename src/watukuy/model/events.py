@@ -29,6 +29,7 @@ __all__ = [
 T = TypeVar("T")
 
 EventType = Literal["created", "updated", "deleted"]
+"""What happened to the item: ``event.type``, and the suffix of its CloudEvents type."""
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -80,7 +81,8 @@ class Event(Generic[T]):
         changes: For an ``updated`` event of a poller with ``retain="payload"``: the RFC 6902
             JSON Patch from ``previous`` to ``data`` (over their fingerprints when the
             poller has one); ``None`` otherwise (``created``, ``deleted``,
-            ``retain="hash"``). Set when the event is delivered; see ``docs/changes.md``.
+            ``retain="hash"``). Set when the event is delivered; see
+            https://watukuy.readthedocs.io/en/latest/changes/.
     """
 
     id: str

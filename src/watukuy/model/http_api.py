@@ -115,7 +115,8 @@ class FetchHttp(Protocol):
     """``ctx.http``: the HTTP helper ``fetch`` receives, bound to its key and lane.
 
     Each call sends one request (never a retry), charged to the poller's budget, with
-    stored validators on ``GET`` and ``HEAD``; see ``docs/http.md`` for what it does and
+    stored validators on ``GET`` and ``HEAD``; see
+    https://watukuy.readthedocs.io/en/latest/http/ for what it does and
     :class:`watukuy.http.HttpClient` for the implementation.
     """
 

@@ -286,7 +286,8 @@ class Deletes:
       all missed it, and either the newest two of them agree (the older one listed
       nothing the newer one is missing, missed nothing the newer one listed and listed no
       item twice) or, with ``order="fixed"``, a pass proved that identity absent (its
-      nearest listed neighbours came in one page read, see docs/guarantees.md); a pass
+      nearest listed neighbours came in one page read, see
+      https://watukuy.readthedocs.io/en/latest/guarantees/#deletes-from-a-full-listing); a pass
       with an invalid item or a ``304`` page is not complete and deletes nothing; a
       delete that 8 complete passes missed without either is held for an operator;
     - the **mass-delete guard**: when one pass would delete more than ``guard_share`` of
@@ -363,7 +364,8 @@ class Deletes:
     @property
     def proves(self) -> bool:
         """True when a pass proves identities absent one by one (offset paging, a fixed
-        order, no ``verify``, at least two confirming passes): see docs/guarantees.md."""
+        order, no ``verify``, at least two confirming passes): see
+        https://watukuy.readthedocs.io/en/latest/guarantees/#deletes-from-a-full-listing."""
         return (
             self.paging == "offset"
             and self.order == "fixed"

@@ -66,7 +66,8 @@ class StoreClock(Protocol):
 
     Leases are judged by the clock of each process that takes or keeps one; the engine
     compares this clock with its own at start and warns when the two differ by more than
-    the lease safety margin can absorb (see docs/stores.md).
+    the lease safety margin can absorb (see
+    https://watukuy.readthedocs.io/en/latest/stores/#clocks-and-leases).
     """
 
     async def server_time(self) -> int:

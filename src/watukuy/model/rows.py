@@ -264,7 +264,8 @@ class ListingPass:
         tail_prev: The identity listed just before :attr:`tail` (its link's ``prev``).
         proven: Identities that a complete pass proved absent from the listing (their
             place in the listing's order fell inside one of its page reads, see
-            docs/guarantees.md) and that no pass listed since; at most
+            https://watukuy.readthedocs.io/en/latest/guarantees/#deletes-from-a-full-listing)
+            and that no pass listed since; at most
             ``PROVEN_LIMIT`` of them.
         history: Ids of the latest complete passes that listed every identity (newest
             last, at most ``UNPROVEN_PASSES``), to tell how long a delete has waited.
@@ -350,7 +351,8 @@ class HeldDeletes:
         reason: ``"guard"``: the mass-delete guard held them (a pass would have deleted
             too much of the snapshot at once). ``"unproven"``: identities that every one of
             the last ``UNPROVEN_PASSES`` complete passes missed, which no pass proved
-            absent and no two passes that agree confirmed (see docs/guarantees.md).
+            absent and no two passes that agree confirmed (see
+            https://watukuy.readthedocs.io/en/latest/guarantees/#deletes-from-a-full-listing).
     """
 
     lane: str
@@ -452,7 +454,7 @@ class ItemRow:
             the first ``created``, one more for every later event (``updated``,
             ``deleted``, a re-creation). Event ids mix it in from ``1`` on, so an item
             that returns to an earlier state still gets a new id (see
-            ``docs/guarantees.md``, G2).
+            https://watukuy.readthedocs.io/en/latest/guarantees/#g2-deterministic-event-ids).
     """
 
     identity: str
@@ -596,7 +598,8 @@ class ListingLink:
     """Where a full listing last saw an identity, kept on its snapshot row.
 
     A full listing of an offset-paged API proves an identity absent when the place it had
-    in the listing's order falls inside one page read (see docs/guarantees.md). Each row
+    in the listing's order falls inside one page read (see
+    https://watukuy.readthedocs.io/en/latest/guarantees/#deletes-from-a-full-listing). Each row
     keeps what that needs: which page read of its pass listed it, and its neighbours in
     the listing's order at the time.
 

@@ -8,7 +8,8 @@ events is decided here, from plain data the runtime reads from the store
 - :func:`close_pass`: is the pass a complete listing, which passes now confirm, and is
   their agreement worth judging;
 - :class:`Walk` and :func:`proven_by`: which candidates a pass proves absent, from the
-  marks and links of the rows around them (see docs/guarantees.md);
+  marks and links of the rows around them (see
+  https://watukuy.readthedocs.io/en/latest/guarantees/#deletes-from-a-full-listing);
 - :func:`disagreement`: whether the two confirming passes agree;
 - :func:`guard`: whether the mass-delete guard holds the deletes;
 - :func:`unproven_due` and :func:`unproven_hold`: the hold of candidates no pass could prove in
@@ -158,7 +159,8 @@ def disagreement(
     it listed twice. ``older`` is trusted when it listed nothing twice, nothing it listed is
     missing from ``newer`` (no row has a mark from ``older`` up to ``newer``), and nothing
     it missed turned up in ``newer`` (a page that answered an empty list, an item that came
-    back): what it missed was absent at its last page. See docs/guarantees.md.
+    back): what it missed was absent at its last page. See
+    https://watukuy.readthedocs.io/en/latest/guarantees/#deletes-from-a-full-listing.
 
     Args:
         older: The older confirming pass.

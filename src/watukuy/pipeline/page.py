@@ -148,7 +148,8 @@ def _describe(error: BaseException) -> str:
 def _oversized_message(size: int) -> str:
     return (
         f"identity() returned {size:,} bytes of UTF-8; an identity holds at most "
-        f"{MAX_IDENTITY_BYTES:,} on every store (docs/stores.md)"
+        f"{MAX_IDENTITY_BYTES:,} on every store "
+        "(https://watukuy.readthedocs.io/en/latest/stores/#identities-at-most-1024-bytes)"
     )
 
 
@@ -452,7 +453,8 @@ def page_links(
     progress: ListingPass, read: LinkRead, marks: Mapping[str, ItemMark]
 ) -> tuple[dict[str, ListingLink], dict[str, Any]]:
     """The listing links one page read of a full-listing pass writes, and the changes to
-    the pass's tail (see :class:`ListingLink` and docs/guarantees.md).
+    the pass's tail (see :class:`ListingLink` and
+    https://watukuy.readthedocs.io/en/latest/guarantees/#deletes-from-a-full-listing).
 
     Inside a read, neighbours are neighbours in the listing's order. Across reads the first
     item links back to the pass's tail, and the tail forward to it, only when the read

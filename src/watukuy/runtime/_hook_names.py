@@ -35,6 +35,7 @@ HOOK_NAMES: Final = (
     "on_deletes_held",
     "on_late_arrivals",
 )
+"""The name of every hook the engine calls; a hook object may define any of them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,7 +37,8 @@ async def warn_on_clock_skew(
         log.warning(
             "the store's clock is %s ms %s this process's clock; leases are judged by "
             "each instance's own clock, so keep the clocks of every host within "
-            "lease.safety_margin (%s ms) of each other (NTP); see docs/stores.md",
+            "lease.safety_margin (%s ms) of each other (NTP); see "
+            "https://watukuy.readthedocs.io/en/latest/stores/#clocks-and-leases",
             abs(skew),
             "ahead of" if skew > 0 else "behind",
             safety_margin_ms,

@@ -182,8 +182,11 @@ class EngineCore(Operations):
         self._running: dict[PKey, asyncio.Task[KeyRunResult]] = self._daemon.running
         self._wake_at: dict[PKey, int] = self._daemon.wake_at
         self.parked = ParkedOperations(self)
+        """Parked events and quarantined items: list, retry, discard."""
         self.partitions = PartitionOperations(self)
+        """The partitions of partitioned pollers: list, remove."""
         self.deletes = DeletesOperations(self)
+        """Deletes held back by the mass-delete guard: read, confirm, discard."""
 
     def _daemon_schedule(self, fair_spread_ms: int | None) -> DaemonSchedule:
         """The daemon's schedule, on this engine's collaborators."""

@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 ErrorPhase = Literal["fetch", "commit", "dispatch", "lease", "schedule"]
+"""Where in the cycle an ``on_error`` happened."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,7 +215,8 @@ class DeletesHeldDetails(HookContext):
 class LateArrivalsDetails(HookContext):
     """``on_late_arrivals``: a re-read found versions the live lane should already have
     seen (after the commit that delivers them), or a complete live cycle settled reconcile
-    findings it did not return (see ``docs/cursors.md``).
+    findings it did not return (see
+    https://watukuy.readthedocs.io/en/latest/cursors/#late-arrivals-how-late-and-what-to-do).
 
     Attributes:
         lateness_ms: How far behind the live watermark each late arrival was (its stamp

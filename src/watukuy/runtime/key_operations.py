@@ -89,7 +89,8 @@ class PollerInspect(TypedDict):
 
     late_arrivals: dict[str, Any]
     """Versions re-reads found behind the live watermark, and live-lane misses a reconcile
-    found (see ``docs/cursors.md``, late commits)."""
+    found (see https://watukuy.readthedocs.io/en/latest/cursors/#late-commits-the-default-lookback).
+    """
     filtered: NotRequired[int]
     """Events this engine's consumer of the key acknowledged without delivering them,
     because its ``when=`` filter turned them down, since the engine was created (a count of

@@ -120,7 +120,9 @@ class LeaseOptions:
         safety_margin: When renewals fail, the holder stops delivering and fetching this
             long before its lease expires by its own clock, since another instance may
             take the key once it expires by that one's clock. Keep it above the clock
-            skew between hosts (see docs/stores.md); default ``ttl / 6``, at most
+            skew between hosts (see
+            https://watukuy.readthedocs.io/en/latest/stores/#clocks-and-leases);
+            default ``ttl / 6``, at most
             ``ttl - renew_every``.
     """
 

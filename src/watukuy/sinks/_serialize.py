@@ -26,7 +26,9 @@ SinkFormat: TypeAlias = Literal["cloudevents", "raw", "changes"]
 """``"cloudevents"``: ``event.to_cloudevent()``, CloudEvents 1.0 structured mode, readable by
 any CloudEvents consumer. ``"raw"``: ``event.to_dict()``, the watukuy envelope, which also
 carries ``cursor`` and ``attempt``. ``"changes"``: :func:`changes_cloudevent`, a CloudEvent
-whose ``data`` is only the JSON Patch of the change (see ``docs/changes.md``)."""
+whose ``data`` is only the JSON Patch of the change (see
+https://watukuy.readthedocs.io/en/latest/changes/).
+"""
 
 CLOUDEVENTS_CONTENT_TYPE: Final = "application/cloudevents+json"
 """Media type of a CloudEvents structured-mode JSON body."""

@@ -260,7 +260,8 @@ def webhook_sink(
     (``v1,<base64 HMAC-SHA256>`` over ``<id>.<timestamp>.<body>``). The body is the event
     as a CloudEvent (``application/cloudevents+json``); with ``format="changes"``, a
     CloudEvent whose ``data`` is only the JSON Patch of the change
-    (``datacontenttype: application/json-patch+json``, see ``docs/changes.md``); with
+    (``datacontenttype: application/json-patch+json``, see
+    https://watukuy.readthedocs.io/en/latest/changes/); with
     ``format="raw"``, the watukuy envelope (``application/json``)::
 
         engine.on("orders", webhook_sink(

@@ -56,7 +56,7 @@ async def persistence_warning(client: Any) -> str | None:
         f"RedisStore: the Redis server at {_address(client)} persists nothing "
         '(appendonly no, save ""): a restart of the server loses every lease, cursor, '
         "snapshot and outbox event. Turn on AOF (appendonly yes) or RDB snapshots "
-        "(save 60 1000); see docs/stores.md"
+        "(save 60 1000); see https://watukuy.readthedocs.io/en/latest/stores/#redisstore"
     )
 
 

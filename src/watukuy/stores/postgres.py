@@ -513,7 +513,8 @@ class PostgresStore:
 
     async def server_time(self) -> int:
         """The database server's clock, epoch milliseconds (``clock_timestamp()``); the
-        engine compares it with its own at start (see docs/stores.md)."""
+        engine compares it with its own at start (see
+        https://watukuy.readthedocs.io/en/latest/stores/#clocks-and-leases)."""
         rows = await self._fetch("server_time", "server_time", ())
         return int(rows[0][0])
 

@@ -481,7 +481,9 @@ class RedisStore:
 
     async def server_time(self) -> int:
         """The Redis server's clock (``TIME``), epoch milliseconds; the engine compares it
-        with its own at start (see docs/stores.md)."""
+        with its own at start (see
+        https://watukuy.readthedocs.io/en/latest/stores/#clocks-and-leases).
+        """
         with store_errors("server_time"):
             seconds, micros = await self._redis.time()
         return int(seconds) * 1000 + int(micros) // 1000

@@ -46,6 +46,7 @@ from watukuy.testing.fake_api._items import parse_instant
 __all__ = ["POLLER_NAME", "STRATEGIES", "ChaosStrategy", "build_poller"]
 
 ChaosStrategy = Literal["timestamp", "token", "page", "snapshot_diff", "custom"]
+"""A cursor strategy the chaos harness can run its poller with."""
 
 STRATEGIES: Final[tuple[ChaosStrategy, ...]] = (
     "timestamp",
@@ -54,6 +55,7 @@ STRATEGIES: Final[tuple[ChaosStrategy, ...]] = (
     "snapshot_diff",
     "custom",
 )
+"""Every strategy of :data:`ChaosStrategy`, the ones a sweep runs by default."""
 
 POLLER_NAME: Final = "chaos"
 PAGE_SIZE: Final = 10

@@ -212,7 +212,8 @@ OPEN_DEFECTS: Final[dict[str, str]] = {
         "snapshot-cap (a pass spread over cycles): an item deleted, created again and deleted "
         "again while passes read the listing ends with a live item reported deleted and "
         "created again under a new id; seen on the code before the per-identity proofs too, "
-        "not yet told apart from the delete-and-re-create histories docs/guarantees.md "
+        "not yet told apart from the delete-and-re-create histories "
+        "https://watukuy.readthedocs.io/en/latest/guarantees/#deletes-from-a-full-listing "
         "leaves to verify="
     ),
 }

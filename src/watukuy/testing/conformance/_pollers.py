@@ -1,8 +1,10 @@
 """The poller under test, written the way our docs tell a user to write it.
 
 Each ``fetch`` goes through ``ctx.http`` (so validators and ``304`` are the engine's) and
-answers a ``304`` with ``wk.Page(items=[])``, as ``docs/http.md`` says. The reconcile
-listing pages by number with ``ctx.page``, as in the ``docs/cursors.md`` example.
+answers a ``304`` with ``wk.Page(items=[])``, as the docs say
+(https://watukuy.readthedocs.io/en/latest/http/#conditional-requests-and-304-not-modified).
+The reconcile listing pages by number with ``ctx.page``, as in the example of
+https://watukuy.readthedocs.io/en/latest/cursors/#reconcile-deletes-for-incremental-strategies.
 """
 
 from __future__ import annotations

@@ -46,9 +46,13 @@ T = TypeVar("T")
 T0 = 1_767_225_600_000
 """2026-01-01T00:00:00Z in epoch milliseconds: the suite's "now"."""
 TTL = 30_000
+"""The lease time to live the suite takes leases with, in milliseconds."""
 KEY = PKey("orders")
+"""The key most contract tests use: poller ``orders``, no partition."""
 KEY_B = PKey("orders", "tenant-b")
+"""A second partition of :data:`KEY`'s poller, to show keys do not leak into each other."""
 KEY_OTHER = PKey("invoices")
+"""A key of another poller, to show pollers do not leak into each other."""
 
 # JSON text that a lossy store would damage: key order that is not sorted, integers beyond
 # 64 bits, non-BMP characters both raw and escaped, an escaped NUL, a float at the edge of
