@@ -91,10 +91,18 @@ def measure(module: str, *args: str) -> Measured:
 class VendorProcess:
     """``bench.http.vendor`` in its own process, for a ``with`` block."""
 
-    def __init__(self, items: int, latency_ms: float = 0.0, jitter_ms: float = 0.0) -> None:
+    def __init__(
+        self,
+        items: int,
+        latency_ms: float = 0.0,
+        jitter_ms: float = 0.0,
+        shape: str = "asyncio",
+    ) -> None:
         self._args = [
             "--items",
             str(items),
+            "--shape",
+            shape,
             "--latency-ms",
             str(latency_ms),
             "--jitter-ms",
@@ -139,3 +147,8 @@ class VendorProcess:
         import httpx
 
         return httpx.get(self.url + path, timeout=60).json()
+
+    def connections(self) -> int:
+        """Connections the vendor accepted so far, this request's own included."""
+        count: int = self.get("/_stats")["connections"]
+        return count
