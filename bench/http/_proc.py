@@ -51,13 +51,17 @@ class Measured:
     cpu: float
     rss_mb: float
     out: dict[str, Any] = field(default_factory=dict)
+    written_mb: float = 0.0
+    """What the process wrote to storage (``ru_oublock``: the database, its WAL, the
+    checkpoints), in MB."""
 
 
 def measure(module: str, *args: str) -> Measured:
     """Run ``python -m module args`` to its end and measure it.
 
-    ``os.wait4`` reaps the child with its own rusage: the CPU of all its threads and the
-    high-water mark of its resident set; the wall runs from spawn to exit.
+    ``os.wait4`` reaps the child with its own rusage: the CPU of all its threads, the
+    high-water mark of its resident set and the blocks it wrote; the wall runs from spawn
+    to exit.
     """
     with tempfile.TemporaryFile() as err:
         started = time.perf_counter()
@@ -85,6 +89,7 @@ def measure(module: str, *args: str) -> Measured:
         cpu=usage.ru_utime + usage.ru_stime,
         rss_mb=usage.ru_maxrss / 1024,
         out=orjson.loads(lines[-1]) if lines else {},
+        written_mb=usage.ru_oublock * 512 / 1e6,
     )
 
 

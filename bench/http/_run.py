@@ -91,7 +91,8 @@ def _row(who: str, m: Measured) -> str:
     connections = f"  connections {m.out['connections']:>4,}" if "connections" in m.out else ""
     return (
         f"    {who:<8} wall {m.wall:6.2f} s  cpu {m.cpu:6.2f} s  rss {m.rss_mb:5.0f} MB  "
-        f"items {items:>7,} {rate}  events {m.out.get('events', 0):>7,}{connections}"
+        f"items {items:>7,} {rate}  events {m.out.get('events', 0):>7,}  "
+        f"written {m.written_mb:5.0f} MB{connections}"
     )
 
 
