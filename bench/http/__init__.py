@@ -41,6 +41,10 @@ Scenarios (``python -m bench.http [scenario ...] [--quick]``, or ``python -m ben
   second than the budget allows. 10,000 partitions need 333 polls/s to keep a 30 s
   schedule, more than the budget's 150/s, so their gap figures are reported, not met.
 
+``python -m bench.http.timeline --shape stdlib --items 20000`` times one engine sync from
+the inside (:mod:`bench.http.timeline`): what the SQLite thread spent per call, what the
+event loop waited for, and how much of each commit the next page's fetch overlapped.
+
 ``--quick`` runs one round of 20,000 orders (3 pairs per short phase; delays of 0 and
 50 ms), 20,000 events and 300 partitions on a 6 s schedule for 20 s. The exit status is 1
 when a target is missed.
