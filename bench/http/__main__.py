@@ -7,6 +7,7 @@ import dataclasses
 import sys
 
 from ._run import QUICK, SCENARIOS, Options, run
+from ._workload import SHAPES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", help="partition counts, e.g. 2000,10000")
     parser.add_argument("--seconds", type=float, help="seconds of each partitions run")
     parser.add_argument("--stores", help="sqlite and/or postgres (sync scenario)")
+    parser.add_argument(
+        "--shapes", help=f"vendor shapes of the sync scenario: {', '.join(SHAPES)} (default: all)"
+    )
+    parser.add_argument(
+        "--latency-ms",
+        help="the vendor's delay before each page of the sync scenario, e.g. 0,20,50,100",
+    )
     args = parser.parse_args(argv)
     unknown = [name for name in args.scenarios if name not in SCENARIOS]
     if unknown:
@@ -45,6 +53,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.stores:
         stores = tuple(part.strip() for part in args.stores.split(",") if part.strip())
         options = dataclasses.replace(options, stores=stores)
+    if args.shapes:
+        shapes = tuple(part.strip() for part in args.shapes.split(",") if part.strip())
+        wrong = [shape for shape in shapes if shape not in SHAPES]
+        if wrong:
+            parser.error(f"unknown shape(s) {', '.join(wrong)}; choose from {', '.join(SHAPES)}")
+        options = dataclasses.replace(options, shapes=shapes)
+    if args.latency_ms:
+        try:
+            delays = tuple(float(part) for part in args.latency_ms.split(",") if part.strip())
+        except ValueError:
+            parser.error(f"--latency-ms: expected numbers separated by commas: {args.latency_ms}")
+        if not delays or any(delay < 0 for delay in delays):
+            parser.error(f"--latency-ms: expected milliseconds >= 0: {args.latency_ms}")
+        options = dataclasses.replace(options, page_latencies_ms=delays)
     return run(args.scenarios or list(SCENARIOS), options)
 
 

@@ -51,13 +51,17 @@ class Measured:
     cpu: float
     rss_mb: float
     out: dict[str, Any] = field(default_factory=dict)
+    written_mb: float = 0.0
+    """What the process wrote to storage (``ru_oublock``: the database, its WAL, the
+    checkpoints), in MB."""
 
 
 def measure(module: str, *args: str) -> Measured:
     """Run ``python -m module args`` to its end and measure it.
 
-    ``os.wait4`` reaps the child with its own rusage: the CPU of all its threads and the
-    high-water mark of its resident set; the wall runs from spawn to exit.
+    ``os.wait4`` reaps the child with its own rusage: the CPU of all its threads, the
+    high-water mark of its resident set and the blocks it wrote; the wall runs from spawn
+    to exit.
     """
     with tempfile.TemporaryFile() as err:
         started = time.perf_counter()
@@ -85,16 +89,25 @@ def measure(module: str, *args: str) -> Measured:
         cpu=usage.ru_utime + usage.ru_stime,
         rss_mb=usage.ru_maxrss / 1024,
         out=orjson.loads(lines[-1]) if lines else {},
+        written_mb=usage.ru_oublock * 512 / 1e6,
     )
 
 
 class VendorProcess:
     """``bench.http.vendor`` in its own process, for a ``with`` block."""
 
-    def __init__(self, items: int, latency_ms: float = 0.0, jitter_ms: float = 0.0) -> None:
+    def __init__(
+        self,
+        items: int,
+        latency_ms: float = 0.0,
+        jitter_ms: float = 0.0,
+        shape: str = "asyncio",
+    ) -> None:
         self._args = [
             "--items",
             str(items),
+            "--shape",
+            shape,
             "--latency-ms",
             str(latency_ms),
             "--jitter-ms",
@@ -139,3 +152,8 @@ class VendorProcess:
         import httpx
 
         return httpx.get(self.url + path, timeout=60).json()
+
+    def connections(self) -> int:
+        """Connections the vendor accepted so far, this request's own included."""
+        count: int = self.get("/_stats")["connections"]
+        return count

@@ -14,6 +14,7 @@ from typing import Any
 
 from ._proc import Measured, VendorProcess, child_env, compile_package, measure
 from ._venv import child_python
+from ._workload import SHAPES
 
 POSTGRES_URL = os.environ.get(
     "WATUKUY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -53,6 +54,10 @@ class Options:
     latency_ms: float = 100.0
     budget: int = 150
     stores: tuple[str, ...] = ("sqlite", "postgres")
+    shapes: tuple[str, ...] = tuple(SHAPES)
+    # The vendor's delay before each page of the sync scenario, one row per value and shape;
+    # past 0, only the initial sync runs, on SQLite.
+    page_latencies_ms: tuple[float, ...] = (0.0, 20.0, 50.0, 100.0)
 
 
 QUICK = Options(
@@ -64,6 +69,7 @@ QUICK = Options(
     partitions_seconds=20.0,
     schedule_min="2s",
     schedule_max="6s",
+    page_latencies_ms=(0.0, 50.0),
 )
 
 # (label, met, figure); ``None`` for a figure that is reported, not held to a target.
@@ -82,9 +88,11 @@ def _check(label: str, ok: bool | None, figure: str) -> None:
 def _row(who: str, m: Measured) -> str:
     items = m.out.get("items", 0)
     rate = f"{items / m.wall:>9,.0f}/s" if items else f"{'-':>11}"
+    connections = f"  connections {m.out['connections']:>4,}" if "connections" in m.out else ""
     return (
         f"    {who:<8} wall {m.wall:6.2f} s  cpu {m.cpu:6.2f} s  rss {m.rss_mb:5.0f} MB  "
-        f"items {items:>7,} {rate}  events {m.out.get('events', 0):>7,}"
+        f"items {items:>7,} {rate}  events {m.out.get('events', 0):>7,}  "
+        f"written {m.written_mb:5.0f} MB{connections}"
     )
 
 
@@ -107,10 +115,16 @@ def _drop_schemas() -> None:
 
 
 def sync(options: Options) -> None:
-    """Floor and engine, alternately, in fresh processes: initial, 1% changed, nothing
-    (the two short phases in ``options.repeats`` pairs per round)."""
+    """Floor and engine, alternately, in fresh processes, on every vendor shape and delay.
+
+    With no delay: initial, 1% changed, nothing (the two short phases in
+    ``options.repeats`` pairs per round) on every store. With a delay: the initial sync
+    alone, one pair per round, on SQLite.
+    """
     print(
-        f"== sync over HTTP: {options.items:,} orders, pages of 1,000, {options.rounds} round(s)",
+        f"== sync over HTTP: {options.items:,} orders, pages of 1,000, {options.rounds} round(s), "
+        f"vendor shapes {', '.join(options.shapes)}, page delays "
+        f"{', '.join(f'{ms:g}' for ms in options.page_latencies_ms)} ms",
         flush=True,
     )
     stores = list(options.stores)
@@ -119,48 +133,111 @@ def sync(options: Options) -> None:
         if reason is not None:
             print(f"  postgres SKIPPED: {reason}")
             stores.remove("postgres")
-    with VendorProcess(options.items) as vendor, tempfile.TemporaryDirectory() as tmp:
-        for store in stores:
-            runs: dict[str, list[tuple[Measured, Measured]]] = {phase: [] for phase in PHASES}
-            for round_ in range(options.rounds):
-                vendor.post("/_reset")
-                if store == "sqlite":
-                    floor_db = ["--sqlite", str(Path(tmp) / f"floor-{round_}.db")]
-                    engine_db = ["--sqlite", str(Path(tmp) / f"engine-{round_}.db")]
-                else:
-                    _drop_schemas()
-                    floor_db = ["--postgres", POSTGRES_URL, "--schema", FLOOR_SCHEMA]
-                    engine_db = ["--postgres", POSTGRES_URL, "--schema", ENGINE_SCHEMA]
-                for phase in PHASES:
-                    pairs = 1 if phase == "initial" else options.repeats
-                    for repeat in range(pairs):
-                        if phase == "1% changed":
-                            vendor.post("/_change?share=0.01")
-                        floor, engine = _pair(vendor.url, floor_db, engine_db, repeat % 2 == 1)
-                        if pairs == 1:
-                            print(f"  {store}, round {round_ + 1}, {phase}:")
-                        else:
-                            print(f"  {store}, round {round_ + 1}, {phase} ({repeat + 1}/{pairs}):")
-                        print(_row("floor", floor))
-                        print(_row("watukuy", engine), flush=True)
-                        runs[phase].append((floor, engine))
-            if store == "postgres":
-                _drop_schemas()
-            _sync_targets(store, runs)
+    ratios: dict[tuple[str, str, float], float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in options.shapes:
+            for latency in options.page_latencies_ms:
+                with VendorProcess(options.items, latency, shape=shape) as vendor:
+                    if latency:
+                        if "sqlite" in stores:
+                            runs = _initial_rounds(vendor, Path(tmp), shape, options)
+                            ratios["sqlite", shape, latency] = _latency_figures(
+                                shape, latency, runs
+                            )
+                        continue
+                    for store in stores:
+                        runs_by_phase = _phases(vendor, Path(tmp), store, shape, options)
+                        ratios[store, shape, latency] = _sync_targets(store, shape, runs_by_phase)
+    _ratio_table(ratios, options)
+
+
+def _databases(tmp: Path, store: str) -> tuple[list[str], list[str]]:
+    """Fresh databases of the floor and of the engine, as their command-line arguments.
+
+    SQLite files left by the round before are deleted first: a sync of 100,000 orders
+    leaves tens of megabytes, and every shape and delay has rounds of its own.
+    """
+    if store == "sqlite":
+        for old in tmp.glob("*.db*"):
+            old.unlink()
+        return (
+            ["--sqlite", str(tmp / "floor.db")],
+            ["--sqlite", str(tmp / "engine.db")],
+        )
+    _drop_schemas()
+    return (
+        ["--postgres", POSTGRES_URL, "--schema", FLOOR_SCHEMA],
+        ["--postgres", POSTGRES_URL, "--schema", ENGINE_SCHEMA],
+    )
+
+
+def _phases(
+    vendor: VendorProcess, tmp: Path, store: str, shape: str, options: Options
+) -> dict[str, list[tuple[Measured, Measured]]]:
+    """Every phase of every round on one store, with no delay at the vendor."""
+    runs: dict[str, list[tuple[Measured, Measured]]] = {phase: [] for phase in PHASES}
+    for round_ in range(options.rounds):
+        vendor.post("/_reset")
+        floor_db, engine_db = _databases(tmp, store)
+        for phase in PHASES:
+            pairs = 1 if phase == "initial" else options.repeats
+            for repeat in range(pairs):
+                if phase == "1% changed":
+                    vendor.post("/_change?share=0.01")
+                floor, engine = _pair(vendor, shape, floor_db, engine_db, repeat % 2 == 1)
+                if phase == "initial":
+                    _check_initial(floor, options)
+                count = "" if pairs == 1 else f" ({repeat + 1}/{pairs})"
+                print(f"  {store}, {shape} vendor, round {round_ + 1}, {phase}{count}:")
+                print(_row("floor", floor))
+                print(_row("watukuy", engine), flush=True)
+                runs[phase].append((floor, engine))
+    if store == "postgres":
+        _drop_schemas()
+    return runs
+
+
+def _initial_rounds(
+    vendor: VendorProcess, tmp: Path, shape: str, options: Options
+) -> list[tuple[Measured, Measured]]:
+    """The initial sync on SQLite, one pair per round, the engine first every other round."""
+    runs = []
+    for round_ in range(options.rounds):
+        vendor.post("/_reset")
+        floor_db, engine_db = _databases(tmp, "sqlite")
+        floor, engine = _pair(vendor, shape, floor_db, engine_db, round_ % 2 == 1)
+        _check_initial(floor, options)
+        print(f"  sqlite, {shape} vendor, round {round_ + 1}, initial:")
+        print(_row("floor", floor))
+        print(_row("watukuy", engine), flush=True)
+        runs.append((floor, engine))
+    return runs
 
 
 def _pair(
-    url: str, floor_db: list[str], engine_db: list[str], engine_first: bool
+    vendor: VendorProcess,
+    shape: str,
+    floor_db: list[str],
+    engine_db: list[str],
+    engine_first: bool,
 ) -> tuple[Measured, Measured]:
     """The floor and the engine on the same vendor state, one after the other: the floor
     first, or the engine first when ``engine_first`` (alternating the order cancels what
-    running second costs or gains, such as a warm page cache)."""
+    running second costs or gains, such as a warm page cache). Each run's ``out`` gets the
+    connections the vendor accepted during it."""
+    url = ["--url", vendor.url, "--shape", shape]
+
+    def counted(module: str, *args: str) -> Measured:
+        before = vendor.connections()
+        run = measure(module, *args)
+        run.out["connections"] = vendor.connections() - before - 1
+        return run
 
     def floor() -> Measured:
-        return measure("bench.http.floor", "--url", url, *floor_db)
+        return counted("bench.http.floor", *url, *floor_db)
 
     def engine() -> Measured:
-        return measure("bench.http.engine_child", "sync", "--url", url, *engine_db)
+        return counted("bench.http.engine_child", "sync", *url, *engine_db)
 
     if engine_first:
         engine_run = engine()
@@ -175,15 +252,60 @@ def _pair(
     return floor_run, engine_run
 
 
-def _sync_targets(store: str, runs: dict[str, list[tuple[Measured, Measured]]]) -> None:
-    print(f"  {store} targets (median over every pair of every round):")
-    initial = runs["initial"]
-    share = statistics.median(
-        (e.out["items"] / e.wall) / (f.out["items"] / f.wall) for f, e in initial
+def _check_initial(floor: Measured, options: Options) -> None:
+    """An initial sync emits every order once: anything else is a database left over."""
+    if floor.out["events"] != options.items:
+        raise RuntimeError(f"the initial sync emitted {floor.out['events']:,} events: {floor.out}")
+
+
+def _items_share(runs: list[tuple[Measured, Measured]]) -> float:
+    """The median of the engine's items/s over the floor's, pair by pair."""
+    shares: list[float] = [(e.out["items"] / e.wall) / (f.out["items"] / f.wall) for f, e in runs]
+    return statistics.median(shares)
+
+
+def _latency_figures(shape: str, latency: float, runs: list[tuple[Measured, Measured]]) -> float:
+    """Report the initial sync against a delaying vendor; return the items/s share."""
+    share = _items_share(runs)
+    pages = statistics.median(f.out["pages"] for f, _ in runs)
+    waited = pages * latency / 1000
+    floor_wall = statistics.median(f.wall for f, _ in runs)
+    engine_wall = statistics.median(e.wall for _, e in runs)
+    _check(
+        f"sqlite, {shape} vendor, {latency:g} ms per page: initial sync, engine / floor items/s",
+        None,
+        f"{share:.2f}x (median walls: floor {floor_wall:.2f} s, engine {engine_wall:.2f} s; "
+        f"{pages:,.0f} pages x {latency:g} ms = {waited:.2f} s of waiting alone)",
     )
+    return share
+
+
+def _ratio_table(ratios: dict[tuple[str, str, float], float], options: Options) -> None:
+    """The initial sync's items/s share, one line per store and shape, one column per delay."""
+    if not ratios:
+        return
+    latencies = options.page_latencies_ms
+    print("  initial sync, engine / floor items/s (median of the pairs):")
+    print("    " + " " * 24 + "".join(f"{f'{ms:g} ms':>9}" for ms in latencies))
+    for store in ("sqlite", "postgres"):
+        for shape in options.shapes:
+            cells = [ratios.get((store, shape, ms)) for ms in latencies]
+            if any(cell is not None for cell in cells):
+                figures = "".join(f"{'-' if c is None else f'{c:.2f}x':>9}" for c in cells)
+                print(f"    {f'{store}, {shape} vendor':<24}{figures}")
+
+
+def _sync_targets(
+    store: str, shape: str, runs: dict[str, list[tuple[Measured, Measured]]]
+) -> float:
+    """Check the targets of one store and shape with no delay; return the items/s share."""
+    tag = f"{store}, {shape} vendor,"
+    print(f"  {tag} targets (median over every pair of every round):")
+    initial = runs["initial"]
+    share = _items_share(initial)
     cpu_share = statistics.median(f.cpu / e.cpu for f, e in initial)
     _check(
-        f"{store} initial sync >= {THROUGHPUT_TARGET[store]}x the floor's items/s",
+        f"{tag} initial sync >= {THROUGHPUT_TARGET[store]}x the floor's items/s",
         share >= THROUGHPUT_TARGET[store],
         f"{share:.2f}x (by CPU: floor cpu / engine cpu = {cpu_share:.2f}x)",
     )
@@ -191,17 +313,18 @@ def _sync_targets(store: str, runs: dict[str, list[tuple[Measured, Measured]]]) 
         ratio = statistics.median(e.wall / f.wall for f, e in runs[phase])
         cpu = statistics.median(e.cpu / f.cpu for f, e in runs[phase])
         _check(
-            f"{store} {phase} wall <= {limit}x the floor's",
+            f"{tag} {phase} wall <= {limit}x the floor's",
             ratio <= limit,
             f"{ratio:.2f}x (cpu {cpu:.2f}x)",
         )
     rss = max(e.rss_mb for _, e in initial)
     floor_rss = max(f.rss_mb for f, _ in initial)
     _check(
-        f"{store} initial sync peak RSS <= {RSS_TARGET_MB:.0f} MB",
+        f"{tag} initial sync peak RSS <= {RSS_TARGET_MB:.0f} MB",
         rss <= RSS_TARGET_MB,
         f"{rss:.0f} MB (floor {floor_rss:.0f} MB)",
     )
+    return share
 
 
 def _import_ms() -> float:

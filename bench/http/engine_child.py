@@ -1,10 +1,12 @@
 """The engine's side: one ``tick()`` in a fresh process, the way cron or a serverless
 function runs it.
 
-``sync``: a ``TimestampCursor`` poller over the vendor's keyset listing through
-``ctx.http`` (the engine's default client), a no-op handler, ``trigger()`` then one
-``tick()``: the lane walks the listing from the stored cursor and the handler gets every
-new event in the same pass. ``--no-handler`` leaves the events pending (for ``dispatch``).
+``sync``: a ``TimestampCursor`` poller over the vendor's keyset listing (that of
+``--shape``, read as the floor reads it) through ``ctx.http`` (the engine's default
+client), a no-op handler, ``trigger()`` then one ``tick()``: the lane walks the listing
+from the stored cursor and the handler gets every new event in the same pass.
+``--no-handler`` leaves the events pending (for ``dispatch``); ``--no-prefetch`` asks for
+each page only once the page before it is committed.
 
 ``dispatch``: the same engine with a no-op handler and nothing due: one ``tick()`` delivers
 what the outbox holds; the in-process seconds of that tick are reported.
@@ -27,22 +29,22 @@ import orjson
 
 import watukuy as wk
 
-from ._workload import PAGE_SIZE
+from ._workload import PAGE_SIZE, SHAPES, Shape
 
 POLLER = "orders"
 
 
-def poller(url: str) -> wk.PollerDefinition[Any]:
-    """The poller every run uses."""
+def poller(url: str, shape: Shape, *, prefetch: bool = True) -> wk.PollerDefinition[Any]:
+    """The poller every run uses, over the listing of ``shape``."""
 
     async def fetch(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
         params: dict[str, Any] = {"limit": PAGE_SIZE}
         if ctx.cursor.value is not None:
-            params["since"] = ctx.cursor.value
+            params[shape.since] = ctx.cursor.value
         if ctx.cursor.tie_break is not None:
-            params["after"] = ctx.cursor.tie_break
+            params[shape.after] = ctx.cursor.tie_break
         body = (await ctx.http.get(f"{url}/orders", params=params)).json()
-        return wk.Page(items=body["data"], has_more=body["has_more"])
+        return wk.Page(items=body[shape.items], has_more=body["has_more"])
 
     return wk.define_poller(
         name=POLLER,
@@ -52,6 +54,7 @@ def poller(url: str) -> wk.PollerDefinition[Any]:
         # Never due on its own: ``sync`` triggers it, ``dispatch`` leaves it alone.
         schedule=wk.Schedule(min="1h", max="2h"),
         max_pages_per_cycle=10_000,
+        prefetch=prefetch,
     )
 
 
@@ -62,7 +65,7 @@ def store(args: Any) -> Any:
 
 
 async def run(args: Any) -> dict[str, Any]:
-    definition = poller(args.url)
+    definition = poller(args.url, SHAPES[args.shape], prefetch=not args.no_prefetch)
     the_store = store(args)
     engine = wk.Engine(
         store=the_store,
@@ -107,8 +110,8 @@ def wk_key() -> Any:
     return PKey(POLLER)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse the command line, run one tick, print the figures."""
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line's options, as :func:`run` takes them."""
     parser = argparse.ArgumentParser(prog="python -m bench.http.engine_child")
     parser.add_argument("mode", choices=("sync", "dispatch"))
     parser.add_argument("--url", required=True)
@@ -116,11 +119,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--postgres")
     parser.add_argument("--schema", default="bench_http_engine")
     parser.add_argument("--no-handler", action="store_true")
+    parser.add_argument("--no-prefetch", action="store_true", help="poll with prefetch=False")
     parser.add_argument("--dispatch-batch", type=int)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="asyncio")
     args = parser.parse_args(argv)
     # Without a handler the engine warns once; the table does not need it.
     logging.getLogger("watukuy").setLevel(logging.ERROR)
-    sys.stdout.write(orjson.dumps(asyncio.run(run(args))).decode() + "\n")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the command line, run one tick, print the figures."""
+    sys.stdout.write(orjson.dumps(asyncio.run(run(parse(argv)))).decode() + "\n")
 
 
 if __name__ == "__main__":

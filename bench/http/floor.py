@@ -1,6 +1,8 @@
 """The floor: the plainest correct script doing the engine's work, one pass, one process.
 
-An ``httpx.Client`` walks the vendor's keyset listing from the stored cursor; every page is
+An ``httpx.Client`` walks the vendor's keyset listing from the stored cursor (with the
+query parameters and the answer's list key of ``--shape``, see :mod:`bench.http._workload`,
+and the same client whether or not the vendor keeps the connection alive); every page is
 parsed with orjson, every item hashed (SHA-256 of its sorted-key JSON), and the page is
 committed in ONE transaction: the snapshot rows of the items whose hash changed, one event
 row per such item (a SHA-256 id and the item's JSON) and the cursor. The same writes go to
@@ -30,7 +32,7 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 import httpx  # noqa: E402
 import orjson  # noqa: E402
 
-from ._workload import PAGE_SIZE  # noqa: E402
+from ._workload import PAGE_SIZE, SHAPES, Shape  # noqa: E402
 
 POLLER = "orders"
 
@@ -146,7 +148,7 @@ class Postgres:
             )
 
 
-def run(url: str, db: Sqlite | Postgres) -> dict[str, int]:
+def run(url: str, db: Sqlite | Postgres, shape: Shape) -> dict[str, int]:
     """One pass from the stored cursor to the end of the listing."""
     since, after = db.cursor()
     items = events = pages = 0
@@ -154,11 +156,11 @@ def run(url: str, db: Sqlite | Postgres) -> dict[str, int]:
         while True:
             params: dict[str, str | int] = {"limit": PAGE_SIZE}
             if since is not None:
-                params["since"] = since
+                params[shape.since] = since
             if after is not None:
-                params["after"] = after
+                params[shape.after] = after
             body = orjson.loads(client.get("/orders", params=params).content)
-            data = body["data"]
+            data = body[shape.items]
             pages += 1
             if data:
                 known = db.known([item["id"] for item in data])
@@ -197,11 +199,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sqlite")
     parser.add_argument("--postgres")
     parser.add_argument("--schema", default="bench_http_floor")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="asyncio")
     args = parser.parse_args(argv)
     db: Sqlite | Postgres = (
         Sqlite(args.sqlite) if args.sqlite else Postgres(args.postgres, args.schema)
     )
-    sys.stdout.write(orjson.dumps(run(args.url, db)).decode() + "\n")
+    sys.stdout.write(orjson.dumps(run(args.url, db, SHAPES[args.shape])).decode() + "\n")
 
 
 if __name__ == "__main__":
