@@ -441,12 +441,24 @@ class EngineCore(Operations):
         """One pass over every due key: drain, poll, persist, release. Never raises for
         fetch or handler failures; they are in ``TickResult.polled[i].error``.
 
+        A key whose cycle stopped with more to fetch (the page cap cut it, say) runs again
+        once every chosen key had its turn, round after round, until it caught up or the
+        deadline comes near: no catch-up run starts unless one of the key's pages still fits
+        before ``max_duration``. Without ``max_duration`` a key runs at most
+        ``MAX_RUNS_PER_KEY`` (100) times. Keys still behind at the end are in
+        ``TickResult.pending_keys``, and each of their lanes says ``pending``. Each run
+        takes, renews and releases the key's lease like any other run.
+
         Args:
             max_duration: Deadline for the whole pass, checked before each key and between
                 pages (a running page is not interrupted). Whatever the store or the API
                 does, the pass returns at most ``TICK_GRACE_MS`` (2 s) after it: runs still
                 waiting then are cancelled and ``timed_out`` is set.
             only: Restrict the pass to these poller names.
+
+        Returns:
+            One entry per (poller, partition, lane) that ran, with the totals of its cycles,
+            and what the pass skipped.
         """
         if self._status in (EngineStatus.STOPPING, EngineStatus.STOPPED):
             raise WatukuyError(f"tick() on a {self._status.value} engine", code="NOT_RUNNING")

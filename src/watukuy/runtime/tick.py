@@ -5,6 +5,12 @@ visit, and hands them to a :class:`TickPass`, whose workers run them a few at a 
 return what they found. A pass cut short by its deadline still has what finished before:
 its findings are kept as the workers go, and :meth:`TickPass.stalls` says what each
 unfinished run was waiting for.
+
+A key whose run stopped with more to fetch (the page cap cut its cycle, say) is run again
+in a catch-up round after every chosen key had its turn, and so on until each key caught
+up, the deadline comes near, or (without a deadline) a key ran :data:`MAX_RUNS_PER_KEY`
+times. Rounds keep the keys fair: a key with a long backlog takes one cycle per round, like
+every other key still behind.
 """
 
 from __future__ import annotations
@@ -25,10 +31,16 @@ from .daemon import RunKey
 from .key_marks import KeyMarks
 from .partition_book import PartitionBook
 from .poller import PollerDefinition
-from .runner import TickPollResult
+from .runner import KeyRunResult, TickPollResult, catching_up
 from .stalls import Stall, diagnose
 
-__all__ = ["TickFindings", "TickKeys", "TickPass"]
+__all__ = ["MAX_RUNS_PER_KEY", "TickFindings", "TickKeys", "TickPass"]
+
+MAX_RUNS_PER_KEY = 100
+"""Runs of one key in a ``tick()`` without ``max_duration``: a key still behind after them is
+reported pending (at the default page cap, 5,000 pages)."""
+
+_Key = tuple[PollerDefinition[Any], Partition]
 
 
 class TickKeys:
@@ -95,6 +107,19 @@ class TickFindings:
     skipped_leased: int = 0
     skipped_not_due: int = 0
     timed_out: bool = False
+    _lanes: dict[tuple[str, str, str], int] = field(default_factory=dict, repr=False, compare=False)
+
+    def add(self, results: Sequence[TickPollResult]) -> None:
+        """Count the cycles of one run: a lane that already ran in the pass adds up in its
+        entry (one entry per poller, partition and lane)."""
+        for result in results:
+            lane = (result.poller, result.partition, result.lane)
+            at = self._lanes.get(lane)
+            if at is None:
+                self._lanes[lane] = len(self.polled)
+                self.polled.append(result)
+            else:
+                self.polled[at] = self.polled[at].then(result)
 
 
 class TickPass:
@@ -136,11 +161,21 @@ class TickPass:
         """Count keys the pass chose not to visit (not due)."""
         self.findings.skipped_not_due += count
 
-    async def run(self, keys: list[tuple[PollerDefinition[Any], Partition]]) -> TickFindings:
-        """Run ``keys``, ``concurrency`` at a time, and return what the pass found."""
+    async def run(self, keys: list[_Key]) -> TickFindings:
+        """Run ``keys``, ``concurrency`` at a time, then the catch-up rounds of the keys
+        still behind; return what the pass found."""
+        runs: dict[PKey, int] = {}
+        behind = await self._round(keys, runs, first=True)
+        while behind:
+            behind = await self._round(behind, runs, first=False)
+        return self.findings
+
+    async def _round(self, keys: list[_Key], runs: dict[PKey, int], *, first: bool) -> list[_Key]:
+        """Run ``keys`` once each; returns those to run again (see :meth:`_again`)."""
         queue = iter(keys)
+        behind: list[_Key] = []
         workers = [
-            asyncio.create_task(self._worker(queue))
+            asyncio.create_task(self._worker(queue, behind, runs, first=first))
             for _ in range(min(self._concurrency, max(1, len(keys))))
         ]
         try:
@@ -149,18 +184,40 @@ class TickPass:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-        return self.findings
+        order = {id(key): index for index, key in enumerate(keys)}
+        return sorted(behind, key=lambda key: order[id(key)])  # the round's order, again
 
-    async def _worker(self, queue: Iterator[tuple[PollerDefinition[Any], Partition]]) -> None:
+    def _again(self, outcome: KeyRunResult, runs: int) -> bool:
+        """Run the key once more in this pass: it is catching up (see :func:`catching_up`),
+        and the pass has room for at least one more of its pages (without a deadline: it
+        ran fewer than :data:`MAX_RUNS_PER_KEY` times)."""
+        now = self._clock.now()
+        if not catching_up(outcome, now):
+            return False
+        if self._deadline is None:
+            return runs < MAX_RUNS_PER_KEY
+        # A run fetches at least one page: start one only when a page of this key's last
+        # cycle would still end before the deadline.
+        last = None if outcome.state is None else outcome.state.schedule.last_poll
+        page_ms = 0 if last is None else last.duration_ms // max(1, last.pages)
+        return now + page_ms <= self._deadline
+
+    async def _worker(
+        self, queue: Iterator[_Key], behind: list[_Key], runs: dict[PKey, int], *, first: bool
+    ) -> None:
         found = self.findings
         deadline = self._deadline
-        for poller, partition in queue:
+        for item in queue:
+            poller, partition = item
             if deadline is not None and self._clock.now() >= deadline:
-                found.timed_out = True
+                # A catch-up round cut short leaves its keys pending (their results say so);
+                # only keys never visited make the pass time out.
+                found.timed_out = found.timed_out or first
                 return
             key = PKey(poller.name, partition.key)
             if self._marks.store_backoff.get(key, (0, 0))[1] > self._clock.now():
-                found.skipped_not_due += 1  # the store failed this key's last run: backing off
+                if first:  # the store failed this key's last run: backing off
+                    found.skipped_not_due += 1
                 continue
             forced = self._marks.take_forced(key)
             task = asyncio.current_task()
@@ -170,7 +227,12 @@ class TickPass:
                 outcome = await self._run_key(poller, partition, force=forced, deadline=deadline)
             finally:
                 self._running.pop(key, None)
-            found.polled.extend(outcome.results)
+            found.add(outcome.results)
+            runs[key] = runs.get(key, 0) + 1
+            if self._again(outcome, runs[key]):
+                behind.append(item)
+            if not first:
+                continue  # the key was counted when the pass chose it
             if outcome.outcome == "leased":
                 found.skipped_leased += 1
             elif outcome.outcome in ("not-due", "paused"):
