@@ -178,3 +178,33 @@ async def test_each_catch_up_run_holds_the_lease_and_lets_it_go(world: World) ->
     assert result.polled[0].cycles == 3  # 30 pages, ten a cycle
     assert len(set(acquired)) == 3  # three runs, each with its own lease epoch
     assert await world.store.get_lease(PKey("orders")) is None  # released at the end
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+@pytest.mark.parametrize("due", [False, True], ids=["outbox-only", "with-a-cycle"])
+async def test_a_tick_counts_the_retried_parked_event_it_delivers(world: World, due: bool) -> None:
+    spread(world, 3)
+    poller = orders(
+        fetch=timestamp_fetch(limit=10),
+        delivery=wk.Delivery(retry=wk.Retry(attempts=1)),
+        schedule=wk.Schedule(min="1m", max="1m", adaptive=False, jitter=0),
+    )
+    engine = world.engine(poller)
+    broken = {"item-002"}
+    recorder = Recorder(fail=lambda event: event.subject in broken)
+    engine.on("orders", recorder)
+    first = await engine.tick()
+    assert first.polled[0].delivered == 2
+    parked = await engine.parked.list("orders")
+    assert [row.hold_key for row in parked] == ["item-002"]
+
+    broken.clear()
+    assert await engine.parked.retry("orders", [row.id for row in parked]) == 1
+    if due:
+        await world.clock.advance("1m")  # the live lane runs too, and finds nothing new
+    result = await engine.tick()
+
+    assert recorder.by_subject("item-002") == ["created"]
+    [polled] = result.polled
+    assert (polled.lane, polled.items, polled.delivered) == ("live", 0, 1)
+    assert polled.cycles == (1 if due else 0)

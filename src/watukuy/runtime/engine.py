@@ -436,7 +436,11 @@ class EngineCore(Operations):
     # --- one pass -----------------------------------------------------------------------
 
     async def tick(
-        self, max_duration: Duration | None = None, only: Sequence[str] | str | None = None
+        self,
+        max_duration: Duration | None = None,
+        only: Sequence[str] | str | None = None,
+        *,
+        catch_up: bool = True,
     ) -> TickResult:
         """One pass over every due key: drain, poll, persist, release. Never raises for
         fetch or handler failures; they are in ``TickResult.polled[i].error``.
@@ -455,6 +459,9 @@ class EngineCore(Operations):
                 does, the pass returns at most ``TICK_GRACE_MS`` (2 s) after it: runs still
                 waiting then are cancelled and ``timed_out`` is set.
             only: Restrict the pass to these poller names.
+            catch_up: ``False`` runs each chosen key once, however much it has left (a test
+                that steps a poller cycle by cycle, a cron job that spreads a backlog over
+                its runs); its lanes still say ``pending``.
 
         Returns:
             One entry per (poller, partition, lane) that ran, with the totals of its cycles,
@@ -475,6 +482,7 @@ class EngineCore(Operations):
             marks=self._marks,
             run_key=self._run_key,
             concurrency=self._tick_concurrency,
+            catch_up=catch_up,
         )
         work = asyncio.ensure_future(self._tick_pass(tick, started))
         stalls: list[tuple[PKey, int, Stall]] = []

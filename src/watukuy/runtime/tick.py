@@ -133,6 +133,8 @@ class TickPass:
         marks: The per-key marks (forced keys, keys the store failed).
         run_key: The engine's run of one key.
         concurrency: Keys run at once.
+        catch_up: Run the keys still behind again (see the module docstring); ``False``
+            runs each key once.
     """
 
     def __init__(
@@ -145,6 +147,7 @@ class TickPass:
         marks: KeyMarks,
         run_key: RunKey,
         concurrency: int,
+        catch_up: bool = True,
     ) -> None:
         self.names = list(names)
         self._deadline = deadline
@@ -153,6 +156,7 @@ class TickPass:
         self._marks = marks
         self._run_key = run_key
         self._concurrency = concurrency
+        self._catch_up = catch_up
         self.findings = TickFindings()
         """What the pass found so far (kept as it goes: a pass cut short still has it)."""
         self._running: dict[PKey, tuple[asyncio.Task[Any], int]] = {}
@@ -192,7 +196,7 @@ class TickPass:
         and the pass has room for at least one more of its pages (without a deadline: it
         ran fewer than :data:`MAX_RUNS_PER_KEY` times)."""
         now = self._clock.now()
-        if not catching_up(outcome, now):
+        if not self._catch_up or not catching_up(outcome, now):
             return False
         if self._deadline is None:
             return runs < MAX_RUNS_PER_KEY
