@@ -113,8 +113,9 @@ def catching_up(result: KeyRunResult, now: int) -> bool:
 
     A cut-short cycle plans the key's next run at once (the scheduler's ``catch-up``; a
     cut-short reconcile pass or a backfill in progress is due at once too), unless
-    rate-limit pacing or a ``Retry-After`` window asks for a wait. The daemon and
-    ``tick()`` both go by this rule.
+    rate-limit pacing or a ``Retry-After`` window asks for a wait. The run's ``wake_at``
+    carries that decision: the daemon schedules the key at it, and ``tick()`` runs the key
+    again when this says so, so both follow the scheduler rather than a rule of their own.
     """
     return result.pending and result.wake_at is not None and result.wake_at <= now
 

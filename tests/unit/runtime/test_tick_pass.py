@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
@@ -136,3 +137,75 @@ async def test_a_pass_past_its_deadline_starts_no_more_runs() -> None:
     assert [call[0] for call in runs.calls] == ["a"]
     assert found.timed_out
     assert [r.partition for r in found.polled] == ["a"]
+
+
+class Backlogs:
+    """Stands in for ``EngineCore._run_key``: each partition has cycles left to run, and the
+    scheduler plans its next run ``wait_ms`` after each cut-short one."""
+
+    def __init__(self, cycles: dict[str, int], clock: VirtualClock, wait_ms: int = 0) -> None:
+        self.left = dict(cycles)
+        self.clock = clock
+        self.wait_ms = wait_ms
+        self.calls: list[str] = []
+
+    async def __call__(
+        self,
+        poller: PollerDefinition[Any],
+        partition: Partition,
+        *,
+        force: bool = False,
+        deadline: int | None = None,
+    ) -> KeyRunResult:
+        self.calls.append(partition.key)
+        self.left[partition.key] -= 1
+        pending = self.left[partition.key] > 0
+        result = dataclasses.replace(polled(PKey(poller.name, partition.key)), pending=pending)
+        wake_at = self.clock.now() + (self.wait_ms if pending else 60_000)
+        return KeyRunResult("ran", results=[result], wake_at=wake_at)
+
+
+def backlog_pass(clock: VirtualClock, runs: Backlogs, *, catch_up: bool = True) -> TickPass:
+    return TickPass(
+        ["orders"],
+        None,
+        clock=clock,
+        store=wk.MemoryStore(),
+        marks=KeyMarks(),
+        run_key=runs,
+        concurrency=1,
+        catch_up=catch_up,
+    )
+
+
+async def test_keys_still_behind_run_again_in_rounds_and_add_up() -> None:
+    clock = VirtualClock()
+    runs = Backlogs({"a": 3, "b": 1, "c": 2}, clock)
+    found = await backlog_pass(clock, runs).run([(tenants(), Partition(n)) for n in TENANTS])
+    assert runs.calls == ["a", "b", "c", "a", "c", "a"]
+    assert [(r.partition, r.cycles, r.items, r.pending) for r in found.polled] == [
+        ("a", 3, 3, False),
+        ("b", 1, 1, False),
+        ("c", 2, 2, False),
+    ]
+
+
+async def test_a_key_the_scheduler_holds_back_is_left_pending() -> None:
+    clock = VirtualClock()
+    runs = Backlogs({"a": 3, "b": 1, "c": 1}, clock, wait_ms=1_000)  # rate-limit pacing
+    found = await backlog_pass(clock, runs).run([(tenants(), Partition(n)) for n in TENANTS])
+    assert runs.calls == ["a", "b", "c"]
+    assert [(r.partition, r.pending) for r in found.polled] == [
+        ("a", True),
+        ("b", False),
+        ("c", False),
+    ]
+
+
+async def test_without_catch_up_each_key_runs_once() -> None:
+    clock = VirtualClock()
+    runs = Backlogs({"a": 3, "b": 1, "c": 2}, clock)
+    tick = backlog_pass(clock, runs, catch_up=False)
+    found = await tick.run([(tenants(), Partition(n)) for n in TENANTS])
+    assert runs.calls == ["a", "b", "c"]
+    assert [r.partition for r in found.polled if r.pending] == ["a", "c"]
