@@ -4,6 +4,7 @@ until they are caught up or the deadline comes near, and says which keys are sti
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -208,3 +209,21 @@ async def test_a_tick_counts_the_retried_parked_event_it_delivers(world: World, 
     [polled] = result.polled
     assert (polled.lane, polled.items, polled.delivered) == ("live", 0, 1)
     assert polled.cycles == (1 if due else 0)
+
+
+async def test_catching_up_keeps_the_pace_the_rate_limit_headers_ask_for(world: World) -> None:
+    spread(world, 300)
+    world.api.set_rate_limit("ietf", limit=40, window="60s")  # 40 requests a minute
+    engine = world.engine(orders(fetch=timestamp_fetch(limit=10), max_pages_per_cycle=5))
+    engine.on("orders", Recorder())
+
+    task = asyncio.create_task(engine.tick(max_duration="10m"))
+    while not task.done():  # virtual time moves while the pass waits for its pace
+        if not await world.clock.run_next():
+            await world.clock.flush()
+    result = task.result()
+
+    [polled] = result.polled
+    assert (polled.events, polled.cycles, result.caught_up) == (300, 6, True)
+    assert {request.status for request in world.api.log} == {200}  # never a 429
+    assert result.duration_ms > 0  # it waited between cycles instead of running into a 429

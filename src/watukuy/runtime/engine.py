@@ -447,8 +447,9 @@ class EngineCore(Operations):
 
         A key whose cycle stopped with more to fetch (the page cap cut it, say) runs again
         once every chosen key had its turn, round after round, until it caught up or the
-        deadline comes near: no catch-up run starts unless one of the key's pages still fits
-        before ``max_duration``. Without ``max_duration`` a key runs at most
+        deadline comes near: it runs when its schedule says (at once, or after the wait
+        rate-limit pacing asked for), and only if one of its pages still fits before
+        ``max_duration`` then. Without ``max_duration`` a key runs at most
         ``MAX_RUNS_PER_KEY`` (100) times. Keys still behind at the end are in
         ``TickResult.pending_keys``, and each of their lanes says ``pending``. Each run
         takes, renews and releases the key's lease like any other run.

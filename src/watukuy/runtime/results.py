@@ -49,9 +49,9 @@ class TickPollResult:
             exhausted budget): ``error`` says why, but the cycle did not fail; the key waits
             without counting a failure.
         cycles: How many cycles of the lane ran in the tick.
-        pending: The lane's last cycle stopped with more to fetch (the page cap, the cycle's
-            deadline or the tick's deadline cut it): the key is not caught up, and another
-            ``tick()`` (or a longer ``max_duration``) picks up where it stopped.
+        pending: The lane's last cycle stopped with more to fetch (the page cap or the
+            tick's deadline cut it): the key is not caught up, and another ``tick()`` (or a
+            longer ``max_duration``) picks up where it stopped.
     """
 
     poller: str
@@ -67,10 +67,12 @@ class TickPollResult:
     pending: bool = False
 
     def then(self, later: TickPollResult) -> TickPollResult:
-        """This entry followed by ``later``, a later cycle of the same lane: the counts add
-        up, and ``error``, ``throttled`` and ``pending`` are those of the later cycle."""
+        """This entry followed by ``later``, what the same lane did next: the counts add
+        up, and ``error``, ``throttled`` and ``pending`` are those of the later cycle (of
+        this entry when ``later`` ran none: it only delivered)."""
+        last = later if later.cycles else self
         return dataclasses.replace(
-            later,
+            last,
             items=self.items + later.items,
             events=self.events + later.events,
             delivered=self.delivered + later.delivered,

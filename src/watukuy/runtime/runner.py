@@ -68,7 +68,7 @@ __all__ = [
     "KeyRunResult",
     "KeyRunner",
     "TickPollResult",
-    "catching_up",
+    "catch_up_at",
     "wake_time",
 ]
 
@@ -108,16 +108,17 @@ class KeyRunResult:
         return self.outcome == "ran" and any(result.pending for result in self.results)
 
 
-def catching_up(result: KeyRunResult, now: int) -> bool:
-    """The run left more to fetch and the key is due again at ``now``: run it again now.
+def catch_up_at(result: KeyRunResult) -> int | None:
+    """When a run that left more to fetch should run again; ``None`` when nothing is left.
 
     A cut-short cycle plans the key's next run at once (the scheduler's ``catch-up``; a
-    cut-short reconcile pass or a backfill in progress is due at once too), unless
-    rate-limit pacing or a ``Retry-After`` window asks for a wait. The run's ``wake_at``
-    carries that decision: the daemon schedules the key at it, and ``tick()`` runs the key
-    again when this says so, so both follow the scheduler rather than a rule of their own.
+    cut-short reconcile pass or a backfill in progress is due at once too), or later when
+    rate-limit pacing asks the poller to slow down. The run's ``wake_at`` carries that
+    decision: the daemon schedules the key at it, and ``tick()`` runs the key again at it
+    when its deadline leaves room, so both follow the scheduler rather than a rule of
+    their own.
     """
-    return result.pending and result.wake_at is not None and result.wake_at <= now
+    return result.wake_at if result.pending else None
 
 
 _HEALTHY = ScheduleState()

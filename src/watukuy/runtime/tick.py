@@ -9,8 +9,9 @@ unfinished run was waiting for.
 A key whose run stopped with more to fetch (the page cap cut its cycle, say) is run again
 in a catch-up round after every chosen key had its turn, and so on until each key caught
 up, the deadline comes near, or (without a deadline) a key ran :data:`MAX_RUNS_PER_KEY`
-times. Rounds keep the keys fair: a key with a long backlog takes one cycle per round, like
-every other key still behind.
+times. A key runs again when the scheduler planned its next run (:func:`catch_up_at`): at
+once, or once the wait rate-limit pacing asked for is over. Rounds keep the keys fair: a
+key with a long backlog takes one run per round, like every other key still behind.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .daemon import RunKey
 from .key_marks import KeyMarks
 from .partition_book import PartitionBook
 from .poller import PollerDefinition
-from .runner import KeyRunResult, TickPollResult, catching_up
+from .runner import KeyRunResult, TickPollResult, catch_up_at
 from .stalls import Stall, diagnose
 
 __all__ = ["MAX_RUNS_PER_KEY", "TickFindings", "TickKeys", "TickPass"]
@@ -169,15 +170,18 @@ class TickPass:
         """Run ``keys``, ``concurrency`` at a time, then the catch-up rounds of the keys
         still behind; return what the pass found."""
         runs: dict[PKey, int] = {}
-        behind = await self._round(keys, runs, first=True)
+        behind = await self._round([(key, 0) for key in keys], runs, first=True)
         while behind:
             behind = await self._round(behind, runs, first=False)
         return self.findings
 
-    async def _round(self, keys: list[_Key], runs: dict[PKey, int], *, first: bool) -> list[_Key]:
-        """Run ``keys`` once each; returns those to run again (see :meth:`_again`)."""
+    async def _round(
+        self, keys: list[tuple[_Key, int]], runs: dict[PKey, int], *, first: bool
+    ) -> list[tuple[_Key, int]]:
+        """Run ``keys`` once each, none before the time it comes with; returns those to run
+        again, with when (see :meth:`_again`)."""
         queue = iter(keys)
-        behind: list[_Key] = []
+        behind: list[tuple[_Key, int]] = []
         workers = [
             asyncio.create_task(self._worker(queue, behind, runs, first=first))
             for _ in range(min(self._concurrency, max(1, len(keys))))
@@ -188,30 +192,39 @@ class TickPass:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-        order = {id(key): index for index, key in enumerate(keys)}
-        return sorted(behind, key=lambda key: order[id(key)])  # the round's order, again
+        # The next round: the keys in the order they may run again, this round's order
+        # among those that may run at the same time.
+        order = {id(key): index for index, (key, _) in enumerate(keys)}
+        return sorted(behind, key=lambda entry: (entry[1], order[id(entry[0])]))
 
-    def _again(self, outcome: KeyRunResult, runs: int) -> bool:
-        """Run the key once more in this pass: it is catching up (see :func:`catching_up`),
-        and the pass has room for at least one more of its pages (without a deadline: it
-        ran fewer than :data:`MAX_RUNS_PER_KEY` times)."""
-        now = self._clock.now()
-        if not self._catch_up or not catching_up(outcome, now):
-            return False
+    def _again(self, outcome: KeyRunResult, runs: int) -> int | None:
+        """When to run the key once more in this pass (``None``: not in this pass). It is
+        behind, and the pass has room for at least one more of its pages after the wait
+        the scheduler planned (without a deadline: it ran fewer than
+        :data:`MAX_RUNS_PER_KEY` times)."""
+        at = catch_up_at(outcome) if self._catch_up else None
+        if at is None:
+            return None
+        at = max(at, self._clock.now())
         if self._deadline is None:
-            return runs < MAX_RUNS_PER_KEY
+            return at if runs < MAX_RUNS_PER_KEY else None
         # A run fetches at least one page: start one only when a page of this key's last
         # cycle would still end before the deadline.
         last = None if outcome.state is None else outcome.state.schedule.last_poll
         page_ms = 0 if last is None else last.duration_ms // max(1, last.pages)
-        return now + page_ms <= self._deadline
+        return at if at < self._deadline and at + page_ms <= self._deadline else None
 
     async def _worker(
-        self, queue: Iterator[_Key], behind: list[_Key], runs: dict[PKey, int], *, first: bool
+        self,
+        queue: Iterator[tuple[_Key, int]],
+        behind: list[tuple[_Key, int]],
+        runs: dict[PKey, int],
+        *,
+        first: bool,
     ) -> None:
         found = self.findings
         deadline = self._deadline
-        for item in queue:
+        for item, not_before in queue:
             poller, partition = item
             if deadline is not None and self._clock.now() >= deadline:
                 # A catch-up round cut short leaves its keys pending (their results say so);
@@ -219,6 +232,9 @@ class TickPass:
                 found.timed_out = found.timed_out or first
                 return
             key = PKey(poller.name, partition.key)
+            if not_before > self._clock.now():
+                # The pace the scheduler asked for (_again made sure a page still fits).
+                await self._clock.sleep(not_before - self._clock.now())
             if self._marks.store_backoff.get(key, (0, 0))[1] > self._clock.now():
                 if first:  # the store failed this key's last run: backing off
                     found.skipped_not_due += 1
@@ -233,8 +249,9 @@ class TickPass:
                 self._running.pop(key, None)
             found.add(outcome.results)
             runs[key] = runs.get(key, 0) + 1
-            if self._again(outcome, runs[key]):
-                behind.append(item)
+            again = self._again(outcome, runs[key])
+            if again is not None:
+                behind.append((item, again))
             if not first:
                 continue  # the key was counted when the pass chose it
             if outcome.outcome == "leased":

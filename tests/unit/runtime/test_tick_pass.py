@@ -165,10 +165,12 @@ class Backlogs:
         return KeyRunResult("ran", results=[result], wake_at=wake_at)
 
 
-def backlog_pass(clock: VirtualClock, runs: Backlogs, *, catch_up: bool = True) -> TickPass:
+def backlog_pass(
+    clock: VirtualClock, runs: Backlogs, *, catch_up: bool = True, deadline: int | None = None
+) -> TickPass:
     return TickPass(
         ["orders"],
-        None,
+        deadline,
         clock=clock,
         store=wk.MemoryStore(),
         marks=KeyMarks(),
@@ -190,16 +192,32 @@ async def test_keys_still_behind_run_again_in_rounds_and_add_up() -> None:
     ]
 
 
-async def test_a_key_the_scheduler_holds_back_is_left_pending() -> None:
+async def test_a_key_paced_by_the_scheduler_runs_again_once_the_wait_is_over() -> None:
     clock = VirtualClock()
+    begun = clock.now()
     runs = Backlogs({"a": 3, "b": 1, "c": 1}, clock, wait_ms=1_000)  # rate-limit pacing
-    found = await backlog_pass(clock, runs).run([(tenants(), Partition(n)) for n in TENANTS])
+    work = asyncio.ensure_future(
+        backlog_pass(clock, runs).run([(tenants(), Partition(n)) for n in TENANTS])
+    )
+    while not work.done():
+        await clock.advance("100ms")
+    assert runs.calls == ["a", "b", "c", "a", "a"]
+    assert not any(r.pending for r in work.result().polled)
+    assert clock.now() - begun >= 2_000
+
+
+async def test_a_wait_past_the_deadline_leaves_the_key_pending() -> None:
+    clock = VirtualClock()
+    runs = Backlogs({"a": 3, "b": 1, "c": 1}, clock, wait_ms=1_000)
+    tick = backlog_pass(clock, runs, deadline=clock.now() + 900)
+    found = await tick.run([(tenants(), Partition(n)) for n in TENANTS])
     assert runs.calls == ["a", "b", "c"]
     assert [(r.partition, r.pending) for r in found.polled] == [
         ("a", True),
         ("b", False),
         ("c", False),
     ]
+    assert not found.timed_out
 
 
 async def test_without_catch_up_each_key_runs_once() -> None:
@@ -209,3 +227,11 @@ async def test_without_catch_up_each_key_runs_once() -> None:
     found = await tick.run([(tenants(), Partition(n)) for n in TENANTS])
     assert runs.calls == ["a", "b", "c"]
     assert [r.partition for r in found.polled if r.pending] == ["a", "c"]
+
+
+def test_a_run_that_only_delivered_adds_up_without_changing_what_the_lane_said() -> None:
+    cycle = dataclasses.replace(polled(PKey("orders", "a")), delivered=1, pending=True)
+    delivered = dataclasses.replace(cycle, items=0, delivered=2, cycles=0, pending=False)
+    assert cycle.then(delivered) == dataclasses.replace(cycle, delivered=3)
+    caught_up = dataclasses.replace(cycle, pending=False)
+    assert cycle.then(caught_up) == dataclasses.replace(caught_up, items=2, delivered=2, cycles=2)
