@@ -449,7 +449,8 @@ class EngineCore(Operations):
         once every chosen key had its turn, round after round, until it caught up or the
         deadline comes near: it runs when its schedule says (at once, or after the wait
         rate-limit pacing asked for), and only if one of its pages still fits before
-        ``max_duration`` then. Without ``max_duration`` a key runs at most
+        ``max_duration`` then. Without ``max_duration`` the pass never waits: a paced key
+        is left pending. Without ``max_duration`` a key runs at most
         ``MAX_RUNS_PER_KEY`` (100) times. Keys still behind at the end are in
         ``TickResult.pending_keys``, and each of their lanes says ``pending``. Each run
         takes, renews and releases the key's lease like any other run.

@@ -10,7 +10,7 @@ A key whose run stopped with more to fetch (the page cap cut its cycle, say) is 
 in a catch-up round after every chosen key had its turn, and so on until each key caught
 up, the deadline comes near, or (without a deadline) a key ran :data:`MAX_RUNS_PER_KEY`
 times. A key runs again when the scheduler planned its next run (:func:`catch_up_at`): at
-once, or once the wait rate-limit pacing asked for is over. Rounds keep the keys fair: a
+once, or, in a pass with a deadline, once the wait rate-limit pacing asked for is over. Rounds keep the keys fair: a
 key with a long backlog takes one run per round, like every other key still behind.
 """
 
@@ -200,14 +200,16 @@ class TickPass:
     def _again(self, outcome: KeyRunResult, runs: int) -> int | None:
         """When to run the key once more in this pass (``None``: not in this pass). It is
         behind, and the pass has room for at least one more of its pages after the wait
-        the scheduler planned (without a deadline: it ran fewer than
-        :data:`MAX_RUNS_PER_KEY` times)."""
+        the scheduler planned. Without a deadline the pass waits for nothing (a test on a
+        virtual clock that nobody moves would wait forever): a key runs again only when
+        due at once, and at most :data:`MAX_RUNS_PER_KEY` times."""
         at = catch_up_at(outcome) if self._catch_up else None
+        now = self._clock.now()
         if at is None:
             return None
-        at = max(at, self._clock.now())
         if self._deadline is None:
-            return at if runs < MAX_RUNS_PER_KEY else None
+            return now if at <= now and runs < MAX_RUNS_PER_KEY else None
+        at = max(at, now)
         # A run fetches at least one page: start one only when a page of this key's last
         # cycle would still end before the deadline.
         last = None if outcome.state is None else outcome.state.schedule.last_poll

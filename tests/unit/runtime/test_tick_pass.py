@@ -196,14 +196,21 @@ async def test_a_key_paced_by_the_scheduler_runs_again_once_the_wait_is_over() -
     clock = VirtualClock()
     begun = clock.now()
     runs = Backlogs({"a": 3, "b": 1, "c": 1}, clock, wait_ms=1_000)  # rate-limit pacing
-    work = asyncio.ensure_future(
-        backlog_pass(clock, runs).run([(tenants(), Partition(n)) for n in TENANTS])
-    )
+    tick = backlog_pass(clock, runs, deadline=begun + 60_000)
+    work = asyncio.ensure_future(tick.run([(tenants(), Partition(n)) for n in TENANTS]))
     while not work.done():
         await clock.advance("100ms")
     assert runs.calls == ["a", "b", "c", "a", "a"]
     assert not any(r.pending for r in work.result().polled)
     assert clock.now() - begun >= 2_000
+
+
+async def test_without_a_deadline_a_paced_key_is_left_pending() -> None:
+    clock = VirtualClock()
+    runs = Backlogs({"a": 3, "b": 1, "c": 1}, clock, wait_ms=1_000)
+    found = await backlog_pass(clock, runs).run([(tenants(), Partition(n)) for n in TENANTS])
+    assert runs.calls == ["a", "b", "c"]  # and the pass did not wait on the clock
+    assert [r.partition for r in found.polled if r.pending] == ["a"]
 
 
 async def test_a_wait_past_the_deadline_leaves_the_key_pending() -> None:
