@@ -91,7 +91,7 @@ async def test_a_listing_longer_than_the_page_cap_is_seen_whole(world: World) ->
     recorder = Recorder()
     engine.on("catalog", recorder)
 
-    await engine.tick()
+    await engine.tick(catch_up=False)
     assert subjects(recorder) == [f"item-00{n}" for n in range(1, 5)]
     progress = await listing_report(engine)
     assert progress["pass"] == {
@@ -108,7 +108,9 @@ async def test_a_listing_longer_than_the_page_cap_is_seen_whole(world: World) ->
     assert report["schedule"]["next_due_at"] == world.clock.now()  # catch-up: due at once
     assert report["last_poll"]["truncated"] is True
 
-    await engine.tick()  # no time passes: the cut pass is due, and continues at page 3
+    await engine.tick(
+        catch_up=False
+    )  # no time passes: the cut pass is due, and continues at page 3
     assert subjects(recorder) == [f"item-00{n}" for n in range(1, 8)]
     assert listing.calls == [("live", 1), ("live", 2), ("live", 3), ("live", 4)]
     progress = await listing_report(engine)
@@ -120,7 +122,7 @@ async def test_a_listing_longer_than_the_page_cap_is_seen_whole(world: World) ->
     listing.remove("item-006")
     for _ in range(4):  # two passes of two cycles each
         await world.clock.advance("10m")
-        await engine.tick()
+        await engine.tick(catch_up=False)
     assert subjects(recorder, "deleted") == ["item-006"]
     assert len(recorder.events) == 8
     assert await world.store.count_items(KEY) == 6
@@ -175,9 +177,9 @@ async def test_reset_cursor_restarts_a_pass_in_progress(world: World) -> None:
     listing = listing_of(7, size=2)
     engine = world.engine(catalog(listing, max_pages_per_cycle=2))
     engine.on("catalog", Recorder())
-    await engine.tick()
+    await engine.tick(catch_up=False)
     await engine.reset_cursor("catalog", None)
-    await engine.tick()
+    await engine.tick(catch_up=False)
     assert [page for _, page in listing.calls] == [1, 2, 1, 2]
     assert (await listing_report(engine))["pass"]["pass_id"] == 2
 
@@ -197,12 +199,12 @@ async def test_a_reconcile_listing_resumes_and_finishes_later(world: World) -> N
     engine = world.engine(poller)
     recorder = Recorder()
     engine.on("orders", recorder)
-    first = await engine.tick()
+    first = await engine.tick(catch_up=False)
     assert [r.lane for r in first.polled] == ["live", "reconcile"]
     progress = await listing_report(engine, "reconcile")
     assert (progress["pass"]["pages"], progress["pass"]["items"]) == (2, 6)
     assert (await engine.inspect())["pollers"][0]["lag_ms"] is not None
-    second = await engine.tick()  # the reconcile pass is due at once
+    second = await engine.tick(catch_up=False)  # the reconcile pass is due at once
     assert [r.lane for r in second.polled] == ["reconcile"]
     assert reconcile.calls == [("reconcile", 1), ("reconcile", 2), ("reconcile", 3)]
     assert (await listing_report(engine, "reconcile"))["completed"] == 1
@@ -215,8 +217,8 @@ async def test_a_reconcile_listing_resumes_and_finishes_later(world: World) -> N
     world.api.remove("item-002")
     for _ in range(2):  # two complete reconcile passes, 6 h apart, each of two cycles
         await world.clock.advance("6h")
-        await engine.tick()
-        await engine.tick()
+        await engine.tick(catch_up=False)
+        await engine.tick(catch_up=False)
     assert [(e.type, e.subject, e.lane) for e in recorder.events[7:]] == [
         ("deleted", "item-002", "reconcile")
     ]

@@ -134,7 +134,7 @@ async def read_two_pages_of_three(
     engine = engine_for(world, vendor, listing_poller(lane, fetch))
     recorder = Recorder()
     engine.on("orders", recorder)
-    await engine.tick()
+    await engine.tick(catch_up=False)
     assert vendor.calls == [1, 2]
     assert len(recorder.events) == 200
     assert (await listing_of(engine, lane))["pass"]["pages"] == 2
@@ -149,7 +149,7 @@ async def test_a_pass_whose_next_page_is_gone_is_abandoned_without_deletes(
     vendor, engine, recorder = await read_two_pages_of_three(world, lane, fetch_ending_with_gone)
 
     with caplog.at_level(logging.INFO, logger="watukuy"):
-        result = await engine.tick()  # the pass resumes at page 3: gone
+        result = await engine.tick(catch_up=False)  # the pass resumes at page 3: gone
     assert vendor.calls == [1, 2, 3]
     assert [polled.error for polled in lane_results(result, lane)] == [None]
     report = await listing_of(engine, lane)
@@ -166,7 +166,7 @@ async def test_a_pass_whose_next_page_is_gone_is_abandoned_without_deletes(
     # is complete after page 2 (the listing has two pages now).
     vendor.update("item-200")
     await world.clock.advance("6h")
-    await engine.tick()
+    await engine.tick(catch_up=False)
     assert vendor.calls == [1, 2, 3, 1, 2]
     assert recorder.by_subject("item-200") == ["created", "updated"]
     report = await listing_of(engine, lane)
@@ -175,7 +175,7 @@ async def test_a_pass_whose_next_page_is_gone_is_abandoned_without_deletes(
 
     # The abandoned pass confirmed nothing: the deletes wait for a second complete pass.
     await world.clock.advance("6h")
-    await engine.tick()
+    await engine.tick(catch_up=False)
     deleted = [e.subject for e in recorder.events if e.type == "deleted"]
     assert deleted == [f"item-{n:03d}" for n in range(1, 101)]
 
@@ -186,7 +186,7 @@ async def test_a_pass_failing_again_at_the_same_page_starts_over(
 ) -> None:
     vendor, engine, recorder = await read_two_pages_of_three(world, lane, fetch_raising)
 
-    first = await engine.tick()  # resumes at page 3: 404, a failure like any other
+    first = await engine.tick(catch_up=False)  # resumes at page 3: 404, a failure like any other
     [failed] = lane_results(first, lane)
     assert failed.error is not None
     assert "responded 404" in failed.error["message"]
@@ -196,7 +196,7 @@ async def test_a_pass_failing_again_at_the_same_page_starts_over(
 
     with caplog.at_level(logging.WARNING, logger="watukuy"):
         await world.clock.advance("10m")  # past the backoff
-        second = await engine.tick()  # page 3 fails again: the pass is abandoned
+        second = await engine.tick(catch_up=False)  # page 3 fails again: the pass is abandoned
     [failed] = lane_results(second, lane)
     assert failed.error is not None  # it still counts as a failure (backoff, circuit)
     assert vendor.calls == [1, 2, 3, 3]
@@ -215,7 +215,7 @@ async def test_a_pass_failing_again_at_the_same_page_starts_over(
 
     vendor.update("item-150")
     await world.clock.advance("10m")
-    third = await engine.tick()  # a new pass from page 1, complete after page 2
+    third = await engine.tick(catch_up=False)  # a new pass from page 1, complete after page 2
     assert [polled.error for polled in lane_results(third, lane)] == [None]
     assert vendor.calls == [1, 2, 3, 3, 1, 2]
     assert recorder.by_subject("item-150") == ["created", "updated"]
@@ -239,7 +239,7 @@ async def test_a_failure_at_another_page_starts_the_count_again(world: World) ->
     recorder = Recorder()
     engine.on("orders", recorder)
     for _ in range(4):
-        await engine.tick()
+        await engine.tick(catch_up=False)
         await world.clock.advance("10m")
     # Pages 1-2; 3 fails; 3, then 4 fails; 4 and 5: one failure at each page, never two
     # in a row at one page, so the pass is never abandoned.

@@ -292,7 +292,9 @@ def version(as_json: bool) -> None:
 @cli.command()
 @_target_options
 @click.option(
-    "--max-duration", metavar="DURATION", help="Deadline for the pass, e.g. 50s (cooperative)."
+    "--max-duration",
+    metavar="DURATION",
+    help="Deadline for the pass, e.g. 50s or 50 (seconds); keys still behind then are pending.",
 )
 @click.option("--only", multiple=True, metavar="NAME", help="Tick only this poller (repeatable).")
 def tick(

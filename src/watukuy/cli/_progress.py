@@ -56,13 +56,7 @@ async def tick_with_progress(
             return result
 
         results = await asyncio.gather(*(one(name) for name in names))
-    return {
-        "polled": [row.to_dict() for result in results for row in result.polled],
-        "skipped_leased": sum(r.skipped_leased for r in results),
-        "skipped_not_due": sum(r.skipped_not_due for r in results),
-        "duration_ms": engine.clock.now() - started,
-        "timed_out": any(r.timed_out for r in results),
-    }
+    return TickResult.combine(results, duration_ms=engine.clock.now() - started).to_dict()
 
 
 @dataclass

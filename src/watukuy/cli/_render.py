@@ -301,15 +301,18 @@ def _error_cell(error: Mapping[str, Any] | None, *, throttled: bool) -> Text:
 
 
 def tick_view(result: Mapping[str, Any]) -> RenderableType:
-    """What one ``tick`` did: one row per lane cycle, then the totals."""
+    """What one ``tick`` did: one row per key and lane (the totals of its cycles, and
+    whether it caught up), then the totals, and what to do about keys still behind."""
     polled: list[Mapping[str, Any]] = list(result.get("polled") or [])
     columns = [
         Col("key", shrink_to=12, max_width=32),
         Col("lane"),
+        Col("cycles", right=True),
         Col("items", right=True),
         Col("events", right=True),
         Col("delivered", right=True),
         Col("took", right=True),
+        Col("backlog"),
         Col("error", shrink_to=5, max_width=80),
     ]
     rows = []
@@ -319,18 +322,21 @@ def tick_view(result: Mapping[str, Any]) -> RenderableType:
             [
                 _cell(key_name(row["poller"], row["partition"])),
                 _cell(str(row["lane"])),
+                _cell(str(row.get("cycles", 1))),
                 _cell(str(row["items"])),
                 _cell(str(row["events"])),
                 _cell(str(row["delivered"])),
                 _cell(format_ms(row["duration_ms"])),
+                _backlog_cell(row),
                 _error_cell(error, throttled=bool(row.get("throttled"))),
             ]
         )
     table = FittedTable(columns, rows)
+    cycles = sum(int(row.get("cycles", 1)) for row in polled)
     failed = sum(1 for row in polled if row.get("error") and not row.get("throttled"))
     throttled = sum(1 for row in polled if row.get("throttled"))
     summary = (
-        f"{len(polled)} cycle{'s' if len(polled) != 1 else ''} ran ({failed} failed"
+        f"{cycles} cycle{'s' if cycles != 1 else ''} ran ({failed} failed"
         + (f", {throttled} throttled" if throttled else "")
         + "), "
         f"{result.get('skipped_not_due', 0)} not due, "
@@ -340,7 +346,21 @@ def tick_view(result: Mapping[str, Any]) -> RenderableType:
     )
     parts: list[RenderableType] = [table] if polled else []
     parts.append(Text(summary))
+    pending = len(result.get("pending_keys") or [])
+    if pending:
+        keys = f"{pending} key{'s' if pending != 1 else ''} {'have' if pending != 1 else 'has'}"
+        advice = "run tick again or raise --max-duration"
+        parts.append(Text(f"{keys} more pending: {advice}", style="yellow"))
     return Group(*parts)
+
+
+def _backlog_cell(row: Mapping[str, Any]) -> Text:
+    """Whether the lane caught up; a failed or throttled lane cannot say."""
+    if row.get("error"):
+        return _cell("-")
+    if row.get("pending"):
+        return _cell("more pending", "yellow")
+    return _cell("caught up", "green")
 
 
 def parked_table(rows: Sequence[Mapping[str, Any]]) -> RenderableType:

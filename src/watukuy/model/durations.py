@@ -2,7 +2,9 @@
 
 Every duration option accepts a string with one unit (``"250ms"``, ``"5s"``, ``"2m"``,
 ``"6h"``, ``"1d"``), a :class:`datetime.timedelta`, or a plain number of **seconds**
-(``1.5`` is one and a half seconds, as with :func:`asyncio.sleep`). Internally every time
+(``1.5`` is one and a half seconds, as with :func:`asyncio.sleep`). A number written as
+text without a unit (``"5"``, what a command-line option or an environment variable
+holds) is seconds too: one rule, whether the number comes as a number or as text. Internally every time
 is an integer number of milliseconds, the unit stored by the stores and reported by
 ``inspect()``.
 """
@@ -22,14 +24,15 @@ Duration: TypeAlias = str | int | float | timedelta
 """A span of time: ``"250ms" | "5s" | "2m" | "6h" | "1d"``, a ``timedelta``, or seconds."""
 
 _UNIT_MS: Final = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_PATTERN: Final = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)\s*$")
+_PATTERN: Final = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 
 
 def parse_duration(value: Duration, field: str = "duration") -> int:
     """Turn a user-supplied duration into whole milliseconds.
 
     Args:
-        value: ``"250ms" | "5s" | "2m" | "6h" | "1d"``, a ``timedelta``, or seconds.
+        value: ``"250ms" | "5s" | "2m" | "6h" | "1d"``, a ``timedelta``, or seconds (a
+            number, or a number written as text without a unit: ``"5"``).
         field: Name of the option being parsed, used in the error message.
 
     Returns:
@@ -48,10 +51,11 @@ def parse_duration(value: Duration, field: str = "duration") -> int:
         match = _PATTERN.match(value)
         if match is None:
             raise ConfigError(
-                f"expected a duration like '250ms', '5s', '2m', '6h' or '1d', got {value!r}",
+                f"expected a duration like '250ms', '5s', '2m', '6h' or '1d' (a bare number "
+                f"is seconds), got {value!r}",
                 field=field,
             )
-        ms = float(match.group(1)) * _UNIT_MS[match.group(2)]
+        ms = float(match.group(1)) * _UNIT_MS[match.group(2) or "s"]
     else:
         raise ConfigError(f"expected a duration like '5s', got {value!r}", field=field)
     if not math.isfinite(ms) or ms < 0:

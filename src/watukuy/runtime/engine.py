@@ -526,10 +526,24 @@ class EngineCore(Operations):
     # --- one pass -----------------------------------------------------------------------
 
     async def tick(
-        self, max_duration: Duration | None = None, only: Sequence[str] | str | None = None
+        self,
+        max_duration: Duration | None = None,
+        only: Sequence[str] | str | None = None,
+        *,
+        catch_up: bool = True,
     ) -> TickResult:
         """One pass over every due key: drain, poll, persist, release. Never raises for
         fetch or handler failures; they are in ``TickResult.polled[i].error``.
+
+        A key whose cycle stopped with more to fetch (the page cap cut it, say) runs again
+        once every chosen key had its turn, round after round, until it caught up or the
+        deadline comes near: it runs when its schedule says (at once, or after the wait
+        rate-limit pacing asked for), and only if one of its pages still fits before
+        ``max_duration`` then. Without ``max_duration`` the pass never waits: a paced key
+        is left pending. Without ``max_duration`` a key runs at most
+        ``MAX_RUNS_PER_KEY`` (100) times. Keys still behind at the end are in
+        ``TickResult.pending_keys``, and each of their lanes says ``pending``. Each run
+        takes, renews and releases the key's lease like any other run.
 
         Args:
             max_duration: Deadline for the whole pass, checked before each key and between
@@ -537,6 +551,13 @@ class EngineCore(Operations):
                 does, the pass returns at most ``TICK_GRACE_MS`` (2 s) after it: runs still
                 waiting then are cancelled and ``timed_out`` is set.
             only: Restrict the pass to these poller names.
+            catch_up: ``False`` runs each chosen key once, however much it has left (a test
+                that steps a poller cycle by cycle, a cron job that spreads a backlog over
+                its runs); its lanes still say ``pending``.
+
+        Returns:
+            One entry per (poller, partition, lane) that ran, with the totals of its cycles,
+            and what the pass skipped.
         """
         if self._status in (EngineStatus.STOPPING, EngineStatus.STOPPED):
             raise WatukuyError(f"tick() on a {self._status.value} engine", code="NOT_RUNNING")
@@ -553,6 +574,7 @@ class EngineCore(Operations):
             marks=self._marks,
             run_key=self._run_key,
             concurrency=self._tick_concurrency,
+            catch_up=catch_up,
         )
         work = asyncio.ensure_future(self._tick_pass(tick, started))
         stalls: list[tuple[PKey, int, Stall]] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import field
 from enum import StrEnum
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError, SerializedError
 from watukuy.model.records import dataclass
-from watukuy.model.rows import Lane
+from watukuy.model.rows import Lane, PKey
 
 __all__ = ["EngineStatus", "LeaseOptions", "ReplayResult", "TickPollResult", "TickResult"]
 
@@ -26,21 +27,31 @@ class EngineStatus(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class TickPollResult:
-    """One lane cycle that ran during a tick.
+    """What one lane of one key did during a tick: the totals of its cycles.
+
+    A tick runs a key again while its cycles are cut short with more to fetch (see
+    :meth:`EngineCore.tick`), so one lane may run several cycles in one tick; they are
+    reported together, in one entry per (poller, partition, lane).
 
     Attributes:
         poller: Poller name.
         partition: Partition key.
         lane: Which lane ran.
-        items: Items fetched (after the lag filter).
-        events: Events committed.
-        delivered: Events delivered during the cycle.
-        duration_ms: Wall time of the cycle.
-        error: The failure, serialised; ``None`` on success. Failures are reported here,
-            never raised.
-        throttled: The cycle was throttled (``429``, ``503`` with ``Retry-After``, an
+        items: Items fetched (after the lag filter), over the lane's cycles.
+        events: Events committed, over the lane's cycles.
+        delivered: Events delivered while the key ran: those of its cycles, and those the
+            outbox held before them (a retried parked event, say). A run that only
+            delivered is reported on the ``live`` lane with ``cycles=0``.
+        duration_ms: Wall time of the lane's cycles, together.
+        error: The failure of the lane's last cycle, serialised; ``None`` on success.
+            Failures are reported here, never raised.
+        throttled: The last cycle was throttled (``429``, ``503`` with ``Retry-After``, an
             exhausted budget): ``error`` says why, but the cycle did not fail; the key waits
             without counting a failure.
+        cycles: How many cycles of the lane ran in the tick.
+        pending: The lane's last cycle stopped with more to fetch (the page cap or the
+            tick's deadline cut it): the key is not caught up, and another ``tick()`` (or a
+            longer ``max_duration``) picks up where it stopped.
     """
 
     poller: str
@@ -52,6 +63,22 @@ class TickPollResult:
     duration_ms: int
     error: SerializedError | None = None
     throttled: bool = False
+    cycles: int = 1
+    pending: bool = False
+
+    def then(self, later: TickPollResult) -> TickPollResult:
+        """This entry followed by ``later``, what the same lane did next: the counts add
+        up, and ``error``, ``throttled`` and ``pending`` are those of the later cycle (of
+        this entry when ``later`` ran none: it only delivered)."""
+        last = later if later.cycles else self
+        return dataclasses.replace(
+            last,
+            items=self.items + later.items,
+            events=self.events + later.events,
+            delivered=self.delivered + later.delivered,
+            duration_ms=self.duration_ms + later.duration_ms,
+            cycles=self.cycles + later.cycles,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -63,7 +90,8 @@ class TickResult:
     """What one ``tick()`` pass did.
 
     Attributes:
-        polled: One entry per (poller, partition, lane) cycle that ran.
+        polled: One entry per (poller, partition, lane) that ran, with the totals of its
+            cycles (see :class:`TickPollResult`).
         skipped_leased: Due keys another instance (or run) was working on.
         skipped_not_due: Keys not due yet, or paused.
         duration_ms: Wall time of the pass (clock time).
@@ -88,14 +116,44 @@ class TickResult:
         """The cycles the API (or an exhausted budget) throttled; their keys wait it out."""
         return [result for result in self.polled if result.throttled]
 
+    @property
+    def pending_keys(self) -> list[tuple[str, str]]:
+        """The (poller, partition) keys with more to fetch when the pass ended: a lane of
+        theirs stopped short, and the deadline (or the tick's limit on runs of one key)
+        came first. Empty when every visited key caught up."""
+        keys = (PKey(result.poller, result.partition) for result in self.polled if result.pending)
+        return [(key.poller, key.partition) for key in dict.fromkeys(keys)]
+
+    @property
+    def caught_up(self) -> bool:
+        """No visited key has more to fetch (see :attr:`pending_keys`)."""
+        return not self.pending_keys
+
+    @classmethod
+    def combine(cls, results: Sequence[TickResult], *, duration_ms: int) -> TickResult:
+        """Several passes, run side by side, as one result lasting ``duration_ms``."""
+        return cls(
+            polled=[row for result in results for row in result.polled],
+            skipped_leased=sum(result.skipped_leased for result in results),
+            skipped_not_due=sum(result.skipped_not_due for result in results),
+            duration_ms=duration_ms,
+            timed_out=any(result.timed_out for result in results),
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+        """JSON-ready form (with ``pending_keys`` as ``{"poller", "partition"}`` objects,
+        and ``caught_up``)."""
         return {
             "polled": [result.to_dict() for result in self.polled],
             "skipped_leased": self.skipped_leased,
             "skipped_not_due": self.skipped_not_due,
             "duration_ms": self.duration_ms,
             "timed_out": self.timed_out,
+            "pending_keys": [
+                {"poller": poller, "partition": partition}
+                for poller, partition in self.pending_keys
+            ],
+            "caught_up": self.caught_up,
         }
 
 

@@ -61,7 +61,14 @@ from .requests import verify_context
 from .results import TickPollResult
 from .scope import EngineDeps, KeyHooks, KeyScope
 
-__all__ = ["EngineDeps", "KeyRunResult", "KeyRunner", "TickPollResult", "wake_time"]
+__all__ = [
+    "EngineDeps",
+    "KeyRunResult",
+    "KeyRunner",
+    "TickPollResult",
+    "catch_up_at",
+    "wake_time",
+]
 
 
 RunOutcome = Literal["ran", "not-due", "paused", "leased", "lease-lost"]
@@ -89,6 +96,25 @@ class KeyRunResult:
     drain: DrainResult = field(default_factory=DrainResult)
     leased_until: int | None = None
     wake_at: int | None = None
+
+    @property
+    def pending(self) -> bool:
+        """A lane cycle of the run stopped with more to fetch (see
+        :attr:`TickPollResult.pending`)."""
+        return self.outcome == "ran" and any(result.pending for result in self.results)
+
+
+def catch_up_at(result: KeyRunResult) -> int | None:
+    """When a run that left more to fetch should run again; ``None`` when nothing is left.
+
+    A cut-short cycle plans the key's next run at once (the scheduler's ``catch-up``; a
+    cut-short reconcile pass or a backfill in progress is due at once too), or later when
+    rate-limit pacing asks the poller to slow down. The run's ``wake_at`` carries that
+    decision: the daemon schedules the key at it, and ``tick()`` runs the key again at it
+    when its deadline leaves room, so both follow the scheduler rather than a rule of
+    their own.
+    """
+    return result.wake_at if result.pending else None
 
 
 _HEALTHY = ScheduleState()
@@ -319,8 +345,10 @@ class KeyRunner:
         deps = self._deps
         state = await deps.store.load_state(self._key) or empty_poller_state(deps.clock.now())
         # 1. Deliver what a previous run (or a crash) left behind, before any request.
+        # What it delivered is counted by the run's first step (or reported on its own
+        # below when no lane runs): a retried parked event is delivered here.
         await deliveries.deliver()
-        if deliveries.take().halted:
+        if deliveries.halted():
             state = await self._halt(state, deliveries.drained)
 
         if _release_due(state) and not deliveries.halted():
@@ -340,8 +368,28 @@ class KeyRunner:
                 state = await self._halt(state, deliveries.drained)
         if lanes:
             await self._prune()
+        if not self._polled:
+            self._polled.extend(self._delivered_only(deliveries.take()))
         # 7. Persist the schedule (and lane bookkeeping), then the caller releases the lease.
         return await self._save(state, scope.keeper, deliveries.drained)
+
+    def _delivered_only(self, drained: DrainResult) -> list[TickPollResult]:
+        """The report of a run whose only step was delivering what the outbox held (none
+        when it delivered nothing)."""
+        if not drained.delivered:
+            return []
+        return [
+            TickPollResult(
+                poller=self._key.poller,
+                partition=self._key.partition,
+                lane="live",
+                items=0,
+                events=0,
+                delivered=drained.delivered,
+                duration_ms=self._deps.clock.now() - (self._started_at or self._deps.clock.now()),
+                cycles=0,
+            )
+        ]
 
     def _due_lanes(self, state: PollerState, *, halted: bool) -> list[Lane]:
         """The lanes this run runs, in order (no live lane once a poison event halted)."""
@@ -499,6 +547,7 @@ class KeyRunner:
             duration_ms=ran.summary.duration_ms,
             error=ran.error,
             throttled=throttled,
+            pending=ran.summary.truncated and ran.error is None,
         )
         return state, polled
 

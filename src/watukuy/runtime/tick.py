@@ -5,6 +5,13 @@ visit, and hands them to a :class:`TickPass`, whose workers run them a few at a 
 return what they found. A pass cut short by its deadline still has what finished before:
 its findings are kept as the workers go, and :meth:`TickPass.stalls` says what each
 unfinished run was waiting for.
+
+A key whose run stopped with more to fetch (the page cap cut its cycle, say) is run again
+in a catch-up round after every chosen key had its turn, and so on until each key caught
+up, the deadline comes near, or (without a deadline) a key ran :data:`MAX_RUNS_PER_KEY`
+times. A key runs again when the scheduler planned its next run (:func:`catch_up_at`): at
+once, or, in a pass with a deadline, once the wait rate-limit pacing asked for is over. Rounds keep the keys fair: a
+key with a long backlog takes one run per round, like every other key still behind.
 """
 
 from __future__ import annotations
@@ -25,10 +32,16 @@ from .daemon import RunKey
 from .key_marks import KeyMarks
 from .partition_book import PartitionBook
 from .poller import PollerDefinition
-from .runner import TickPollResult
+from .runner import KeyRunResult, TickPollResult, catch_up_at
 from .stalls import Stall, diagnose
 
-__all__ = ["TickFindings", "TickKeys", "TickPass"]
+__all__ = ["MAX_RUNS_PER_KEY", "TickFindings", "TickKeys", "TickPass"]
+
+MAX_RUNS_PER_KEY = 100
+"""Runs of one key in a ``tick()`` without ``max_duration``: a key still behind after them is
+reported pending (at the default page cap, 5,000 pages)."""
+
+_Key = tuple[PollerDefinition[Any], Partition]
 
 
 class TickKeys:
@@ -95,6 +108,19 @@ class TickFindings:
     skipped_leased: int = 0
     skipped_not_due: int = 0
     timed_out: bool = False
+    _lanes: dict[tuple[str, str, str], int] = field(default_factory=dict, repr=False, compare=False)
+
+    def add(self, results: Sequence[TickPollResult]) -> None:
+        """Count the cycles of one run: a lane that already ran in the pass adds up in its
+        entry (one entry per poller, partition and lane)."""
+        for result in results:
+            lane = (result.poller, result.partition, result.lane)
+            at = self._lanes.get(lane)
+            if at is None:
+                self._lanes[lane] = len(self.polled)
+                self.polled.append(result)
+            else:
+                self.polled[at] = self.polled[at].then(result)
 
 
 class TickPass:
@@ -108,6 +134,8 @@ class TickPass:
         marks: The per-key marks (forced keys, keys the store failed).
         run_key: The engine's run of one key.
         concurrency: Keys run at once.
+        catch_up: Run the keys still behind again (see the module docstring); ``False``
+            runs each key once.
     """
 
     def __init__(
@@ -120,6 +148,7 @@ class TickPass:
         marks: KeyMarks,
         run_key: RunKey,
         concurrency: int,
+        catch_up: bool = True,
     ) -> None:
         self.names = list(names)
         self._deadline = deadline
@@ -128,6 +157,7 @@ class TickPass:
         self._marks = marks
         self._run_key = run_key
         self._concurrency = concurrency
+        self._catch_up = catch_up
         self.findings = TickFindings()
         """What the pass found so far (kept as it goes: a pass cut short still has it)."""
         self._running: dict[PKey, tuple[asyncio.Task[Any], int]] = {}
@@ -136,11 +166,24 @@ class TickPass:
         """Count keys the pass chose not to visit (not due)."""
         self.findings.skipped_not_due += count
 
-    async def run(self, keys: list[tuple[PollerDefinition[Any], Partition]]) -> TickFindings:
-        """Run ``keys``, ``concurrency`` at a time, and return what the pass found."""
+    async def run(self, keys: list[_Key]) -> TickFindings:
+        """Run ``keys``, ``concurrency`` at a time, then the catch-up rounds of the keys
+        still behind; return what the pass found."""
+        runs: dict[PKey, int] = {}
+        behind = await self._round([(key, 0) for key in keys], runs, first=True)
+        while behind:
+            behind = await self._round(behind, runs, first=False)
+        return self.findings
+
+    async def _round(
+        self, keys: list[tuple[_Key, int]], runs: dict[PKey, int], *, first: bool
+    ) -> list[tuple[_Key, int]]:
+        """Run ``keys`` once each, none before the time it comes with; returns those to run
+        again, with when (see :meth:`_again`)."""
         queue = iter(keys)
+        behind: list[tuple[_Key, int]] = []
         workers = [
-            asyncio.create_task(self._worker(queue))
+            asyncio.create_task(self._worker(queue, behind, runs, first=first))
             for _ in range(min(self._concurrency, max(1, len(keys))))
         ]
         try:
@@ -149,18 +192,54 @@ class TickPass:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-        return self.findings
+        # The next round: the keys in the order they may run again, this round's order
+        # among those that may run at the same time.
+        order = {id(key): index for index, (key, _) in enumerate(keys)}
+        return sorted(behind, key=lambda entry: (entry[1], order[id(entry[0])]))
 
-    async def _worker(self, queue: Iterator[tuple[PollerDefinition[Any], Partition]]) -> None:
+    def _again(self, outcome: KeyRunResult, runs: int) -> int | None:
+        """When to run the key once more in this pass (``None``: not in this pass). It is
+        behind, and the pass has room for at least one more of its pages after the wait
+        the scheduler planned. Without a deadline the pass waits for nothing (a test on a
+        virtual clock that nobody moves would wait forever): a key runs again only when
+        due at once, and at most :data:`MAX_RUNS_PER_KEY` times."""
+        at = catch_up_at(outcome) if self._catch_up else None
+        now = self._clock.now()
+        if at is None:
+            return None
+        if self._deadline is None:
+            return now if at <= now and runs < MAX_RUNS_PER_KEY else None
+        at = max(at, now)
+        # A run fetches at least one page: start one only when a page of this key's last
+        # cycle would still end before the deadline.
+        last = None if outcome.state is None else outcome.state.schedule.last_poll
+        page_ms = 0 if last is None else last.duration_ms // max(1, last.pages)
+        return at if at < self._deadline and at + page_ms <= self._deadline else None
+
+    async def _worker(
+        self,
+        queue: Iterator[tuple[_Key, int]],
+        behind: list[tuple[_Key, int]],
+        runs: dict[PKey, int],
+        *,
+        first: bool,
+    ) -> None:
         found = self.findings
         deadline = self._deadline
-        for poller, partition in queue:
+        for item, not_before in queue:
+            poller, partition = item
             if deadline is not None and self._clock.now() >= deadline:
-                found.timed_out = True
+                # A catch-up round cut short leaves its keys pending (their results say so);
+                # only keys never visited make the pass time out.
+                found.timed_out = found.timed_out or first
                 return
             key = PKey(poller.name, partition.key)
+            if not_before > self._clock.now():
+                # The pace the scheduler asked for (_again made sure a page still fits).
+                await self._clock.sleep(not_before - self._clock.now())
             if self._marks.store_backoff.get(key, (0, 0))[1] > self._clock.now():
-                found.skipped_not_due += 1  # the store failed this key's last run: backing off
+                if first:  # the store failed this key's last run: backing off
+                    found.skipped_not_due += 1
                 continue
             forced = self._marks.take_forced(key)
             task = asyncio.current_task()
@@ -170,7 +249,13 @@ class TickPass:
                 outcome = await self._run_key(poller, partition, force=forced, deadline=deadline)
             finally:
                 self._running.pop(key, None)
-            found.polled.extend(outcome.results)
+            found.add(outcome.results)
+            runs[key] = runs.get(key, 0) + 1
+            again = self._again(outcome, runs[key])
+            if again is not None:
+                behind.append((item, again))
+            if not first:
+                continue  # the key was counted when the pass chose it
             if outcome.outcome == "leased":
                 found.skipped_leased += 1
             elif outcome.outcome in ("not-due", "paused"):

@@ -40,9 +40,7 @@ TIMEOUT_PARAMETERS: Final = ("connect_timeout", "statement_timeout", "lock_timeo
 
 
 def _duration(value: Duration | str, name: str) -> int:
-    if isinstance(value, str) and value.replace(".", "", 1).isdigit():
-        return round(float(value) * 1_000)  # a bare number in a URL is seconds, as in libpq
-    ms = parse_duration(value, name)
+    ms = parse_duration(value, name)  # a bare number in a URL is seconds, as in libpq
     if ms <= 0:
         raise ConfigError(f"must be greater than zero, got {value!r}", field=name)
     return ms

@@ -11,7 +11,8 @@ lane cycle's end and each error. On stdout it prints ``ready`` once started, the
 ``stopped`` after a SIGTERM (a graceful ``stop()``). The parent kills it with SIGKILL.
 
 ``--tick`` runs the engine in ``tick()`` mode instead, driven by stdin: each line
-``tick`` triggers the poller and runs one ``tick()``, then prints ``ticked <errors>``.
+``tick`` triggers the poller and runs one ``tick(catch_up=False)`` (one cycle: the scripted
+scenarios change the vendor between the cycles of a pass), then prints ``ticked <errors>``.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ async def run_ticks(engine: wk.Engine, name: str) -> None:
         if not line or line.strip() == "quit":
             break
         await engine.trigger(name)
-        result = await engine.tick()
+        result = await engine.tick(catch_up=False)
         errors = [str((failed.error or {}).get("message")) for failed in result.errors]
         say(f"ticked {json.dumps(errors)}")
     await engine.stop()

@@ -57,7 +57,7 @@ def test_bare_command_shows_help(capsys: pytest.CaptureFixture[str]) -> None:
         (
             ["tick", "--app", "x:y", "--max-duration", "soon"],
             "error (CONFIG): --max-duration: expected a duration like '250ms', '5s', '2m', "
-            "'6h' or '1d', got 'soon'",
+            "'6h' or '1d' (a bare number is seconds), got 'soon'",
         ),
         (["pause", "--store", "memory://", "--poller", "orders"], None),
     ],

@@ -58,12 +58,15 @@ async def test_tick_with_progress_combines_one_pass_per_poller(polled: Polled) -
     assert result["skipped_leased"] == 0
     assert result["skipped_not_due"] == 0
     assert result["timed_out"] is False
+    assert (result["caught_up"], result["pending_keys"]) == (True, [])
     assert set(result) == {
         "polled",
         "skipped_leased",
         "skipped_not_due",
         "duration_ms",
         "timed_out",
+        "pending_keys",
+        "caught_up",
     }
 
 

@@ -272,6 +272,8 @@ def test_tick_view() -> None:
                 "delivered": 6,
                 "duration_ms": 1_250,
                 "error": None,
+                "cycles": 3,
+                "pending": True,
             },
             {
                 "poller": "invoices",
@@ -288,14 +290,46 @@ def test_tick_view() -> None:
         "skipped_not_due": 2,
         "duration_ms": 1_300,
         "timed_out": True,
+        "pending_keys": [{"poller": "orders", "partition": ""}],
     }
-    lines = render(tick_view(result), 100).splitlines()
-    assert lines[0].split() == ["key", "lane", "items", "events", "delivered", "took", "error"]
-    assert lines[2].split() == ["orders", "live", "7", "7", "6", "1.2s", "-"]
-    assert lines[3].split()[:6] == ["invoices/t1", "backfill", "0", "0", "0", "40ms"]
+    lines = render(tick_view(result), 120).splitlines()
+    assert lines[0].split() == [
+        "key",
+        "lane",
+        "cycles",
+        "items",
+        "events",
+        "delivered",
+        "took",
+        "backlog",
+        "error",
+    ]
+    assert lines[2].split() == [
+        "orders",
+        "live",
+        "3",
+        "7",
+        "7",
+        "6",
+        "1.2s",
+        "more",
+        "pending",
+        "-",
+    ]
+    assert lines[3].split()[:8] == ["invoices/t1", "backfill", "1", "0", "0", "0", "40ms", "-"]
     assert lines[3].endswith("responded 503")
-    assert lines[-1] == (
-        "2 cycles ran (1 failed), 2 not due, 1 leased elsewhere, 1.3s (stopped at --max-duration)"
+    assert lines[-2:] == [
+        "4 cycles ran (1 failed), 2 not due, 1 leased elsewhere, 1.3s (stopped at --max-duration)",
+        "1 key has more pending: run tick again or raise --max-duration",
+    ]
+    caught_up = {**result, "polled": [{**result["polled"][0], "pending": False}]}
+    caught_up["pending_keys"] = []
+    lines = render(tick_view(caught_up), 120).splitlines()
+    assert lines[2].split()[7:9] == ["caught", "up"]
+    assert lines[-1].startswith("3 cycles ran (0 failed)")
+    several = {**result, "pending_keys": [{"poller": "a", "partition": ""}] * 3}
+    assert render(tick_view(several), 120).splitlines()[-1] == (
+        "3 keys have more pending: run tick again or raise --max-duration"
     )
     empty: dict[str, Any] = {
         "polled": [],
