@@ -75,13 +75,10 @@ class App:
 
     def run(self, *argv: str) -> tuple[int, str]:
         try:
-            with pytest.raises(SystemExit) as exited:
-                main([*argv, "--app", f"{self.name}:engine"])
+            code = main([*argv, "--app", f"{self.name}:engine"])
         finally:
             sys.modules.pop(self.name, None)
         out, _ = self.capsys.readouterr()
-        code = exited.value.code
-        assert isinstance(code, int)
         return code, out
 
 
