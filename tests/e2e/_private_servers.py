@@ -63,23 +63,33 @@ class PrivateServer:
     def freeze(self) -> None:
         os.kill(self.process.pid, signal.SIGSTOP)  # first: it forks no new backend now
         for pid in self._family():
-            os.kill(pid, signal.SIGSTOP)
+            _signal(pid, signal.SIGSTOP)
 
     def thaw(self) -> None:
         for pid in reversed(self._family()):
-            os.kill(pid, signal.SIGCONT)
+            _signal(pid, signal.SIGCONT)
 
     def stop(self) -> None:
-        try:
-            self.thaw()
-            os.kill(self.process.pid, signal.SIGTERM)
-        except ProcessLookupError:
+        # A backend that ends between the listing and the signal must not spare the server:
+        # the server itself is always signalled and waited for.
+        self.thaw()
+        if not _signal(self.process.pid, signal.SIGTERM):
+            self.process.wait()
             return
         try:
             self.process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.kill(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+
+def _signal(pid: int, sig: signal.Signals) -> bool:
+    """Send ``sig`` to ``pid``; ``False`` when the process is already gone."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _postgres_user() -> dict[str, Any]:

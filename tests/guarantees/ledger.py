@@ -492,8 +492,8 @@ MUTANTS: tuple[Mutant, ...] = (
         RUNNER,
         [
             (
-                "        await deliveries.deliver()\n        if deliveries.take().halted:",
-                "        if deliveries.take().halted:",
+                "        await deliveries.deliver()\n        if deliveries.halted():",
+                "        if deliveries.halted():",
             )
         ],
         f"{GI}::test_g1_a_fresh_engine_delivers_what_a_crash_left_in_the_outbox[memory]",
