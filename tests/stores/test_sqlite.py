@@ -416,15 +416,20 @@ async def test_due_keys_is_answered_from_the_index_alone(db: Path, raw: sqlite3.
     await store.close()
 
 
-# --- the snapshot as a rowid table (migration 7) ---------------------------------------------
+# --- the snapshot and its tombstones as rowid tables (migration 7) ----------------------------
 
 _ITEM_ROW = (
     'SELECT poller, "partition", identity, version, hash, schema_version, payload, seen_at, '
     "revision, seen_pass, link_read, link_prev, link_next FROM watukuy_items "
     'ORDER BY poller, "partition", identity'
 )
-_ITEMS_LAYOUT = (
-    "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'watukuy_items' ORDER BY name"
+_TOMBSTONE_ROW = (
+    'SELECT poller, "partition", identity, version, hash, schema_version, revision, reason, '
+    'removed_at FROM watukuy_tombstones ORDER BY poller, "partition", identity'
+)
+_LAYOUT = (
+    "SELECT type, name, sql FROM sqlite_master WHERE tbl_name IN ('watukuy_items', "
+    "'watukuy_tombstones') ORDER BY name"
 )
 
 
@@ -440,11 +445,11 @@ def _version_6_database(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT INTO watukuy_migrations (version) VALUES (?)", (version,))
 
 
-async def test_a_version_6_snapshot_keeps_every_row_in_a_rowid_table(
+async def test_a_version_6_snapshot_keeps_every_row_in_rowid_tables(
     db: Path, raw: sqlite3.Connection, tmp_path: Path
 ) -> None:
     _version_6_database(raw)
-    assert "WITHOUT ROWID" in raw.execute(_ITEMS_LAYOUT).fetchone()[2]
+    assert all("WITHOUT ROWID" in sql for kind, _, sql in raw.execute(_LAYOUT) if kind == "table")
     raw.execute(
         'INSERT INTO watukuy_pollers (poller, "partition", state, wake_at, lease_owner, '
         "lease_epoch, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -470,23 +475,40 @@ async def test_a_version_6_snapshot_keeps_every_row_in_a_rowid_table(
             ("orders", "eu", "a", "v1", "h-eu", 1, None, T0 + 2, 0, 3, 1, None, None),
         ],
     )
-    before = raw.execute(_ITEM_ROW).fetchall()
+    raw.executemany(
+        'INSERT INTO watukuy_tombstones (poller, "partition", identity, version, hash, '
+        "schema_version, revision, reason, removed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            ("orders", "", "z", "v9", "h-z", 1, 3, "deleted", T0 - 5),
+            ("orders", "", "y", None, "h-y", 2, 0, "cleared", T0 - 9),
+        ],
+    )
+    before = raw.execute(_ITEM_ROW).fetchall(), raw.execute(_TOMBSTONE_ROW).fetchall()
     store = SqliteStore(db)
     await store.migrate()
     assert raw.execute("SELECT version FROM watukuy_migrations").fetchall() == _SHIPPED
-    assert raw.execute(_ITEM_ROW).fetchall() == before
-    # The new layout: a rowid table and a unique index on the key, nothing left over.
-    layout = raw.execute(_ITEMS_LAYOUT).fetchall()
+    assert (raw.execute(_ITEM_ROW).fetchall(), raw.execute(_TOMBSTONE_ROW).fetchall()) == before
+    # The new layout: rowid tables, a unique index on each key, nothing left over.
+    layout = raw.execute(_LAYOUT).fetchall()
     assert [(kind, name) for kind, name, _ in layout] == [
         ("table", "watukuy_items"),
         ("index", "watukuy_items_key_idx"),
+        ("table", "watukuy_tombstones"),
+        ("index", "watukuy_tombstones_age_idx"),
+        ("index", "watukuy_tombstones_key_idx"),
     ]
-    assert "WITHOUT ROWID" not in layout[0][2]
+    assert not any("WITHOUT ROWID" in sql for _, _, sql in layout)
     assert raw.execute("PRAGMA index_list(watukuy_items)").fetchall() == [
         (0, "watukuy_items_key_idx", 1, "c", 0)
     ]
-    key_columns = raw.execute("PRAGMA index_info(watukuy_items_key_idx)").fetchall()
-    assert [column for _, _, column in key_columns] == ["poller", "partition", "identity"]
+    tombstone_indexes = raw.execute("PRAGMA index_list(watukuy_tombstones)").fetchall()
+    assert {(name, unique) for _, name, unique, _, _ in tombstone_indexes} == {
+        ("watukuy_tombstones_key_idx", 1),
+        ("watukuy_tombstones_age_idx", 0),
+    }
+    for index in ("watukuy_items_key_idx", "watukuy_tombstones_key_idx"):
+        key_columns = raw.execute(f"PRAGMA index_info({index})").fetchall()
+        assert [column for _, _, column in key_columns] == ["poller", "partition", "identity"]
     tables = raw.execute("SELECT name FROM sqlite_master WHERE name LIKE '%rebuilt%'").fetchall()
     assert tables == []
     # A fresh database ends in exactly the same layout.
@@ -494,10 +516,10 @@ async def test_a_version_6_snapshot_keeps_every_row_in_a_rowid_table(
     await fresh.migrate()
     await fresh.close()
     other = sqlite3.connect(tmp_path / "fresh.db")
-    assert other.execute(_ITEMS_LAYOUT).fetchall() == layout
+    assert other.execute(_LAYOUT).fetchall() == layout
     other.close()
     # Today's writes on the old rows: the upsert meets its conflict in the index, the marks
-    # and links stay, a delete leaves its tombstone.
+    # and links stay, a delete leaves its tombstone, a re-created identity drops its own.
     rows = await store.load_versions(KEY, ["a", "b", "c"])
     assert {i: (r.hash, r.revision) for i, r in rows.items()} == {
         "a": ("h-a", 0),
@@ -511,7 +533,17 @@ async def test_a_version_6_snapshot_keeps_every_row_in_a_rowid_table(
     assert await store.count_items(KEY) == 3
     assert (await store.load_versions(KEY, ["b"]))["b"].hash == "h-b2"
     assert await store.load_marks(KEY, ["b"]) == {"b": ItemMark(7, ListingLink(2, "a", "c"))}
-    assert (await store.load_tombstones(KEY, ["a"]))["a"].reason == "deleted"
+    await store.commit_poll(KEY, lease, batch(upserts=[item_row("z")], revived=["z"]))
+    tombstones = await store.load_tombstones(KEY, ["a", "y", "z"])
+    assert {i: (t.reason, t.removed_at) for i, t in tombstones.items()} == {
+        "a": ("deleted", T0),
+        "y": ("cleared", T0 - 9),
+    }
+    await store.commit_poll(KEY, lease, batch(deletes=["d"], now=T0 + 1))
+    await store.commit_poll(KEY, lease, batch(upserts=[item_row("d")], revived=["d"]))
+    await store.commit_poll(KEY, lease, batch(deletes=["d"], now=T0 + 2))
+    assert (await store.load_tombstones(KEY, ["d"]))["d"].removed_at == T0 + 2
+    assert await store.prune_tombstones(KEY, T0) == 1  # "y"
     assert await store.count_items(PKey("orders", "eu")) == 1
     with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
         raw.execute(
@@ -521,7 +553,7 @@ async def test_a_version_6_snapshot_keeps_every_row_in_a_rowid_table(
     await store.close()
 
 
-async def test_every_read_and_write_of_the_snapshot_searches_its_key_index(
+async def test_every_read_and_write_of_the_snapshot_searches_its_indexes(
     db: Path, raw: sqlite3.Connection
 ) -> None:
     store = SqliteStore(db)
@@ -555,6 +587,17 @@ async def test_every_read_and_write_of_the_snapshot_searches_its_key_index(
             assert step.startswith("SEARCH "), plan
             assert "INDEX watukuy_items_key_idx (poller=? AND partition=?" in step, plan
         assert "TEMP B-TREE" not in " ".join(plan), plan  # already in identity order
+    for statement in (sql.tombstones_in + "(?,?)", sql.revive_in + "(?,?)"):
+        plan = [row[-1] for row in raw.execute("EXPLAIN QUERY PLAN " + statement, (*k, "a", "b"))]
+        assert plan == [
+            "SEARCH watukuy_tombstones USING INDEX watukuy_tombstones_key_idx "
+            "(poller=? AND partition=? AND identity=?)"
+        ]
+    plan = [row[-1] for row in raw.execute("EXPLAIN QUERY PLAN " + sql.prune_tombstones, (*k, T0))]
+    assert plan == [
+        "SEARCH watukuy_tombstones USING INDEX watukuy_tombstones_age_idx "
+        "(poller=? AND partition=? AND removed_at<?)"
+    ]
     await store.close()
 
 
