@@ -416,6 +416,191 @@ async def test_due_keys_is_answered_from_the_index_alone(db: Path, raw: sqlite3.
     await store.close()
 
 
+# --- the snapshot and its tombstones as rowid tables (migration 7) ----------------------------
+
+_ITEM_ROW = (
+    'SELECT poller, "partition", identity, version, hash, schema_version, payload, seen_at, '
+    "revision, seen_pass, link_read, link_prev, link_next FROM watukuy_items "
+    'ORDER BY poller, "partition", identity'
+)
+_TOMBSTONE_ROW = (
+    'SELECT poller, "partition", identity, version, hash, schema_version, revision, reason, '
+    'removed_at FROM watukuy_tombstones ORDER BY poller, "partition", identity'
+)
+_LAYOUT = (
+    "SELECT type, name, sql FROM sqlite_master WHERE tbl_name IN ('watukuy_items', "
+    "'watukuy_tombstones') ORDER BY name"
+)
+
+
+def _version_6_database(conn: sqlite3.Connection) -> None:
+    """Versions 1 to 6 applied, as the store left a database before migration 7."""
+    conn.execute(
+        "CREATE TABLE watukuy_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT "
+        "NULL DEFAULT (CAST(strftime('%s', 'now') AS INTEGER) * 1000))"
+    )
+    for version, script in sqlite_migrations():
+        if version <= 6:
+            conn.executescript(script)
+            conn.execute("INSERT INTO watukuy_migrations (version) VALUES (?)", (version,))
+
+
+async def test_a_version_6_snapshot_keeps_every_row_in_rowid_tables(
+    db: Path, raw: sqlite3.Connection, tmp_path: Path
+) -> None:
+    _version_6_database(raw)
+    assert all("WITHOUT ROWID" in sql for kind, _, sql in raw.execute(_LAYOUT) if kind == "table")
+    raw.execute(
+        'INSERT INTO watukuy_pollers (poller, "partition", state, wake_at, lease_owner, '
+        "lease_epoch, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            "orders",
+            "",
+            wkjson.dumps(state_to_fields(empty_poller_state(T0))),
+            T0,
+            "node-a",
+            1,
+            T0 + TTL,
+        ),
+    )
+    # Every column written, NULLs included, in two keys, ids out of order.
+    raw.executemany(
+        'INSERT INTO watukuy_items (poller, "partition", identity, version, hash, '
+        "schema_version, payload, seen_at, revision, seen_pass, link_read, link_prev, link_next) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            ("orders", "", "c", "v3", "h-c", 2, '{"id":"c"}', T0 + 3, 4, 7, 2, "b", None),
+            ("orders", "", "a", None, "h-a", 1, None, T0, 0, 0, None, None, None),
+            ("orders", "", "b", "v2", "h-b", 1, "x" * 9000, T0 + 1, 1, 7, 2, "a", "c"),
+            ("orders", "eu", "a", "v1", "h-eu", 1, None, T0 + 2, 0, 3, 1, None, None),
+        ],
+    )
+    raw.executemany(
+        'INSERT INTO watukuy_tombstones (poller, "partition", identity, version, hash, '
+        "schema_version, revision, reason, removed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            ("orders", "", "z", "v9", "h-z", 1, 3, "deleted", T0 - 5),
+            ("orders", "", "y", None, "h-y", 2, 0, "cleared", T0 - 9),
+        ],
+    )
+    before = raw.execute(_ITEM_ROW).fetchall(), raw.execute(_TOMBSTONE_ROW).fetchall()
+    store = SqliteStore(db)
+    await store.migrate()
+    assert raw.execute("SELECT version FROM watukuy_migrations").fetchall() == _SHIPPED
+    assert (raw.execute(_ITEM_ROW).fetchall(), raw.execute(_TOMBSTONE_ROW).fetchall()) == before
+    # The new layout: rowid tables, a unique index on each key, nothing left over.
+    layout = raw.execute(_LAYOUT).fetchall()
+    assert [(kind, name) for kind, name, _ in layout] == [
+        ("table", "watukuy_items"),
+        ("index", "watukuy_items_key_idx"),
+        ("table", "watukuy_tombstones"),
+        ("index", "watukuy_tombstones_age_idx"),
+        ("index", "watukuy_tombstones_key_idx"),
+    ]
+    assert not any("WITHOUT ROWID" in sql for _, _, sql in layout)
+    assert raw.execute("PRAGMA index_list(watukuy_items)").fetchall() == [
+        (0, "watukuy_items_key_idx", 1, "c", 0)
+    ]
+    tombstone_indexes = raw.execute("PRAGMA index_list(watukuy_tombstones)").fetchall()
+    assert {(name, unique) for _, name, unique, _, _ in tombstone_indexes} == {
+        ("watukuy_tombstones_key_idx", 1),
+        ("watukuy_tombstones_age_idx", 0),
+    }
+    for index in ("watukuy_items_key_idx", "watukuy_tombstones_key_idx"):
+        key_columns = raw.execute(f"PRAGMA index_info({index})").fetchall()
+        assert [column for _, _, column in key_columns] == ["poller", "partition", "identity"]
+    tables = raw.execute("SELECT name FROM sqlite_master WHERE name LIKE '%rebuilt%'").fetchall()
+    assert tables == []
+    # A fresh database ends in exactly the same layout.
+    fresh = SqliteStore(tmp_path / "fresh.db")
+    await fresh.migrate()
+    await fresh.close()
+    other = sqlite3.connect(tmp_path / "fresh.db")
+    assert other.execute(_LAYOUT).fetchall() == layout
+    other.close()
+    # Today's writes on the old rows: the upsert meets its conflict in the index, the marks
+    # and links stay, a delete leaves its tombstone, a re-created identity drops its own.
+    rows = await store.load_versions(KEY, ["a", "b", "c"])
+    assert {i: (r.hash, r.revision) for i, r in rows.items()} == {
+        "a": ("h-a", 0),
+        "b": ("h-b", 1),
+        "c": ("h-c", 4),
+    }
+    assert rows["b"].payload == "x" * 9000
+    lease = Lease("node-a", 1, T0 + TTL)
+    update = item_row("b", hash="h-b2", revision=2)
+    await store.commit_poll(KEY, lease, batch(upserts=[update, item_row("d")], deletes=["a"]))
+    assert await store.count_items(KEY) == 3
+    assert (await store.load_versions(KEY, ["b"]))["b"].hash == "h-b2"
+    assert await store.load_marks(KEY, ["b"]) == {"b": ItemMark(7, ListingLink(2, "a", "c"))}
+    await store.commit_poll(KEY, lease, batch(upserts=[item_row("z")], revived=["z"]))
+    tombstones = await store.load_tombstones(KEY, ["a", "y", "z"])
+    assert {i: (t.reason, t.removed_at) for i, t in tombstones.items()} == {
+        "a": ("deleted", T0),
+        "y": ("cleared", T0 - 9),
+    }
+    await store.commit_poll(KEY, lease, batch(deletes=["d"], now=T0 + 1))
+    await store.commit_poll(KEY, lease, batch(upserts=[item_row("d")], revived=["d"]))
+    await store.commit_poll(KEY, lease, batch(deletes=["d"], now=T0 + 2))
+    assert (await store.load_tombstones(KEY, ["d"]))["d"].removed_at == T0 + 2
+    assert await store.prune_tombstones(KEY, T0) == 1  # "y"
+    assert await store.count_items(PKey("orders", "eu")) == 1
+    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+        raw.execute(
+            'INSERT INTO watukuy_items (poller, "partition", identity, hash, schema_version, '
+            "seen_at) VALUES ('orders', '', 'b', 'h', 1, 0)"
+        )
+    await store.close()
+
+
+async def test_every_read_and_write_of_the_snapshot_searches_its_indexes(
+    db: Path, raw: sqlite3.Connection
+) -> None:
+    store = SqliteStore(db)
+    await store.migrate()
+    sql, k = store._sql, ("orders", "")  # the store's own statements
+    statements = [
+        (sql.items_between, (*k, "a", "z", 10)),
+        (sql.items_in + "(?,?)", (*k, "a", "b")),
+        (sql.marks_in + "(?,?)", (*k, "a", "b")),
+        (sql.unseen_first, (*k, 3, 10)),
+        (sql.unseen_after, (*k, 3, "a", 10)),
+        (sql.identities_first, (*k, 10)),
+        (sql.identities_after, (*k, "a", 10)),
+        (sql.count_items, k),
+        (sql.mark_items_in + "(?,?)", (1, *k, "a", "b")),
+        (sql.entomb_items_in + "(?,?)", (T0, *k, "a", "b")),
+        (sql.delete_items_in + "(?,?)", (*k, "a", "b")),
+        *((statement, k) for statement in sql.clear_items),
+        (sql.mark_and_link_item, ("a", 1, 2, None, None, *k)),
+        (
+            sql.mark_and_link_head + "(?, ?, ?, ?, ?)" + sql.mark_and_link_tail,
+            ("a", 1, 2, None, None, *k),
+        ),
+    ]
+    for statement, params in statements:
+        plan = [row[-1] for row in raw.execute("EXPLAIN QUERY PLAN " + statement, params)]
+        # Steps read "SCAN <table> ..." or "SEARCH <table> ..."; "i" is the UPDATE's alias.
+        on_items = [step for step in plan if step.split()[1] in ("watukuy_items", "i")]
+        assert on_items, plan
+        for step in on_items:
+            assert step.startswith("SEARCH "), plan
+            assert "INDEX watukuy_items_key_idx (poller=? AND partition=?" in step, plan
+        assert "TEMP B-TREE" not in " ".join(plan), plan  # already in identity order
+    for statement in (sql.tombstones_in + "(?,?)", sql.revive_in + "(?,?)"):
+        plan = [row[-1] for row in raw.execute("EXPLAIN QUERY PLAN " + statement, (*k, "a", "b"))]
+        assert plan == [
+            "SEARCH watukuy_tombstones USING INDEX watukuy_tombstones_key_idx "
+            "(poller=? AND partition=? AND identity=?)"
+        ]
+    plan = [row[-1] for row in raw.execute("EXPLAIN QUERY PLAN " + sql.prune_tombstones, (*k, T0))]
+    assert plan == [
+        "SEARCH watukuy_tombstones USING INDEX watukuy_tombstones_age_idx "
+        "(poller=? AND partition=? AND removed_at<?)"
+    ]
+    await store.close()
+
+
 # --- errors --------------------------------------------------------------------------------
 
 

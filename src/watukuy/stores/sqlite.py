@@ -76,7 +76,7 @@ _PREFIX: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|")
 _MIGRATION_FILE: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
 # The newest version in sql/sqlite (a test keeps the two equal): a store whose database is
 # at it skips reading the migration files, and importlib.resources, on every start.
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 # UPDATE ... FROM, which writes a page's links in one statement, is in SQLite since 3.33.
 _UPDATE_FROM: Final = sqlite3.sqlite_version_info >= (3, 33)
 # Bound parameters per IN (...) list; old SQLite builds allow 999 in total.
@@ -215,7 +215,7 @@ def _mark_and_link(
     rows: Sequence[_MarkLinkRow],
 ) -> None:
     """Write marks and links on the rows of key ``k`` that exist, as many per statement as
-    ``limit`` parameters allow: one ``UPDATE ... FROM (VALUES ...)`` joined on the primary
+    ``limit`` parameters allow: one ``UPDATE ... FROM (VALUES ...)`` joined on the
     key (one statement steps once, see :func:`_insert_rows`), or, on a library older than
     3.33 (no ``UPDATE ... FROM``), one ``UPDATE`` per row."""
     if not _UPDATE_FROM:  # pragma: no cover - libraries before 3.33
