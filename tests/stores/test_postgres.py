@@ -620,6 +620,49 @@ async def test_a_commit_costs_the_same_statements_for_any_page_size(
     ]
 
 
+async def test_a_page_naming_a_pending_event_id_is_written_again_with_upserts(
+    postgres_url: str, pg_schema: str
+) -> None:
+    """New events go in with a plain insert; one whose id is still pending makes that
+    transaction fail on the primary key, and the page is written once more, whole."""
+    async with AsyncConnectionPool(
+        postgres_url, min_size=1, connection_class=_CountingConnection, kwargs={"autocommit": True}
+    ) as pool:
+        store = PostgresStore(pool, schema=pg_schema)
+        await store.migrate()
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        first = batch(
+            state_patch={"sequence": 2},
+            upserts=[item_row("i1")],
+            events=[outbox_row("e1", 1, created_at=T0), outbox_row("e2", 2, created_at=T0)],
+        )
+        _CountingConnection.statements.clear()
+        await store.commit_poll(KEY, lease, first)
+        # The lock, items, outbox (new events of one creation time: the plain insert), state.
+        assert _CountingConnection.statements == ["SELECT", "INSERT", "INSERT", "UPDATE"]
+        _CountingConnection.statements.clear()
+        again = outbox_row("e1", 4, created_at=T0 + 50)
+        second = batch(
+            state_patch={"sequence": 4},
+            upserts=[item_row("i2")],
+            events=[outbox_row("e3", 3, created_at=T0 + 50), again],
+            now=T0 + 50,
+        )
+        await store.commit_poll(KEY, lease, second)
+        # The lock, items, outbox, state: twice, the first time rolled back.
+        assert _CountingConnection.statements == ["SELECT", "INSERT", "INSERT", "UPDATE"] * 2
+        assert await store.load_pending(KEY, 10) == [
+            outbox_row("e2", 2, created_at=T0),
+            outbox_row("e3", 3, created_at=T0 + 50),
+            again,
+        ]
+        assert await store.count_items(KEY) == 2
+        state = await store.load_state(KEY)
+        assert state is not None
+        assert state.sequence == 4
+
+
 async def test_a_connection_killed_mid_commit_writes_nothing(
     postgres_url: str, pg_schema: str
 ) -> None:

@@ -12,8 +12,10 @@ How it keeps the contract:
   and epoch with the lease; on a mismatch it raises ``LeaseLostError`` and rolls back.
 - **Constant round trips.** ``commit_poll`` writes a page with one statement per table
   however many rows it has: rows travel as one array per column, are expanded server side
-  with ``unnest`` and upserted with ``ON CONFLICT``. Fenced writes run in pipeline mode,
-  so ``BEGIN`` travels with the lock and the writes with ``COMMIT``: two round trips.
+  with ``unnest`` and upserted with ``ON CONFLICT``, except a page's new events, which are
+  inserted (the page is written again with the upsert in the rare commit that names an
+  event id still pending). Fenced writes run in pipeline mode, so ``BEGIN`` travels with
+  the lock and the writes with ``COMMIT``: two round trips.
 - **Exact JSON.** Documents (state, events, payloads, errors) are ``json`` columns, not
   ``jsonb``: ``jsonb`` rejects the escape ``\\u0000`` anywhere in a document ("unsupported
   Unicode escape sequence"), and any of these documents may carry one (an item field, a
@@ -125,6 +127,9 @@ _CHILD_DELETES = (
     "delete_log_of",
     "delete_tombstones_of",
 )
+# commit_poll: the plain inserts it tries first, and the upserts that replace them when a
+# row already exists (the page is then written again, see insert_outbox_new).
+_REPLACING: Final = {"insert_outbox_new": "upsert_outbox_new"}
 # Store options a URL DSN may carry next to the timeouts; libpq would refuse them.
 _URL_OPTIONS = ("schema", "table_prefix")
 _MIN_BIGINT, _MAX_BIGINT = -(2**63), 2**63 - 1
@@ -764,10 +769,40 @@ class PostgresStore:
             statements.append(("upsert_log", (batch.now, seqs, texts)))
         if parked[0]:
             statements.append(("upsert_parked", parked))
+        try:
+            await self._commit_page(key, lease, statements, fields)
+        except StoreError as error:
+            if not self._event_id_taken(error, statements):
+                raise
+            # An event id of the page is still pending (an item that flipped back while
+            # its old event waited): nothing was written; write the page again, replacing
+            # the pending rows it names.
+            again = [(_REPLACING.get(name, name), params) for name, params in statements]
+            await self._commit_page(key, lease, again, fields)
+
+    async def _commit_page(
+        self,
+        key: PKey,
+        lease: Lease,
+        statements: Sequence[tuple[str, tuple[Any, ...]]],
+        fields: dict[str, Any],
+    ) -> None:
+        """One fenced transaction: the page's statements, then the state patch."""
         async with self._fenced("commit_poll", key, lease) as (conn, stored):
             for name, params in statements:
                 await conn.execute(self._q[name], (*_k(key), *params))
             await self._write_state(conn, key, stored, fields)
+
+    def _event_id_taken(
+        self, error: StoreError, statements: Sequence[tuple[str, tuple[Any, ...]]]
+    ) -> bool:
+        """Whether ``error`` is a plain insert of new events meeting a pending event id."""
+        cause = error.__cause__
+        return (
+            isinstance(cause, psycopg.errors.UniqueViolation)
+            and cause.diag.table_name == f"{self._prefix}outbox"
+            and any(name in _REPLACING for name, _ in statements)
+        )
 
     async def load_pending(
         self, key: PKey, limit: int, after_sequence: int | None = None
@@ -977,14 +1012,15 @@ def _mark_and_link_statement(
 
 
 def _event_statement(events: Sequence[OutboxRow]) -> tuple[str, tuple[Any, ...]]:
-    """The upsert of a commit's outbox rows: new events (no attempt, retry time nor error
-    yet, one creation time) bind those once and three arrays; others one array per column."""
+    """The write of a commit's outbox rows: new events (no attempt, retry time nor error
+    yet, one creation time) bind those once and three arrays, in a plain insert (see
+    ``insert_outbox_new``); others are upserted with one array per column."""
     ids = [r.event_id for r in events]
     sequences = [r.sequence for r in events]
     texts = [r.event for r in events]
     shared = shared_event_fields(events)
     if shared is not None:
-        return "upsert_outbox_new", (*shared, ids, sequences, texts)
+        return "insert_outbox_new", (*shared, ids, sequences, texts)
     return (
         "upsert_outbox",
         (

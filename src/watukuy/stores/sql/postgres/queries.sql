@@ -309,6 +309,18 @@ ON CONFLICT (poller, "partition", event_id) DO UPDATE SET
     last_error = EXCLUDED.last_error,
     created_at = EXCLUDED.created_at
 
+-- name: insert_outbox_new
+-- A page's new events (see upsert_outbox_new) as a plain insert: an event id is nearly
+-- always new, and ON CONFLICT costs the server a probe of the primary key and a
+-- confirmation record per row even when no row conflicts. When one does (an item that
+-- flipped back while its old event was still pending), the insert fails on the primary
+-- key, the commit rolls back, and PostgresStore writes the page again with
+-- upsert_outbox_new.
+INSERT INTO {outbox} (poller, "partition", event_id, seq, event, attempts, next_attempt_at,
+    last_error, created_at)
+SELECT %s, %s, u.event_id, u.seq, u.event::json, %s, NULL, NULL, %s
+FROM unnest(%b::text[], %b::bigint[], %b::text[]) AS u(event_id, seq, event)
+
 -- name: upsert_outbox_new
 -- upsert_outbox for new events sharing their attempts and creation time, with no retry
 -- time nor error (a page's events are): those are bound once.
