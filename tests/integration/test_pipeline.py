@@ -103,6 +103,57 @@ async def test_the_next_page_is_asked_for_before_the_page_before_it_lands(world:
     assert [m for m in marks if m.startswith("deliver")] == [f"deliver {n}" for n in range(1, 26)]
 
 
+class SlowValidators(Timeline):
+    """Reads stored validators in a few turns of the loop, as a store's own thread does."""
+
+    async def get_validator(self, key: PKey, url_hash: str) -> Any:
+        for _ in range(5):
+            await _turn()
+        return await super().get_validator(key, url_hash)
+
+
+class MarkedTransport(httpx.AsyncBaseTransport):
+    """Marks each request as it reaches the transport (``sent 1``, ``sent 2``...)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, marks: list[str]) -> None:
+        self.inner = inner
+        self.marks = marks
+        self.sent = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent += 1
+        self.marks.append(f"sent {self.sent}")
+        return await self.inner.handle_async_request(request)
+
+
+async def test_the_page_asked_for_ahead_is_sent_before_the_page_before_it_is_built(
+    world: World,
+) -> None:
+    # Reading its validators takes the request a few turns of the loop: the lane waits for
+    # it to go out before it builds (and commits) the page before, rather than delaying
+    # each of those turns by a stretch of its own work.
+    seed(world, 25)
+    marks: list[str] = []
+    engine = wk.Engine(
+        store=SlowValidators(world.store, marks),
+        pollers=[orders(fetch=recording_fetch(marks))],
+        clock=world.clock,
+        random=SeededRandom(7),
+        http_client=httpx.AsyncClient(transport=MarkedTransport(world.api.transport(), marks)),
+    )
+    engine.on("orders", handler(marks))
+    (result,) = (await engine.tick()).polled
+    assert result.error is None
+    assert result.events == 25
+    for page in (1, 2):
+        sent, committed = first(marks, f"sent {page + 1}", f"commit {page}")
+        assert sent < committed
+    # What the prefetch keeps stays kept: page 1 lands and is delivered before page 2 commits.
+    landed_1, deliver_1, commit_2 = first(marks, "landed 1", "deliver 1", "commit 2")
+    assert landed_1 < deliver_1 < commit_2
+    assert [m for m in marks if m.startswith("deliver")] == [f"deliver {n}" for n in range(1, 26)]
+
+
 async def test_without_prefetch_a_page_is_asked_for_once_the_page_before_it_landed(
     world: World,
 ) -> None:

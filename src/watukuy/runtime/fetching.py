@@ -79,6 +79,8 @@ class Fetch:
         observations: What the page's HTTP responses recorded (validators, ``304``).
         source: Where the page comes from.
         clock: The engine's clock (the call's duration).
+        sent: Resolved by ``ctx.http`` when its request goes out (see :meth:`sending`);
+            ``None`` when nothing will resolve it.
     """
 
     def __init__(
@@ -87,13 +89,31 @@ class Fetch:
         observations: HttpObservations,
         source: PageSource,
         clock: Clock,
+        sent: asyncio.Future[None] | None = None,
     ) -> None:
         self.ctx = ctx
         self.observations = observations
         self._clock = clock
         self._started = clock.now()
+        self._sent = sent
         self.duration_ms = 0
         self.task: asyncio.Future[Page[Any] | None] = asyncio.ensure_future(self._run(source))
+
+    async def sending(self) -> None:
+        """Wait until the call's request is on its way, then leave it to travel.
+
+        Until then the request is CPU work and store reads of its own (building the URL,
+        reading stored validators, opening a connection), each a hop through the event loop:
+        a lane that went straight back to a long stretch of work on the page before would
+        delay every hop by a stretch, and so the whole request. Returns at once when nothing
+        tells when the request goes out (``fetch`` does not use ``ctx.http``, or the
+        previous page's did not), and when the call ends first (a failure, a page that
+        needed no request).
+        """
+        sent = self._sent
+        if sent is None or sent.done() or self.task.done():
+            return
+        await asyncio.wait((sent, self.task), return_when=asyncio.FIRST_COMPLETED)
 
     async def _run(self, source: PageSource) -> Page[Any] | None:
         try:

@@ -291,7 +291,11 @@ class LaneCycle:
             if ahead is not None:
                 walk.request = ahead
                 number = walk.first_page + walk.pages
-                walk.upcoming = requests.start_fetch(walk.source, ahead, number, walk.state)
+                walk.upcoming = requests.start_fetch(
+                    walk.source, ahead, number, walk.state, ahead=True
+                )
+                # Its request goes out before this page's work takes the event loop.
+                await walk.upcoming.sending()
             if walk.inflight is not None and not await self._land_before(walk, selection):
                 return
             walk.not_modified = walk.not_modified or selection.not_modified
