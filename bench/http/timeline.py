@@ -38,6 +38,7 @@ import asyncio
 import contextvars
 import resource
 import selectors
+import statistics
 import tempfile
 import time
 from collections import defaultdict
@@ -245,6 +246,22 @@ def report_pages(timeline: Timeline) -> None:
         longest = max((b - a for a, b in busy if a < end and b > start), default=0.0)
         used = marks.get("used", used)
         print(f"{page:>5}" + "".join(f"{cell:>10}" for cell in row) + f"{longest:10.1f}")
+    pages = [page for page in sorted(timeline.marks) if page]
+    gaps = [
+        timeline.marks[page + 1]["sent"] - timeline.marks[page]["done"]
+        for page in pages
+        if "done" in timeline.marks[page] and "sent" in timeline.marks.get(page + 1, {})
+    ]
+    periods = [
+        timeline.marks[page + 1]["used"] - timeline.marks[page]["used"]
+        for page in pages[1:]
+        if "used" in timeline.marks[page] and "used" in timeline.marks.get(page + 1, {})
+    ]
+    if gaps and periods:
+        print(
+            f"medians: page returned -> next request written {statistics.median(gaps):.1f} ms; "
+            f"one page to the next (from page 2) {statistics.median(periods):.1f} ms"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
