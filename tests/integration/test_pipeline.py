@@ -20,7 +20,7 @@ from watukuy.model.rows import CommitBatch, Lease, PKey
 from watukuy.testing import SeededRandom
 from watukuy.testing.faulty import ForwardingStore
 
-from .conftest import World, orders, seed, timestamp_fetch
+from .conftest import BASE, World, orders, seed, timestamp_fetch
 
 KEY = PKey("orders")
 
@@ -152,6 +152,33 @@ async def test_the_page_asked_for_ahead_is_sent_before_the_page_before_it_is_bui
     landed_1, deliver_1, commit_2 = first(marks, "landed 1", "deliver 1", "commit 2")
     assert landed_1 < deliver_1 < commit_2
     assert [m for m in marks if m.startswith("deliver")] == [f"deliver {n}" for n in range(1, 26)]
+
+
+async def test_a_fetch_that_does_not_say_when_it_sends_still_overlaps(world: World) -> None:
+    # Its own client, not ctx.http: nothing tells when its request goes out, so the lane
+    # does not wait for it, and the page still travels while the page before commits.
+    seed(world, 25)
+    marks: list[str] = []
+    own = httpx.AsyncClient(transport=world.api.transport())
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        marks.append(f"fetch {ctx.page}")
+        response = await own.get(
+            f"{BASE}/items",
+            params={"since": ctx.cursor.value, "after_id": ctx.cursor.tie_break, "limit": 10},
+        )
+        await asyncio.sleep(0)  # the answer arrives a turn later than the request left
+        body = response.json()
+        return wk.Page(items=body["data"], has_more=body["has_more"])
+
+    engine = engine_on(world, Timeline(world.store, marks), orders(fetch=fetch))
+    engine.on("orders", handler(marks))
+    (result,) = (await engine.tick()).polled
+    await own.aclose()
+    assert result.error is None
+    assert result.events == 25
+    fetch_2, landed_1 = first(marks, "fetch 2", "landed 1")
+    assert fetch_2 < landed_1
 
 
 async def test_without_prefetch_a_page_is_asked_for_once_the_page_before_it_landed(

@@ -77,6 +77,7 @@ class Requests:
         """The stored cursor the cycle began with."""
         self.force_backfill = False
         """The backfill re-emits every known item (``force``)."""
+        self._sent: asyncio.Future[None] | None = None  # the latest request's, once sent
 
     def open(self, state: PollerState) -> tuple[Any, Any, Any]:
         """Where the cycle starts: its cursor, its target (where a backfill stops) and its
@@ -106,17 +107,19 @@ class Requests:
         generator was handed its ``ctx`` once, on its first call: its pages share that
         one's observations, reset before each page.
 
-        A page asked for ``ahead`` tells when its request goes out (:meth:`Fetch.sending`),
-        when the page before it was fetched through ``ctx.http`` (so this one likely is).
+        A page asked for ``ahead`` tells when its request goes out (:meth:`Fetch.sending`)
+        when the page before it told so (its ``fetch`` uses ``ctx.http``, and that one says
+        when it sends: a ``ctx.http`` of your own ``HttpFactory`` may not).
         """
         sent: asyncio.Future[None] | None = None
+        told = False
         if source.is_generator:
             observations = self.latest
             observations.reset_page()
             http: FetchHttp = NO_HTTP  # the generator keeps the ctx of its first call
         else:
-            if ahead and self.latest.requests:
-                sent = asyncio.get_running_loop().create_future()
+            told = self._sent is not None and self._sent.done()
+            sent = self._sent = asyncio.get_running_loop().create_future()
             observations = HttpObservations(
                 rate_limit=self.latest.rate_limit, defer_validators=True
             )
@@ -132,7 +135,8 @@ class Requests:
             logger=self._scope.logger,
             _cancel=self._scope.cancel,
         )
-        return Fetch(ctx, observations, source, self._scope.deps.clock, sent)
+        waits = sent if ahead and told else None
+        return Fetch(ctx, observations, source, self._scope.deps.clock, waits)
 
     def ahead(
         self,
