@@ -23,9 +23,10 @@ One thing httpcore does not: a server that closes the connection after each answ
 (HTTP/1.0, ``Connection: close``) gets the next connection opened as soon as it closed the
 last one, kept idle for the next request to the origin. A lane asks for its next page while
 it works on the page before: the connection set-up then happens during that work instead
-of in front of the request. Errors are httpx's: ``ConnectError``, ``ConnectTimeout``, ``ReadError``,
-``ReadTimeout``, ``WriteError``, ``WriteTimeout``, ``PoolTimeout``,
-``RemoteProtocolError``.
+of in front of the request.
+
+Errors are httpx's: ``ConnectError``, ``ConnectTimeout``, ``ReadError``, ``ReadTimeout``,
+``WriteError``, ``WriteTimeout``, ``PoolTimeout``, ``RemoteProtocolError``.
 """
 
 from __future__ import annotations

@@ -98,9 +98,9 @@ class HttpScope:
         validators: Whether this lane sends and stores ``ETag`` / ``Last-Modified``
             validators at all. Only the live lane does: a backfill or a reconcile listing
             exists to read everything again, so a ``304`` could only hide what it is for.
-        on_sending: Called (at most once per request, maybe more than once per scope) when
-            the request is about to go out, or is about to wait on something other than its
-            own preparation (budget tokens, a free request slot). A page asked for ahead
+        on_sending: Called, maybe more than once, when a request is about to go out, or
+            is about to wait on something other than its own preparation (budget tokens, a
+            free request slot). A page asked for ahead
             waits for it before its lane goes back to the page before (see
             :meth:`Fetch.sending <watukuy.runtime.fetching.Fetch.sending>`).
     """
