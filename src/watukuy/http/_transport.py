@@ -20,8 +20,9 @@ connection closed by the server before any answer byte is sent again once on a n
 connection.
 
 One thing httpcore does not: a server that closes the connection after each answer
-(HTTP/1.0, ``Connection: close``) gets the next connection opened as soon as it closed the
-last one, kept idle for the next request to the origin. A lane asks for its next page while
+(HTTP/1.0, ``Connection: close``), and is asked again soon after (within the keep-alive
+expiry), gets the next connection opened as soon as it closed the last one, kept idle for
+the next request to the origin. A lane asks for its next page while
 it works on the page before: the connection set-up then happens during that work instead
 of in front of the request.
 
@@ -105,6 +106,10 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
         self._closed = False
         self._opening: dict[_Origin, asyncio.Task[None]] = {}  # spare connections
+        # When each origin's last connection closed after its answer, and whether the
+        # request after it came while a spare opened then would still have been fresh.
+        self._closed_at: dict[_Origin, float] = {}
+        self._followed: dict[_Origin, bool] = {}
 
     # --- the pool -----------------------------------------------------------------------
 
@@ -142,7 +147,10 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         open a spare one when the server closes it after a complete answer)."""
         protocol = connection.protocol
         if reusable and not self._closed and protocol.their_state is h11.MUST_CLOSE:
-            self._open_spare(connection.origin, timeouts or {})
+            origin = connection.origin
+            self._closed_at[origin] = time.monotonic()
+            if self._followed.get(origin):
+                self._open_spare(origin, timeouts or {})
         if (
             reusable
             and not self._closed
@@ -195,6 +203,12 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         self._wake()
 
     async def _acquire(self, origin: _Origin, timeouts: dict[str, float | None]) -> _Connection:
+        closed_at = self._closed_at.get(origin)
+        # A spare is opened only for an origin asked again soon after it closed the last
+        # connection: one polled once a minute would get an idle connection it never uses.
+        self._followed[origin] = (
+            closed_at is not None and time.monotonic() - closed_at < self._expiry
+        )
         while True:
             connection = self._take_idle(origin)
             if connection is not None:
