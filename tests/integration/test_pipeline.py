@@ -181,6 +181,42 @@ async def test_a_fetch_that_does_not_say_when_it_sends_still_overlaps(world: Wor
     assert fetch_2 < landed_1
 
 
+async def test_a_fetch_waiting_for_an_earlier_page_s_delivery_is_not_waited_for_forever(
+    world: World,
+) -> None:
+    # Page n is asked for while page n - 1 is built and page n - 2 lands (is delivered).
+    # Before its request, each fetch waits until page n - 2 was delivered: the lane waits for
+    # that request to go out only for a while (SENDING_PATIENCE_MS), then lands page n - 2,
+    # which lets the fetch go on. A real clock: the patience is a sleep on the engine's clock.
+    seed(world, 45)
+    delivered = {page: asyncio.Event() for page in range(-1, 6)}
+    delivered[-1].set()
+    delivered[0].set()
+    inner = timestamp_fetch(limit=10)
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        await delivered[ctx.page - 2].wait()
+        return await inner(ctx)  # type: ignore[no-any-return]
+
+    async def on_event(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+        if event.sequence % 10 == 0 or event.sequence == 45:
+            delivered[(event.sequence + 9) // 10].set()
+
+    engine = wk.Engine(
+        store=world.store,
+        pollers=[orders(fetch=fetch)],
+        clock=wk.SystemClock(),
+        random=SeededRandom(7),
+        http_client=httpx.AsyncClient(transport=world.api.transport()),
+    )
+    engine.on("orders", on_event)
+    result = await asyncio.wait_for(engine.tick(), timeout=60)
+    (polled,) = result.polled
+    assert polled.error is None
+    assert polled.events == 45
+    assert all(delivered[page].is_set() for page in range(1, 6))
+
+
 async def test_without_prefetch_a_page_is_asked_for_once_the_page_before_it_landed(
     world: World,
 ) -> None:

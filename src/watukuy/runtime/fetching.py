@@ -71,6 +71,11 @@ class PageSource:
                 await aclose()
 
 
+SENDING_PATIENCE_MS = 100
+"""How long a lane waits for the request asked ahead to go out before it works on the page
+before anyway (a request's own hops take a few milliseconds)."""
+
+
 class Fetch:
     """One call of ``fetch``, running in a task of its own from the moment it is made.
 
@@ -113,7 +118,14 @@ class Fetch:
         sent = self._sent
         if sent is None or sent.done() or self.task.done():
             return
-        await asyncio.wait((sent, self.task), return_when=asyncio.FIRST_COMPLETED)
+        # Bounded: a ``fetch`` that waits, before its request, for something the page before
+        # brings about (its commit, its delivery) would otherwise wait for the lane, and the
+        # lane for it. After the patience the lane goes on and the request travels late.
+        patience = asyncio.ensure_future(self._clock.sleep(SENDING_PATIENCE_MS))
+        try:
+            await asyncio.wait((sent, self.task, patience), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            patience.cancel()
 
     async def _run(self, source: PageSource) -> Page[Any] | None:
         try:
