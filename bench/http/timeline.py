@@ -12,24 +12,33 @@ event loop in ``epoll``. It prints:
 * the loop's idle time, split by what was running meanwhile: a SQLite call, an HTTP
   request, or neither;
 * the prefetch's overlap: how much of the commits' time had the next page's fetch in
-  flight, and how long no fetch was in flight between two pages.
+  flight, and how long no fetch was in flight between two pages;
+* with ``--pages``, one line per page: when each step of its request came (the ``fetch``
+  call made, ``ctx.http`` called, stored validators read, a connection taken, the request
+  written, the answer's head and body, the page returned, the lane taking it up), each in
+  milliseconds after the one before, and the event loop's longest busy stretch meanwhile:
+  what stands between one page's answer and the next page's request.
 
 The timers wrap private functions of watukuy (``Fetch.__init__`` in
-``watukuy.runtime.fetching``, ``HttpClient.request``, ``SqliteStore._in_worker`` and
-``SqliteStore._commit``): a change there fails here with an ``AttributeError``, not with a
-wrong figure. The figures are the CPU's and the disk's of a shared machine: compare runs
-made one after the other, not with figures from another day.
+``watukuy.runtime.fetching``, ``HttpClient.request`` and ``_add_conditions``,
+``AsyncioTransport._acquire`` and ``_exchange``, ``LaneCycle._select``,
+``SqliteStore._in_worker`` and ``SqliteStore._commit``): a change there fails here with
+an ``AttributeError``, not with a wrong figure. The figures are the CPU's and the disk's of
+a shared machine: compare runs made one after the other, not with figures from another
+day.
 
 Run: ``python -m bench.http.timeline --shape stdlib --items 20000 [--latency-ms 50]
-[--no-prefetch]``.
+[--no-prefetch] [--pages]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import resource
 import selectors
+import statistics
 import tempfile
 import time
 from collections import defaultdict
@@ -41,6 +50,9 @@ from ._proc import VendorProcess
 from ._workload import SHAPES
 
 Span = tuple[float, float]
+
+# The page whose fetch task runs: a task copies the context it was created in.
+_PAGE: contextvars.ContextVar[int] = contextvars.ContextVar("page", default=0)
 
 
 class Timeline:
@@ -54,14 +66,23 @@ class Timeline:
         self.sqlite_calls: list[Span] = []
         self.sqlite_by_name: defaultdict[str, float] = defaultdict(float)
         self.idle: list[Span] = []
+        self.marks: defaultdict[int, dict[str, float]] = defaultdict(dict)
+        """Per page: when each step of its request happened (see :meth:`install`)."""
 
     def now(self) -> float:
         return (time.perf_counter() - self._origin) * 1000
 
+    def mark(self, name: str, page: int | None = None) -> None:
+        """Note when ``name`` happened to ``page`` (the running fetch task's by default);
+        the first time counts."""
+        self.marks[_PAGE.get() if page is None else page].setdefault(name, self.now())
+
     def install(self) -> None:
         """Wrap the engine's functions named in the module docstring, and the selector."""
+        from watukuy.http import _transport
         from watukuy.http._client import HttpClient
         from watukuy.runtime import fetching
+        from watukuy.runtime.lane import LaneCycle
         from watukuy.stores.sqlite import SqliteStore
 
         timeline = self
@@ -69,17 +90,48 @@ class Timeline:
 
         def init(fetch: Any, ctx: Any, *args: Any, **options: Any) -> None:
             times = timeline.fetches[ctx.page] = [timeline.now()]
-            fetch_init(fetch, ctx, *args, **options)
+            timeline.mark("created", ctx.page)
+            token = _PAGE.set(ctx.page)
+            try:
+                fetch_init(fetch, ctx, *args, **options)
+            finally:
+                _PAGE.reset(token)
             fetch.task.add_done_callback(lambda _: times.append(timeline.now()))
+            fetch.task.add_done_callback(lambda _: timeline.mark("done", ctx.page))
+
+        def wrap_async(owner: Any, name: str, before: str, after: str) -> None:
+            original = getattr(owner, name)
+
+            async def wrapped(*args: Any, **options: Any) -> Any:
+                timeline.mark(before)
+                try:
+                    return await original(*args, **options)
+                finally:
+                    timeline.mark(after)
+
+            setattr(owner, name, wrapped)
+
+        wrap_async(HttpClient, "_add_conditions", "validators", "validated")
+        wrap_async(_transport.AsyncioTransport, "_acquire", "acquire", "acquired")
+        wrap_async(_transport.AsyncioTransport, "_exchange", "sent", "head")
+        select_items = LaneCycle._select
+
+        def timed_select_items(lane: Any, cursor: Any, page: Any, fetch: Any) -> Any:
+            timeline.mark("used", fetch.ctx.page)
+            return select_items(lane, cursor, page, fetch)
+
+        LaneCycle._select = timed_select_items  # type: ignore[method-assign]
 
         request = HttpClient.request
 
         async def timed_request(client: Any, *args: Any, **options: Any) -> Any:
             started = timeline.now()
+            timeline.mark("request")
             try:
                 return await request(client, *args, **options)
             finally:
                 timeline.requests.append((started, timeline.now()))
+                timeline.mark("answered")
 
         in_worker = SqliteStore._in_worker
 
@@ -158,6 +210,60 @@ def report(timeline: Timeline, wall: float, cpu: float, written: float, connecti
     )
 
 
+_STEPS = (
+    "created",
+    "request",
+    "validators",
+    "validated",
+    "acquire",
+    "acquired",
+    "sent",
+    "head",
+    "answered",
+    "done",
+    "used",
+)
+
+
+def report_pages(timeline: Timeline) -> None:
+    """One line per page: when each step of its request came, in ms after the one before
+    (``-`` for a step it did not take), and the loop's longest busy stretch meanwhile."""
+    busy = [(a[1], b[0]) for a, b in zip(timeline.idle, timeline.idle[1:], strict=False)]
+    header = "".join(f"{step[:9]:>10}" for step in _STEPS)
+    print("per page, ms after the step before (created: after the page before was used):")
+    print(f"{'page':>5}{header}{'busy max':>10}")
+    used = 0.0
+    for page in sorted(timeline.marks):
+        marks = timeline.marks[page]
+        if not page:
+            continue
+        row, last = [], used
+        for step in _STEPS:
+            at = marks.get(step)
+            row.append("-" if at is None else f"{at - last:.1f}")
+            last = at if at is not None else last
+        start, end = marks.get("created", 0.0), marks.get("used", 0.0)
+        longest = max((b - a for a, b in busy if a < end and b > start), default=0.0)
+        used = marks.get("used", used)
+        print(f"{page:>5}" + "".join(f"{cell:>10}" for cell in row) + f"{longest:10.1f}")
+    pages = [page for page in sorted(timeline.marks) if page]
+    gaps = [
+        timeline.marks[page + 1]["sent"] - timeline.marks[page]["done"]
+        for page in pages
+        if "done" in timeline.marks[page] and "sent" in timeline.marks.get(page + 1, {})
+    ]
+    periods = [
+        timeline.marks[page + 1]["used"] - timeline.marks[page]["used"]
+        for page in pages[1:]
+        if "used" in timeline.marks[page] and "used" in timeline.marks.get(page + 1, {})
+    ]
+    if gaps and periods:
+        print(
+            f"medians: page returned -> next request written {statistics.median(gaps):.1f} ms; "
+            f"one page to the next (from page 2) {statistics.median(periods):.1f} ms"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse the command line, run the vendor and one timed sync, print the figures."""
     parser = argparse.ArgumentParser(prog="python -m bench.http.timeline")
@@ -165,6 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shape", choices=sorted(SHAPES), default="stdlib")
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--no-prefetch", action="store_true")
+    parser.add_argument("--pages", action="store_true", help="print a line per page")
     args = parser.parse_args(argv)
     from . import engine_child
 
@@ -196,6 +303,8 @@ def main(argv: list[str] | None = None) -> None:
         connections = vendor.connections() - before - 1
     print(f"items {out['items']:,}, events {out['events']:,}, delivered {out['delivered']:,}")
     report(timeline, wall, cpu, blocks * 512 / 1e6, connections)
+    if args.pages:
+        report_pages(timeline)
 
 
 if __name__ == "__main__":

@@ -251,7 +251,59 @@ async def test_a_server_that_says_close_is_not_reused(
     async with client() as http:
         for _ in range(3):
             assert (await http.get(server.origin)).content == b"ok"
-    assert server.connections == 3
+    # One connection per answer, and maybe the one opened ahead for a fourth.
+    assert len(server.requests) == 3
+    assert server.connections in (3, 4)
+
+
+async def test_a_server_that_closes_after_each_answer_gets_the_next_connection_ahead(
+    serve: Callable[..., Awaitable[ScriptedServer]],
+) -> None:
+    # HTTP/1.0 without keep-alive: the next connection is opened as soon as the server
+    # closes the last, so the next request finds it ready instead of connecting first.
+    async def closing(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        return False
+
+    server = await serve(closing)
+    async with client() as http:
+        # One request, then another soon after: from then on the origin gets one ahead.
+        assert (await http.get(server.origin)).content == b"ok"
+        await asyncio.sleep(0.01)
+        assert server.connections == 1  # a single request opens nothing ahead
+        assert (await http.get(server.origin)).content == b"ok"
+        async with asyncio.timeout(5):
+            while server.connections < 3:  # the one opened ahead
+                await asyncio.sleep(0.001)
+        assert (await http.get(server.origin + "/b")).content == b"ok"
+        assert server.connections == 3  # the third request took it
+        assert server.requests[2].startswith(b"GET /b HTTP/1.1\r\n")
+        # A request made while the next connection is still being opened waits for it
+        # rather than opening one more.
+        assert (await http.get(server.origin + "/c")).content == b"ok"
+        assert server.connections == 4
+    assert len(server.requests) == 4
+
+
+async def test_a_connection_opened_ahead_that_the_server_dropped_is_replaced(
+    serve: Callable[..., Awaitable[ScriptedServer]],
+) -> None:
+    async def closing(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        return False
+
+    server = await serve(closing)
+    async with client() as http:
+        assert (await http.get(server.origin)).content == b"ok"
+        assert (await http.get(server.origin)).content == b"ok"
+        async with asyncio.timeout(5):
+            while len(server.writers) < 3:
+                await asyncio.sleep(0.001)
+        server.writers[2].close()  # the server drops the idle one before any request
+        assert (await http.get(server.origin)).content == b"ok"
+    assert len(server.requests) == 3
 
 
 async def test_the_engines_own_client_uses_it_unless_a_proxy_is_configured(

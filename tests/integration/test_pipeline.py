@@ -20,7 +20,7 @@ from watukuy.model.rows import CommitBatch, Lease, PKey
 from watukuy.testing import SeededRandom
 from watukuy.testing.faulty import ForwardingStore
 
-from .conftest import World, orders, seed, timestamp_fetch
+from .conftest import BASE, World, orders, seed, timestamp_fetch
 
 KEY = PKey("orders")
 
@@ -101,6 +101,120 @@ async def test_the_next_page_is_asked_for_before_the_page_before_it_lands(world:
     # The order that matters is kept: page 1 lands and is delivered before page 2 commits.
     assert landed_1 < deliver_1 < commit_2
     assert [m for m in marks if m.startswith("deliver")] == [f"deliver {n}" for n in range(1, 26)]
+
+
+class SlowValidators(Timeline):
+    """Reads stored validators in a few turns of the loop, as a store's own thread does."""
+
+    async def get_validator(self, key: PKey, url_hash: str) -> Any:
+        for _ in range(5):
+            await _turn()
+        return await super().get_validator(key, url_hash)
+
+
+class MarkedTransport(httpx.AsyncBaseTransport):
+    """Marks each request as it reaches the transport (``sent 1``, ``sent 2``...)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, marks: list[str]) -> None:
+        self.inner = inner
+        self.marks = marks
+        self.sent = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent += 1
+        self.marks.append(f"sent {self.sent}")
+        return await self.inner.handle_async_request(request)
+
+
+async def test_the_page_asked_for_ahead_is_sent_before_the_page_before_it_is_built(
+    world: World,
+) -> None:
+    # Reading its validators takes the request a few turns of the loop: the lane waits for
+    # it to go out before it builds (and commits) the page before, rather than delaying
+    # each of those turns by a stretch of its own work.
+    seed(world, 25)
+    marks: list[str] = []
+    engine = wk.Engine(
+        store=SlowValidators(world.store, marks),
+        pollers=[orders(fetch=recording_fetch(marks))],
+        clock=world.clock,
+        random=SeededRandom(7),
+        http_client=httpx.AsyncClient(transport=MarkedTransport(world.api.transport(), marks)),
+    )
+    engine.on("orders", handler(marks))
+    (result,) = (await engine.tick()).polled
+    assert result.error is None
+    assert result.events == 25
+    for page in (1, 2):
+        sent, committed = first(marks, f"sent {page + 1}", f"commit {page}")
+        assert sent < committed
+    # What the prefetch keeps stays kept: page 1 lands and is delivered before page 2 commits.
+    landed_1, deliver_1, commit_2 = first(marks, "landed 1", "deliver 1", "commit 2")
+    assert landed_1 < deliver_1 < commit_2
+    assert [m for m in marks if m.startswith("deliver")] == [f"deliver {n}" for n in range(1, 26)]
+
+
+async def test_a_fetch_that_does_not_say_when_it_sends_still_overlaps(world: World) -> None:
+    # Its own client, not ctx.http: nothing tells when its request goes out, so the lane
+    # does not wait for it, and the page still travels while the page before commits.
+    seed(world, 25)
+    marks: list[str] = []
+    own = httpx.AsyncClient(transport=world.api.transport())
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        marks.append(f"fetch {ctx.page}")
+        response = await own.get(
+            f"{BASE}/items",
+            params={"since": ctx.cursor.value, "after_id": ctx.cursor.tie_break, "limit": 10},
+        )
+        await asyncio.sleep(0)  # the answer arrives a turn later than the request left
+        body = response.json()
+        return wk.Page(items=body["data"], has_more=body["has_more"])
+
+    engine = engine_on(world, Timeline(world.store, marks), orders(fetch=fetch))
+    engine.on("orders", handler(marks))
+    (result,) = (await engine.tick()).polled
+    await own.aclose()
+    assert result.error is None
+    assert result.events == 25
+    fetch_2, landed_1 = first(marks, "fetch 2", "landed 1")
+    assert fetch_2 < landed_1
+
+
+async def test_a_fetch_waiting_for_an_earlier_page_s_delivery_is_not_waited_for_forever(
+    world: World,
+) -> None:
+    # Page n is asked for while page n - 1 is built and page n - 2 lands (is delivered).
+    # Before its request, each fetch waits until page n - 2 was delivered: the lane waits for
+    # that request to go out only for a while (SENDING_PATIENCE_MS), then lands page n - 2,
+    # which lets the fetch go on. A real clock: the patience is a sleep on the engine's clock.
+    seed(world, 45)
+    delivered = {page: asyncio.Event() for page in range(-1, 6)}
+    delivered[-1].set()
+    delivered[0].set()
+    inner = timestamp_fetch(limit=10)
+
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        await delivered[ctx.page - 2].wait()
+        return await inner(ctx)  # type: ignore[no-any-return]
+
+    async def on_event(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+        if event.sequence % 10 == 0 or event.sequence == 45:
+            delivered[(event.sequence + 9) // 10].set()
+
+    engine = wk.Engine(
+        store=world.store,
+        pollers=[orders(fetch=fetch)],
+        clock=wk.SystemClock(),
+        random=SeededRandom(7),
+        http_client=httpx.AsyncClient(transport=world.api.transport()),
+    )
+    engine.on("orders", on_event)
+    result = await asyncio.wait_for(engine.tick(), timeout=60)
+    (polled,) = result.polled
+    assert polled.error is None
+    assert polled.events == 45
+    assert all(delivered[page].is_set() for page in range(1, 6))
 
 
 async def test_without_prefetch_a_page_is_asked_for_once_the_page_before_it_landed(

@@ -226,6 +226,8 @@ class HttpClient:
         conditional = conditional and scope.validators  # the lane's rule wins (HttpScope)
 
         timeouts = httpx.Timeout(seconds) if seconds is not None else client.timeout
+        if charge > 0 and scope.budget is not None and scope.gate is not None:
+            scope.on_sending()  # the grant may take a while: nobody should wait for it
         held = await self._charge(charge, _hold_ms(timeouts))
         key = url_hash(final_url) if conditional else None
         if key is not None:
@@ -241,6 +243,8 @@ class HttpClient:
         )
         slots = None if self._slots is None else self._slots()
         if slots is not None:
+            if slots.locked():
+                scope.on_sending()  # other requests hold every slot
             try:
                 await slots.acquire()
             except BaseException:
@@ -277,6 +281,9 @@ class HttpClient:
         scope = self._scope
         started = scope.clock.now()
         scope.observations.requests += 1
+        # An idle connection takes the request at once: it is written before this task
+        # gives the event loop back.
+        scope.on_sending()
         try:
             raw = await send_following(
                 client, request, follow=client.follow_redirects, redaction=scope.redaction

@@ -17,9 +17,17 @@ idle connections, closed after ``keepalive_expiry`` idle seconds; ``connect``, `
 ``http/1.1``); a connection is reused only once its previous answer was read to the end,
 and never after the server asked to close it or an error; a request that finds a reused
 connection closed by the server before any answer byte is sent again once on a new
-connection. Errors are httpx's: ``ConnectError``, ``ConnectTimeout``, ``ReadError``,
-``ReadTimeout``, ``WriteError``, ``WriteTimeout``, ``PoolTimeout``,
-``RemoteProtocolError``.
+connection.
+
+One thing httpcore does not: a server that closes the connection after each answer
+(HTTP/1.0, ``Connection: close``), and is asked again soon after (within the keep-alive
+expiry), gets the next connection opened as soon as it closed the last one, kept idle for
+the next request to the origin. A lane asks for its next page while
+it works on the page before: the connection set-up then happens during that work instead
+of in front of the request.
+
+Errors are httpx's: ``ConnectError``, ``ConnectTimeout``, ``ReadError``, ``ReadTimeout``,
+``WriteError``, ``WriteTimeout``, ``PoolTimeout``, ``RemoteProtocolError``.
 """
 
 from __future__ import annotations
@@ -97,6 +105,11 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         self._open = 0  # connections open, idle or answering
         self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
         self._closed = False
+        self._opening: dict[_Origin, asyncio.Task[None]] = {}  # spare connections
+        # When each origin's last connection closed after its answer, and whether the
+        # request after it came while a spare opened then would still have been fresh.
+        self._closed_at: dict[_Origin, float] = {}
+        self._followed: dict[_Origin, bool] = {}
 
     # --- the pool -----------------------------------------------------------------------
 
@@ -124,9 +137,20 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
                 waiter.set_result(None)
                 return
 
-    def _release(self, connection: _Connection, reusable: bool) -> None:
-        """A request is done with ``connection``: keep it for the next one or close it."""
+    def _release(
+        self,
+        connection: _Connection,
+        reusable: bool,
+        timeouts: dict[str, float | None] | None = None,
+    ) -> None:
+        """A request is done with ``connection``: keep it for the next one or close it (and
+        open a spare one when the server closes it after a complete answer)."""
         protocol = connection.protocol
+        if reusable and not self._closed and protocol.their_state is h11.MUST_CLOSE:
+            origin = connection.origin
+            self._closed_at[origin] = time.monotonic()
+            if self._followed.get(origin):
+                self._open_spare(origin, timeouts or {})
         if (
             reusable
             and not self._closed
@@ -144,11 +168,61 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
         self._open -= 1
         self._wake()
 
+    def _open_spare(self, origin: _Origin, timeouts: dict[str, float | None]) -> None:
+        """Open a connection to ``origin`` in the background, for its next request: the
+        server closes each one after its answer. At most one at a time per origin, and none
+        when the pool is full or one is idle already."""
+        # ``_open`` still counts the connection being released.
+        if origin in self._opening or self._waiting or self._open > self._max or self._keep < 1:
+            return
+        if any(idle.origin == origin for idle in self._idle):
+            return
+        self._open += 1  # the spare's slot, held while it connects
+        task = asyncio.get_running_loop().create_task(self._spare(origin, timeouts))
+        self._opening[origin] = task
+
+    async def _spare(self, origin: _Origin, timeouts: dict[str, float | None]) -> None:
+        try:
+            connection = await self._connect(origin, timeouts)
+        except (Exception, asyncio.CancelledError):
+            # The next request connects, and fails, on its own.
+            self._open -= 1
+            self._wake()
+            return
+        finally:
+            self._opening.pop(origin, None)
+        if self._closed:
+            connection.close()
+            self._open -= 1
+            return
+        # Idle since now: a request on it is sent again once if the server closed it unused.
+        connection.idle_since = time.monotonic()
+        self._idle[connection] = None
+        while len(self._idle) > self._keep:
+            self._drop(next(iter(self._idle)))
+        self._wake()
+
     async def _acquire(self, origin: _Origin, timeouts: dict[str, float | None]) -> _Connection:
+        closed_at = self._closed_at.get(origin)
+        # A spare is opened only for an origin asked again soon after it closed the last
+        # connection: one polled once a minute would get an idle connection it never uses.
+        self._followed[origin] = (
+            closed_at is not None and time.monotonic() - closed_at < self._expiry
+        )
         while True:
             connection = self._take_idle(origin)
             if connection is not None:
                 return connection
+            spare = self._opening.get(origin)
+            if spare is not None:
+                # Already on its way: wait for it rather than open a second one.
+                try:
+                    async with asyncio.timeout(_timeout(timeouts, "connect")):
+                        await asyncio.shield(spare)
+                except TimeoutError:
+                    pass  # connect on our own, as if there were no spare
+                else:
+                    continue
             if self._open >= self._max and self._idle:
                 self._drop(next(iter(self._idle)))  # room from another origin's idle one
             if self._open < self._max:
@@ -282,6 +356,10 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         """Close every idle connection; connections still answering close when done."""
         self._closed = True
+        opening = list(self._opening.values())
+        for task in opening:
+            task.cancel()
+        await asyncio.gather(*opening, return_exceptions=True)
         for connection in list(self._idle):
             self._drop(connection)
 
@@ -363,4 +441,5 @@ class _Body(httpx.AsyncByteStream):
     async def aclose(self) -> None:
         connection, self._connection = self._connection, None
         if connection is not None:
-            self._transport._release(connection, reusable=self._complete)
+            transport = self._transport
+            transport._release(connection, reusable=self._complete, timeouts=self._timeouts)

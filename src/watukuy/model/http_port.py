@@ -98,6 +98,11 @@ class HttpScope:
         validators: Whether this lane sends and stores ``ETag`` / ``Last-Modified``
             validators at all. Only the live lane does: a backfill or a reconcile listing
             exists to read everything again, so a ``304`` could only hide what it is for.
+        on_sending: Called, maybe more than once, when a request is about to go out, or
+            is about to wait on something other than its own preparation (budget tokens, a
+            free request slot). A page asked for ahead
+            waits for it before its lane goes back to the page before (see
+            :meth:`Fetch.sending <watukuy.runtime.fetching.Fetch.sending>`).
     """
 
     key: PKey
@@ -115,6 +120,7 @@ class HttpScope:
     on_budget_wait: Callable[[str, int], Any] = field(default=lambda budget, waited: None)
     redaction: Redaction = DEFAULT_REDACTION
     validators: bool = True
+    on_sending: Callable[[], None] = field(default=lambda: None)
 
 
 @runtime_checkable

@@ -71,6 +71,11 @@ class PageSource:
                 await aclose()
 
 
+SENDING_PATIENCE_MS = 100
+"""How long a lane waits for the request asked ahead to go out before it works on the page
+before anyway (a request's own hops take a few milliseconds)."""
+
+
 class Fetch:
     """One call of ``fetch``, running in a task of its own from the moment it is made.
 
@@ -79,6 +84,8 @@ class Fetch:
         observations: What the page's HTTP responses recorded (validators, ``304``).
         source: Where the page comes from.
         clock: The engine's clock (the call's duration).
+        sent: Resolved by ``ctx.http`` when its request goes out (see :meth:`sending`);
+            ``None`` when nothing will resolve it.
     """
 
     def __init__(
@@ -87,13 +94,38 @@ class Fetch:
         observations: HttpObservations,
         source: PageSource,
         clock: Clock,
+        sent: asyncio.Future[None] | None = None,
     ) -> None:
         self.ctx = ctx
         self.observations = observations
         self._clock = clock
         self._started = clock.now()
+        self._sent = sent
         self.duration_ms = 0
         self.task: asyncio.Future[Page[Any] | None] = asyncio.ensure_future(self._run(source))
+
+    async def sending(self) -> None:
+        """Wait until the call's request is on its way, then leave it to travel.
+
+        Until then the request is CPU work and store reads of its own (building the URL,
+        reading stored validators, opening a connection), each a hop through the event loop:
+        a lane that went straight back to a long stretch of work on the page before would
+        delay every hop by a stretch, and so the whole request. Returns at once when nothing
+        tells when the request goes out (``fetch`` does not use ``ctx.http``, or the
+        previous page's did not), and when the call ends first (a failure, a page that
+        needed no request).
+        """
+        sent = self._sent
+        if sent is None or sent.done() or self.task.done():
+            return
+        # Bounded: a ``fetch`` that waits, before its request, for something the page before
+        # brings about (its commit, its delivery) would otherwise wait for the lane, and the
+        # lane for it. After the patience the lane goes on and the request travels late.
+        patience = asyncio.ensure_future(self._clock.sleep(SENDING_PATIENCE_MS))
+        try:
+            await asyncio.wait((sent, self.task, patience), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            patience.cancel()
 
     async def _run(self, source: PageSource) -> Page[Any] | None:
         try:

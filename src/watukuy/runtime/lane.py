@@ -291,7 +291,15 @@ class LaneCycle:
             if ahead is not None:
                 walk.request = ahead
                 number = walk.first_page + walk.pages
-                walk.upcoming = requests.start_fetch(walk.source, ahead, number, walk.state)
+                walk.upcoming = requests.start_fetch(
+                    walk.source, ahead, number, walk.state, ahead=True
+                )
+                if walk.inflight is None or walk.inflight.commit.done():
+                    # Its request goes out before this page's work takes the event loop.
+                    # Not while the page before still commits: the request's own store
+                    # reads would queue behind that commit, and the loop would sit idle
+                    # instead of hashing this page meanwhile.
+                    await walk.upcoming.sending()
             if walk.inflight is not None and not await self._land_before(walk, selection):
                 return
             walk.not_modified = walk.not_modified or selection.not_modified

@@ -9,6 +9,7 @@ run and lane; :func:`verify_context` is what ``Deletes(verify=)`` is given.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from watukuy.cursor import CursorStrategy, TimestampStrategy
@@ -76,6 +77,7 @@ class Requests:
         """The stored cursor the cycle began with."""
         self.force_backfill = False
         """The backfill re-emits every known item (``force``)."""
+        self._sent: asyncio.Future[None] | None = None  # the latest request's, once sent
 
     def open(self, state: PollerState) -> tuple[Any, Any, Any]:
         """Where the cycle starts: its cursor, its target (where a backfill stops) and its
@@ -90,7 +92,13 @@ class Requests:
         return cursor, target, request
 
     def start_fetch(
-        self, source: PageSource, request: Any, number: int, state: PollerState
+        self,
+        source: PageSource,
+        request: Any,
+        number: int,
+        state: PollerState,
+        *,
+        ahead: bool = False,
     ) -> Fetch:
         """Call ``fetch`` for page ``number`` in a task of its own.
 
@@ -98,17 +106,25 @@ class Requests:
         records its validators and its ``304`` apart from the page being committed. A
         generator was handed its ``ctx`` once, on its first call: its pages share that
         one's observations, reset before each page.
+
+        A page asked for ``ahead`` tells when its request goes out (:meth:`Fetch.sending`)
+        when the page before it told so (its ``fetch`` uses ``ctx.http``, and that one says
+        when it sends: a ``ctx.http`` of your own ``HttpFactory`` may not).
         """
+        sent: asyncio.Future[None] | None = None
+        told = False
         if source.is_generator:
             observations = self.latest
             observations.reset_page()
             http: FetchHttp = NO_HTTP  # the generator keeps the ctx of its first call
         else:
+            told = self._sent is not None and self._sent.done()
+            sent = self._sent = asyncio.get_running_loop().create_future()
             observations = HttpObservations(
                 rate_limit=self.latest.rate_limit, defer_validators=True
             )
             self.latest = observations
-            http = bind_http(self._scope, self._lane, observations)
+            http = bind_http(self._scope, self._lane, observations, sent=sent)
         ctx: FetchContext[Any] = FetchContext(
             cursor=request,
             page=number,
@@ -119,7 +135,8 @@ class Requests:
             logger=self._scope.logger,
             _cancel=self._scope.cancel,
         )
-        return Fetch(ctx, observations, source, self._scope.deps.clock)
+        waits = sent if ahead and told else None
+        return Fetch(ctx, observations, source, self._scope.deps.clock, waits)
 
     def ahead(
         self,
@@ -228,9 +245,16 @@ class _NoHttp:
 NO_HTTP: FetchHttp = _NoHttp()
 
 
-def bind_http(scope: KeyScope, lane: Lane, observations: HttpObservations) -> FetchHttp:
-    """The ``ctx.http`` of one request of ``lane``, recording into ``observations``;
-    one that refuses every request when the engine has no HTTP client."""
+def bind_http(
+    scope: KeyScope,
+    lane: Lane,
+    observations: HttpObservations,
+    *,
+    sent: asyncio.Future[None] | None = None,
+) -> FetchHttp:
+    """The ``ctx.http`` of one request of ``lane``, recording into ``observations`` and
+    resolving ``sent`` when a request goes out (``HttpScope.on_sending``); one that refuses
+    every request when the engine has no HTTP client."""
     deps = scope.deps
     if deps.http is None:
         return NO_HTTP
@@ -240,6 +264,10 @@ def bind_http(scope: KeyScope, lane: Lane, observations: HttpObservations) -> Fe
 
     async def on_budget_wait(budget: str, waited: int) -> None:
         await hooks.on_budget_wait(budget=budget, wait_ms=waited)
+
+    def on_sending() -> None:
+        if sent is not None and not sent.done():
+            sent.set_result(None)
 
     keeper = scope.keeper
     return deps.http.bind(
@@ -259,6 +287,7 @@ def bind_http(scope: KeyScope, lane: Lane, observations: HttpObservations) -> Fe
             on_budget_wait=on_budget_wait,
             redaction=deps.redaction,
             validators=lane == "live",
+            on_sending=on_sending,
         )
     )
 

@@ -398,6 +398,28 @@ async def test_rate_limit_headers_reach_the_response_and_observations(rig: HttpR
     assert rig.observations.requests == 2
 
 
+# --- telling when a request goes out ---------------------------------------------------
+
+
+async def test_on_sending_is_called_before_the_request_reaches_the_transport(
+    rig: HttpRig,
+) -> None:
+    told: list[int] = []  # requests the transport had seen when told
+    http = rig.http(on_sending=lambda: told.append(len(rig.requests)))
+    await http.get(BASE)
+    await http.get(BASE)
+    assert told == [0, 1]
+
+
+async def test_on_sending_is_called_before_a_budget_grant_that_may_wait(rig: HttpRig) -> None:
+    gate = FakeGate(waited=1_500)
+    told: list[int] = []  # budget calls made when told
+    http = rig.http(gate=gate, budget="erp", on_sending=lambda: told.append(len(gate.calls)))
+    await http.get(BASE)
+    assert told[0] == 0  # before the grant, then again before the send
+    assert len(rig.requests) == 1
+
+
 # --- budget -----------------------------------------------------------------------------
 
 
