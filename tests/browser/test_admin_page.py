@@ -168,12 +168,12 @@ def test_a_parked_event_is_retried_and_delivered(
 def test_a_key_is_paused_and_resumed(site: Site, browser: Any) -> None:
     open_key(browser, site, "orders", "globex")
     click(browser, '[data-action="pause"]')
-    assert "Paused" in wait_for(lambda: flash(browser))
+    wait_for(lambda: "Paused" in flash(browser))  # not the flash of the action before
     assert site.state("orders", "globex").paused
     wait_for(lambda: css(browser, "#key-status .s-paused"))
 
     click(browser, '[data-action="resume"]')
-    assert "Resumed" in wait_for(lambda: flash(browser))
+    wait_for(lambda: "Resumed" in flash(browser))  # not the flash of the action before
     assert not site.state("orders", "globex").paused
     assert css(browser, '[data-action="pause"]')
 
