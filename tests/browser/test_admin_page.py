@@ -154,7 +154,7 @@ def test_a_parked_event_is_retried_and_delivered(
     site.fixed.set()  # the handler is fixed and deployed
     click(browser, "tr[data-parked-id] input[type=checkbox]")
     click(browser, '[data-action="retry-selected"]')
-    assert "Retried 1 parked event" in wait_for(lambda: flash(browser))
+    wait_for(lambda: "Retried 1 parked event" in flash(browser))
     wait_for(lambda: ("acme", site.bad_subject) in site.delivered)
     # The live refresh shows it without a reload.
     wait_for(
@@ -183,7 +183,7 @@ def test_a_poll_is_triggered(site: Site, browser: Any) -> None:
     assert before is not None  # polled once at start, and not due again for an hour
     open_key(browser, site, "orders", "initech")
     click(browser, '[data-action="trigger"]')
-    assert "Triggered" in wait_for(lambda: flash(browser))
+    wait_for(lambda: "Triggered" in flash(browser))
     wait_for(lambda: site.state("orders", "initech").schedule.last_poll_at != before)
 
 
@@ -196,4 +196,4 @@ def test_resetting_a_cursor_asks_for_confirmation(site: Site, browser: Any) -> N
     wait_for(lambda: css(browser, '[data-action="confirm"]'))
     assert site.state("orders", "initech").cursors["live"] == live  # nothing happened yet
     click(browser, '[data-action="confirm"]')
-    assert "reset to the initial cursor" in wait_for(lambda: flash(browser))
+    wait_for(lambda: "reset to the initial cursor" in flash(browser))
