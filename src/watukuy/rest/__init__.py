@@ -1,0 +1,11 @@
+"""Declarative REST pollers: describe an endpoint, its paginator and its auth as data, and
+get a :class:`~watukuy.PollerDefinition` whose ``fetch`` is written for you.
+
+This package is being built; its public names are listed in ``__all__`` as they land.
+"""
+
+from __future__ import annotations
+
+from ._call import Call
+
+__all__ = ["Call"]
