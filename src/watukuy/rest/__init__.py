@@ -6,6 +6,8 @@ This package is being built; its public names are listed in ``__all__`` as they 
 
 from __future__ import annotations
 
+from ._auth_port import Auth
 from ._call import Call
+from ._describe import Request
 
-__all__ = ["Call"]
+__all__ = ["Auth", "Call", "Request"]
