@@ -19,19 +19,25 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 from watukuy.cursor.path import MISSING, check_path, resolve_path
+from watukuy.model.durations import Duration, parse_duration
 from watukuy.model.errors import ConfigError
 from watukuy.model.page import InvalidPageError
 from watukuy.model.partition import Partition
 from watukuy.model.redact import DEFAULT_REDACTION, REDACTED, redact_url
 
+from ._auth_port import Auth
 from ._call import Call
+from ._paginate import Paginator
 
 __all__ = [
     "METHODS",
     "SAFE_HEADERS",
     "FieldSpec",
     "ItemsSpec",
+    "Listing",
     "Request",
+    "check_auth",
+    "check_paginator",
     "field_reader",
     "fill",
     "fill_value",
@@ -324,3 +330,80 @@ class Request:
         if self.json is not None:
             parts.append("json=...")  # a body may carry credentials too
         return f"Request({', '.join(parts)})"
+
+
+# --- a second listing: reconcile ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A full listing that finds deletes next to an incremental description
+    (``define_rest_poller(reconcile=rest.Listing(...))``).
+
+    It is built into a ``wk.Reconcile(every=..., fetch=...)`` whose ``fetch`` reads the whole
+    listing from its first page on every run, paged by ``ctx.page`` (a token paginator keeps
+    the page -> token chain in memory, as a ``mode="full"`` description does). Every
+    field left ``None`` is the main description's.
+
+    Args:
+        every: Time between complete listings (``"6h"``, a ``timedelta``, seconds).
+        request: The listing's request (or URL); default: the main request.
+        items: Where the items are in its answers; default: the main ``items``.
+        paginator: How it pages; default: the main paginator (a ``Keyset`` then walks the
+            whole listing, each page after the previous page's last item).
+        auth: Its credentials; default: the main ``auth``.
+
+    Raises:
+        ConfigError: A value has the wrong type; the message names ``reconcile.<field>``.
+    """
+
+    every: Duration
+    request: Request | str | None = None
+    items: ItemsSpec | None = None
+    paginator: Paginator | None = None
+    auth: Auth | None = None
+
+    def __post_init__(self) -> None:
+        every = parse_duration(self.every, "reconcile.every")
+        if every <= 0:
+            raise ConfigError(
+                f"must be greater than zero, got {self.every!r}", field="reconcile.every"
+            )
+        if self.request is not None:
+            object.__setattr__(self, "request", Request.of(self.request, "reconcile.request"))
+        if self.items is not None:
+            items_reader(self.items, "reconcile.items")
+        if self.paginator is not None:
+            check_paginator(self.paginator, "reconcile.paginator")
+        if self.auth is not None:
+            check_auth(self.auth, "reconcile.auth")
+
+
+def check_paginator(value: object, field: str = "paginator") -> Paginator:
+    """``value`` if it is a paginator (a built-in one, or an object with the protocol).
+
+    Raises:
+        ConfigError: It is not.
+    """
+    if not isinstance(value, Paginator) or value.kind not in ("page", "token", "keyset"):
+        raise ConfigError(
+            f"expected a paginator (rest.LinkHeader(), rest.PageNumber(), ..., or an object "
+            f"with kind, ends_on_not_found, apply() and step()), got {value!r}",
+            field=field,
+        )
+    return value
+
+
+def check_auth(value: object, field: str = "auth") -> Auth:
+    """``value`` if it is an auth (an object with ``apply()`` and ``refresh()``).
+
+    Raises:
+        ConfigError: It is not (the message shows its type only: it may hold a secret).
+    """
+    if not isinstance(value, Auth):
+        raise ConfigError(
+            f"expected an auth (rest.Bearer(...), rest.ApiKey(...), ..., or an object with "
+            f"async apply() and refresh()), got a {type(value).__name__}",
+            field=field,
+        )
+    return value
