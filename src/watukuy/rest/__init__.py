@@ -6,6 +6,20 @@ This package is being built; its public names are listed in ``__all__`` as they 
 
 from __future__ import annotations
 
+from ._auth import AUTHS, ApiKey, Basic, Bearer
+from ._auth_port import Auth
 from ._call import Call
+from ._oauth2 import OAuth2ClientCredentials
+from ._secret import Env, Secret
 
-__all__ = ["Call"]
+__all__ = [
+    "AUTHS",
+    "ApiKey",
+    "Auth",
+    "Basic",
+    "Bearer",
+    "Call",
+    "Env",
+    "OAuth2ClientCredentials",
+    "Secret",
+]
