@@ -36,8 +36,9 @@ The vendors:
   same; ``omit_expires_in`` leaves it out). A wrong client gets ``401 {"error":
   "invalid_client"}``, another grant ``400 {"error": "unsupported_grant_type"}``;
   ``token_failure = (status, content_type, body)`` makes the endpoint answer that instead.
-  ``token_requests`` counts the token requests and ``token_log`` records each (client id,
-  how it authenticated, the form without the secret); ``revoke_tokens()`` makes every token
+  ``token_requests`` counts the token requests, ``token_log`` records each (client id,
+  how it authenticated, the form without the secret) and ``tokens_issued`` lists the
+  tokens given out; ``revoke_tokens()`` makes every token
   issued so far unknown. ``GET /items`` answers ``{"data": [...], "has_more": bool}``
   (``page`` from 1, ``per_page`` default 10) to a live token, ``401`` with
   ``WWW-Authenticate: Bearer error="invalid_token"`` to a missing, unknown or expired one;
@@ -141,7 +142,10 @@ class VendorServer:
     def start(self) -> VendorServer:
         self._server = _Server(self)
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name=type(self).__name__, daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=type(self).__name__,
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -328,6 +332,7 @@ class OAuthVendor(VendorServer):
         self.token_requests = 0
         self.token_log: list[dict[str, Any]] = []
         self.api_clients: list[str] = []
+        self.tokens_issued: list[str] = []
         self._issued: dict[str, tuple[str, float]] = {}
 
     def revoke_tokens(self) -> None:
@@ -365,6 +370,7 @@ class OAuthVendor(VendorServer):
             )
         token = secrets.token_urlsafe(16)
         self._issued[token] = (client_id, time.monotonic() + self.token_ttl)
+        self.tokens_issued.append(token)
         answer: dict[str, Any] = {"access_token": token, "token_type": "Bearer"}
         if not self.omit_expires_in:
             ttl = self.token_ttl if self.announced_ttl is None else self.announced_ttl
