@@ -1,43 +1,55 @@
-"""The seam between a declarative poller's requests and its credentials.
+"""The seam between a declarative poller and its credentials.
 
-The built ``fetch`` knows nothing of tokens: before each request it asks the poller's
-:class:`Auth` to add its credentials to the :class:`~watukuy.rest.Call`, and after a ``401``
-it asks the same object whether they could be renewed. The kinds in
-:mod:`watukuy.rest` (``Bearer``, ``ApiKey``, ``Basic``, ``OAuth2ClientCredentials``)
-implement it; any object with these two methods can stand in for them.
+The built ``fetch`` knows nothing of bearer tokens, API keys or OAuth2: it hands each
+:class:`~watukuy.rest.Call` to an :class:`Auth` to be signed before it is sent, and asks
+the same object to renew its credentials once when the API answers ``401``. The kinds
+watukuy ships (``Bearer``, ``ApiKey``, ``Basic``, ``OAuth2ClientCredentials``) implement
+it; so can any object of yours.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from watukuy.runtime.context import FetchContext
+if TYPE_CHECKING:
+    from watukuy.runtime.context import FetchContext
 
-from ._call import Call
+    from ._call import Call
 
 __all__ = ["Auth"]
 
 
 @runtime_checkable
 class Auth(Protocol):
-    """Adds credentials to a request, and renews them when the server refuses them.
+    """Adds credentials to a request, and renews them after a ``401``.
 
-    The contract the built ``fetch`` relies on:
-
-    * :meth:`apply` is awaited before every request and returns the call to send (a new
-      :class:`~watukuy.rest.Call`; the one given is never changed).
-    * After a ``401`` answer, :meth:`refresh` is awaited with the call that was refused.
-      ``True`` means the credentials are now different: the call is applied and sent once
-      more (once only; a second ``401`` raises the usual ``HttpError``). ``False`` means
-      nothing changed, and the ``401`` raises at once.
-
-    Neither may log, store or put in an error message the credentials it handles.
+    Both methods receive the ``ctx`` of the ``fetch`` in progress, so credentials can
+    depend on ``ctx.partition`` (one tenant, one token) and a token request can go through
+    ``ctx.http`` (budgets, redaction and TLS rules hold for it too).
     """
 
     async def apply(self, call: Call, ctx: FetchContext[Any]) -> Call:
-        """The call with this auth's credentials added (headers or query parameters)."""
+        """Return ``call`` with the credentials added (headers or query parameters).
+
+        Args:
+            call: The request about to be sent, placeholders already filled in.
+            ctx: The context of the ``fetch`` in progress.
+
+        Returns:
+            A new :class:`~watukuy.rest.Call`; the one given is left as it is.
+        """
         ...
 
     async def refresh(self, call: Call, ctx: FetchContext[Any]) -> bool:
-        """After a ``401`` to ``call``: renew the credentials; True when they changed."""
+        """Renew the credentials after the API answered ``call`` with ``401``.
+
+        Args:
+            call: The request that was refused, as :meth:`apply` returned it.
+            ctx: The context of the ``fetch`` in progress.
+
+        Returns:
+            ``True`` when new credentials were obtained: the request is then signed with
+            :meth:`apply` and sent once more (once only). ``False`` lets the ``401`` fail the
+            fetch as usual.
+        """
         ...
