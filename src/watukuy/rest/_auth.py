@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
@@ -175,7 +175,7 @@ class Basic(_Static):
         return f"Basic(username={shown(self.username)}, password={shown(self.password)})"
 
 
-AUTHS: Mapping[str, type[Auth]] = MappingProxyType(
+AUTHS: Mapping[str, Callable[..., Auth]] = MappingProxyType(
     {
         "bearer": Bearer,
         "api_key": ApiKey,
