@@ -35,7 +35,8 @@ The vendors:
   expire after ``token_ttl`` seconds (``expires_in`` says ``announced_ttl``, by default the
   same; ``omit_expires_in`` leaves it out). A wrong client gets ``401 {"error":
   "invalid_client"}``, another grant ``400 {"error": "unsupported_grant_type"}``;
-  ``token_failure = (status, content_type, body)`` makes the endpoint answer that instead.
+  ``token_failure = (status, content_type, body)`` makes the endpoint answer that instead
+  (with the headers in ``token_failure_headers``).
   ``token_requests`` counts the token requests, ``token_log`` records each (client id,
   how it authenticated, the form without the secret) and ``tokens_issued`` lists the
   tokens given out; ``revoke_tokens()`` makes every token
@@ -329,6 +330,7 @@ class OAuthVendor(VendorServer):
         self.announced_ttl = announced_ttl
         self.omit_expires_in = omit_expires_in
         self.token_failure: tuple[int, str, bytes] | None = None
+        self.token_failure_headers: dict[str, str] = {}
         self.token_requests = 0
         self.token_log: list[dict[str, Any]] = []
         self.api_clients: list[str] = []
@@ -350,7 +352,7 @@ class OAuthVendor(VendorServer):
             return _json(405, {"error": "invalid_request"})
         if self.token_failure is not None:
             status, kind, payload = self.token_failure
-            return status, {"content-type": kind}, payload
+            return status, {"content-type": kind, **self.token_failure_headers}, payload
         form = dict(parse_qsl(body.decode(), keep_blank_values=True))
         client_id, secret, how = self._client(headers, form)
         self.token_log.append(

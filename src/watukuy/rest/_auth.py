@@ -41,22 +41,15 @@ def _token(value: object, field: str, what: str) -> str:
     return value
 
 
-class _Static:
-    """Credentials that do not expire by themselves: renewing them means reading them
-    again (a rotated environment variable, a function that now answers otherwise)."""
-
-    __slots__ = ()
-
-    async def apply(self, call: Call, ctx: FetchContext[Any]) -> Call:
-        raise NotImplementedError
-
-    async def refresh(self, call: Call, ctx: FetchContext[Any]) -> bool:
-        """True when the credentials read now differ from those ``call`` carried."""
-        return await self.apply(call, ctx) != call
+async def _read_again(auth: Auth, call: Call, ctx: FetchContext[Any]) -> bool:
+    """Whether credentials that do not expire by themselves changed since ``call`` was
+    made: read again (a rotated environment variable, a function that now answers
+    otherwise), they would make another request."""
+    return await auth.apply(call, ctx) != call
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class Bearer(_Static):
+class Bearer:
     """``Authorization: Bearer <token>`` on every request.
 
     Example::
@@ -85,12 +78,17 @@ class Bearer(_Static):
         token = await resolve_secret(self.token, ctx.partition, "auth.token")
         return call.with_headers(Authorization=f"{self.scheme} {token}")
 
+    async def refresh(self, call: Call, ctx: FetchContext[Any]) -> bool:
+        """After a ``401``: True when the secret read now differs from the one ``call``
+        carried (it was rotated), so the request is worth sending again."""
+        return await _read_again(self, call, ctx)
+
     def __repr__(self) -> str:
         return f"Bearer(token={shown(self.token)}, scheme={self.scheme!r})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class ApiKey(_Static):
+class ApiKey:
     """An API key in a header (``X-Api-Key: <key>``) or a query parameter.
 
     The key is masked in logs and errors only when its name is one the engine's redaction
@@ -134,12 +132,17 @@ class ApiKey(_Static):
             return call.with_params(**{self.name: key})
         return call.with_headers(**{self.name: key})
 
+    async def refresh(self, call: Call, ctx: FetchContext[Any]) -> bool:
+        """After a ``401``: True when the secret read now differs from the one ``call``
+        carried (it was rotated), so the request is worth sending again."""
+        return await _read_again(self, call, ctx)
+
     def __repr__(self) -> str:
         return f"ApiKey(name={self.name!r}, value={shown(self.value)}, location={self.location!r})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class Basic(_Static):
+class Basic:
     """HTTP Basic authentication (RFC 7617): ``Authorization: Basic <base64>``.
 
     Args:
@@ -170,6 +173,11 @@ class Basic(_Static):
         password = await resolve_secret(self.password, ctx.partition, "auth.password")
         pair = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
         return call.with_headers(Authorization=f"Basic {pair}")
+
+    async def refresh(self, call: Call, ctx: FetchContext[Any]) -> bool:
+        """After a ``401``: True when the secret read now differs from the one ``call``
+        carried (it was rotated), so the request is worth sending again."""
+        return await _read_again(self, call, ctx)
 
     def __repr__(self) -> str:
         return f"Basic(username={shown(self.username)}, password={shown(self.password)})"

@@ -320,6 +320,17 @@ async def test_a_token_endpoint_failure_says_what_came_back_and_from_where(
     assert vendor.requests == 0  # no API request went out without a token
 
 
+async def test_a_throttled_token_request_is_a_throttle_for_the_scheduler(
+    http: Any, vendor: OAuthVendor
+) -> None:
+    vendor.token_failure = (429, "application/json", b'{"error": "slow_down"}')
+    vendor.token_failure_headers = {"retry-after": "7"}
+    with pytest.raises(wk.HttpError) as raised:
+        await oauth(vendor).apply(Call("GET", f"{vendor.base_url}/items"), context(http))
+    assert (raised.value.is_throttle, raised.value.retry_after) == (True, 7.0)
+    assert str(raised.value).endswith("answered 429: slow_down")
+
+
 # --- secrets stay secret ----------------------------------------------------------------------
 
 
