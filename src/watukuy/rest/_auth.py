@@ -19,15 +19,17 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from watukuy.model.errors import ConfigError
-from watukuy.runtime.context import FetchContext
 
 from ._auth_port import Auth
 from ._call import Call
 from ._oauth2 import OAuth2ClientCredentials
 from ._secret import Secret, coerce_secret, resolve_secret, shown
+
+if TYPE_CHECKING:
+    from watukuy.runtime.context import FetchContext
 
 __all__ = ["AUTHS", "ApiKey", "Basic", "Bearer"]
 

@@ -15,15 +15,17 @@ import importlib.util
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from watukuy.model.errors import ConfigError, HttpError, WatukuyError
-from watukuy.model.http_api import FetchResponse
 from watukuy.model.redact import DEFAULT_REDACTION, Redaction
-from watukuy.runtime.context import FetchContext
 
 from ._call import Call
 from ._secret import Secret, coerce_secret, fill_placeholders, resolve_secret, shown
+
+if TYPE_CHECKING:
+    from watukuy.model.http_api import FetchResponse
+    from watukuy.runtime.context import FetchContext
 
 __all__ = ["OAuth2ClientCredentials"]
 
