@@ -20,10 +20,12 @@ redaction and redirect rules hold as for a hand-written ``fetch``.
 
 from __future__ import annotations
 
+from ._auth import AUTHS, ApiKey, Basic, Bearer
 from ._auth_port import Auth
 from ._build import Mode, define_rest_poller
 from ._call import Call
 from ._describe import FieldSpec, ItemsSpec, Listing, Request
+from ._oauth2 import OAuth2ClientCredentials
 from ._paginate import (
     PAGINATORS,
     CursorParam,
@@ -39,12 +41,18 @@ from ._paginate import (
     StartingAfter,
     Step,
 )
+from ._secret import Env, Secret
 
 __all__ = [
+    "AUTHS",
     "PAGINATORS",
+    "ApiKey",
     "Auth",
+    "Basic",
+    "Bearer",
     "Call",
     "CursorParam",
+    "Env",
     "FieldSpec",
     "ItemsSpec",
     "Keyset",
@@ -53,12 +61,14 @@ __all__ = [
     "Listing",
     "Mode",
     "NextUrl",
+    "OAuth2ClientCredentials",
     "OffsetLimit",
     "PageNumber",
     "Paginator",
     "Position",
     "Reply",
     "Request",
+    "Secret",
     "StartingAfter",
     "Step",
     "define_rest_poller",
