@@ -7,5 +7,6 @@ This package is being built; its public names are listed in ``__all__`` as they 
 from __future__ import annotations
 
 from ._call import Call
+from ._config import Config, engine_from_toml, load_config
 
-__all__ = ["Call"]
+__all__ = ["Call", "Config", "engine_from_toml", "load_config"]
