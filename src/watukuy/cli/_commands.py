@@ -111,8 +111,9 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     "--app",
     "-A",
     "app",
-    metavar="MODULE:ATTR",
-    help="The application's engine, for every command (also accepted after the command).",
+    metavar="MODULE:ATTR|FILE.toml",
+    help="The application's engine, or a pollers.toml file, for every command (also "
+    "accepted after the command).",
 )
 @click.option(
     "--store",
@@ -125,7 +126,10 @@ def cli(ctx: click.Context, app: str | None, store_url: str | None) -> None:
     """watukuy: webhooks for APIs that don't have them.
 
     Operate pollers from the shell. Name your application with --app package.module:engine
-    (or -A, or WATUKUY_APP), before or after the command; the store-only commands (inspect,
+    (or -A, or WATUKUY_APP), before or after the command, or describe the pollers in a TOML
+    file and name it instead: watukuy run pollers.toml, watukuy tick pollers.toml, or
+    --app pollers.toml for any command (--store then overrides the file's [engine] store).
+    The store-only commands (inspect,
     trigger, pause, resume, parked, deletes, migrate, reset-cursor) also work with just
     --store URL (or WATUKUY_STORE). Every command takes --json. Exit status: 0 done, 1
     failed at run time, 2 a mistake in the command (nothing changed).
@@ -153,11 +157,16 @@ def _target_options(fn: F) -> F:
         "-A",
         "app",
         envvar="WATUKUY_APP",
-        metavar="MODULE:ATTR",
+        metavar="MODULE:ATTR|FILE.toml",
         help="The application's engine, e.g. myapp.sync:engine (an Engine or a function "
-        "returning one); env WATUKUY_APP.",
+        "returning one), or a configuration file describing the pollers, e.g. "
+        "pollers.toml; env WATUKUY_APP.",
     )(fn)
     return fn
+
+
+def _file_argument(fn: F) -> F:
+    return click.argument("file", required=False, metavar="[FILE.toml]")(fn)
 
 
 def _key_options(fn: F) -> F:
@@ -214,6 +223,19 @@ def _chosen_target(app: str | None, store_url: str | None) -> tuple[str | None, 
     return chosen[0], chosen[1]
 
 
+def _typed_app() -> str | None:
+    """``--app`` as typed on the command line (before or after the command), not from the
+    environment."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    if ctx.get_parameter_source("app") is click.core.ParameterSource.COMMANDLINE:
+        typed: str | None = ctx.params.get("app")
+        return typed
+    before: dict[str, Any] = ctx.find_root().obj or {}
+    return before.get("app")
+
+
 async def _on_target(
     command: str,
     app: str | None,
@@ -222,10 +244,20 @@ async def _on_target(
     *,
     need_engine: bool = False,
     create: bool = False,
+    file: str | None = None,
 ) -> T:
     from ._target import open_target
 
     app, store_url = _chosen_target(app, store_url)
+    if file is not None:
+        # The positional file wins over WATUKUY_APP; next to a different --app it is a
+        # mistake, not a choice to make silently.
+        typed = _typed_app()
+        if typed is not None and typed != file:
+            raise CliError(
+                f"{command}: got both the configuration file {file!r} and --app {typed!r}; give one"
+            )
+        app = file
     target = await open_target(
         command=command, app=app, store_url=store_url, need_engine=need_engine, create=create
     )
@@ -297,14 +329,20 @@ def version(as_json: bool) -> None:
     help="Deadline for the pass, e.g. 50s or 50 (seconds); keys still behind then are pending.",
 )
 @click.option("--only", multiple=True, metavar="NAME", help="Tick only this poller (repeatable).")
+@_file_argument
 def tick(
     app: str | None,
     store_url: str | None,
     as_json: bool,
     max_duration: str | None,
     only: Sequence[str],
+    file: str | None,
 ) -> None:
-    """One pass over every due key, then exit (for cron and serverless)."""
+    """One pass over every due key, then exit (for cron and serverless).
+
+    FILE is a configuration file describing the pollers (pollers.toml), the same as
+    --app FILE.
+    """
     _duration(max_duration, "--max-duration")
     console = _console()
 
@@ -322,7 +360,7 @@ def tick(
             engine, names, max_duration, console=console, show=not as_json and console.is_terminal
         )
 
-    result = _run(_on_target("tick", app, store_url, work, need_engine=True))
+    result = _run(_on_target("tick", app, store_url, work, need_engine=True, file=file))
     from ._render import tick_view
 
     _emit(as_json, result, tick_view(result))
@@ -343,10 +381,20 @@ def tick(
     metavar="DURATION",
     help="How long to drain in-flight work on SIGINT/SIGTERM.",
 )
+@_file_argument
 def run(
-    app: str | None, store_url: str | None, as_json: bool, refresh: str, stop_timeout: str
+    app: str | None,
+    store_url: str | None,
+    as_json: bool,
+    refresh: str,
+    stop_timeout: str,
+    file: str | None,
 ) -> None:
-    """Run the daemon until SIGINT/SIGTERM, with a live status view."""
+    """Run the daemon until SIGINT/SIGTERM, with a live status view.
+
+    FILE is a configuration file describing the pollers and where their events go
+    (pollers.toml), the same as --app FILE: watukuy run pollers.toml.
+    """
     refresh_ms = parse_duration(refresh, "--refresh")
     if refresh_ms <= 0:
         raise CliError(f"--refresh: must be greater than zero, got {refresh!r}")
@@ -368,7 +416,7 @@ def run(
             emit_json=emit if as_json else None,
         )
 
-    report = _run(_on_target("run", app, store_url, work, need_engine=True))
+    report = _run(_on_target("run", app, store_url, work, need_engine=True, file=file))
     if as_json:
         emit(report)  # the final state, after the drain
     else:

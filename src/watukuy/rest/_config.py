@@ -182,7 +182,7 @@ def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None =
         if poller.budget is not None and poller.budget not in budgets:
             raise source.error(
                 ("pollers", poller_name),
-                f"key 'budget': there is no [budgets.{poller.budget}] table"
+                f"budget: there is no [budgets.{poller.budget}] table"
                 f"{suggestion(poller.budget, budgets)}",
                 key="budget",
             )

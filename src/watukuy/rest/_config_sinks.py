@@ -145,7 +145,7 @@ def read_sink(source: Source, path: Path, data: Any) -> ConfigSink:
     if kind == "handler":
         handler = source.load((*path, "handler"), table.data["handler"])
         if not callable(handler):
-            table.fail("handler", f"{table.data['handler']!r} is not callable")
+            table.fail("handler", "it names something that is not callable")
         return ConfigSink(name, kind, handler, pollers)
     options: dict[str, Any] = {"url": table.text("url"), "secret": table.text("secret")}
     if "headers" in table:

@@ -99,27 +99,27 @@ def _resolve(
             continue
         body = match.group("body")
         if not match.group("close"):
-            raise InterpolationError(path, "unclosed '${' (write '$$' for a literal '$')")
+            raise InterpolationError(path, "an unclosed '${' (write '$$' for a literal '$')")
         name, sep, default = body.partition(":-")
         if not _NAME.fullmatch(name):
             raise InterpolationError(
                 path,
-                f"'${{{body}}}' is not a variable reference: expected ${{NAME}} or "
-                "${NAME:-default} with NAME made of letters, digits and '_'",
+                f"the reference '${{{body}}}' is not one: expected ${{NAME}} or "
+                "${NAME:-default}, NAME made of letters, digits and '_'",
             )
         if "$" in default:
             raise InterpolationError(
                 path,
-                f"the default of '${{{name}:-...}}' holds a '$': nested references are "
-                "not supported",
+                f"the default of the reference to {name} holds a '$': nested references "
+                "are not supported",
             )
         found = env.get(name)
         if found is None or (sep and found == ""):
             if not sep:
                 raise InterpolationError(
                     path,
-                    f"environment variable {name} is not set (set it, or give a default: "
-                    f"${{{name}:-...}})",
+                    f"the environment variable {name} is not set (set it, or write a "
+                    "default after ':-' inside the braces)",
                 )
             parts.append(default)
             continue

@@ -133,9 +133,9 @@ class Source:
         return self._error(path, message, (*path, key) if key is not None else path)
 
     def at(self, path: Path, message: str) -> ConfigError:
-        """An error about the value at ``path`` (``[table] key 'k': message``)."""
+        """An error about the value at ``path`` (``[table] key: message``)."""
         table, key = split_path(path)
-        return self._error(table, f"key {key!r}: {message}", path)
+        return self._error(table, f"{key}: {message}", path)
 
     def _error(self, table: Path, message: str, field: Path) -> ConfigError:
         where = f"[{render_path(table)}] " if table else ""
@@ -233,7 +233,7 @@ class Table:
 
     def error(self, key: str, message: str) -> ConfigError:
         """An error about ``key`` of this table."""
-        return self.source.error(self.path, f"key {key!r}: {message}", key=key)
+        return self.source.at((*self.path, key), message)
 
     def fail(self, key: str, message: str) -> NoReturn:
         """Raise an error about ``key`` of this table."""
@@ -342,10 +342,8 @@ class Table:
         if values == "str":
             for name, item in value.items():
                 if not isinstance(item, str):
-                    raise self.source.error(
-                        (*self.path, key),
-                        f"key {name!r}: expected a string, got {type_name(item)}",
-                        key=name,
+                    raise self.source.at(
+                        (*self.path, key, name), f"expected a string, got {type_name(item)}"
                     )
         json_only(self.source, (*self.path, key), value)
         result = _strip(value)

@@ -76,9 +76,9 @@ def test_an_empty_variable_without_a_default_is_empty() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("${UNSET}", "environment variable UNSET is not set"),
-        ("abc ${OPEN", "unclosed '${'"),
-        ("${not a name}", "is not a variable reference"),
+        ("${UNSET}", "the environment variable UNSET is not set"),
+        ("abc ${OPEN", "an unclosed '${'"),
+        ("${not a name}", "the reference '${not a name}' is not one"),
         ("${A:-${B}}", "nested references are not supported"),
     ],
 )
@@ -96,8 +96,8 @@ def test_an_unset_variable_names_file_table_key_and_variable(tmp_path: Path) -> 
     )
     error = config_error(path, {"API": "https://api.example.com"})
     assert error.message == (
-        f"{path}: [pollers.issues] key 'url': environment variable REPO is not set (set it, "
-        "or give a default: ${REPO:-...})"
+        f"{path}: [pollers.issues] url: the environment variable REPO is not set (set "
+        "it, or write a default after ':-' inside the braces)"
     )
     assert error.field == "pollers.issues.url"
 
@@ -117,7 +117,7 @@ def test_a_number_from_the_environment_is_read_as_a_number(tmp_path: Path) -> No
     # The budgets are read before the pollers: a bad one is found without building these.
     error = config_error(path, {"RATE": "many"})
     assert error.message == (
-        f"{path}: [budgets.api] key 'requests': expected an integer, got a string (taken "
+        f"{path}: [budgets.api] requests: expected an integer, got a string (taken "
         "from the environment; its value is not shown)"
     )
 
@@ -163,11 +163,11 @@ def test_an_unknown_engine_key_gets_a_suggestion(tmp_path: Path) -> None:
 def test_a_wrong_type_names_what_was_expected(tmp_path: Path) -> None:
     path = write(tmp_path, "[engine]\ntick_concurrency = '4'\n" + POLLER + SINK)
     assert config_error(path).message == (
-        f"{path}: [engine] key 'tick_concurrency': expected an integer, got a string"
+        f"{path}: [engine] tick_concurrency: expected an integer, got a string"
     )
     path = write(tmp_path, "[engine]\nredact = ['authorization', 3]\n" + POLLER + SINK)
     assert config_error(path).message == (
-        f"{path}: [engine] key 'redact[1]': expected a string, got an integer"
+        f"{path}: [engine] redact[1]: expected a string, got an integer"
     )
 
 
@@ -197,7 +197,7 @@ def test_a_budget_mistake_found_by_budget_itself_gains_the_file_and_table(tmp_pa
 def test_an_unknown_sink_type_gets_a_suggestion(tmp_path: Path) -> None:
     path = write(tmp_path, POLLER + "[sinks.out]\ntype = 'stdot'\n")
     assert config_error(path).message == (
-        f"{path}: [sinks.out] key 'type': expected one of 'stdout', 'jsonl', 'webhook', "
+        f"{path}: [sinks.out] type: expected one of 'stdout', 'jsonl', 'webhook', "
         "'handler' (did you mean 'stdout'?)"
     )
 
@@ -215,7 +215,7 @@ def test_a_sink_naming_an_unknown_poller(tmp_path: Path) -> None:
     path = write(tmp_path, POLLER + "[sinks.out]\ntype = 'stdout'\npollers = ['isues']\n")
     error = config_error(path)
     assert error.message == (
-        f"{path}: [sinks.out] key 'pollers[0]': there is no [pollers.isues] table "
+        f"{path}: [sinks.out] pollers[0]: there is no [pollers.isues] table "
         "(did you mean 'issues'?)"
     )
     assert error.field == "sinks.out.pollers[0]"
@@ -235,7 +235,7 @@ def test_a_poller_no_sink_takes_is_a_mistake(tmp_path: Path) -> None:
 def test_a_handler_that_cannot_be_imported(tmp_path: Path) -> None:
     path = write(tmp_path, POLLER + "[sinks.out]\ntype = 'handler'\nhandler = 'nowhere_x:handle'\n")
     assert config_error(path).message == (
-        f"{path}: [sinks.out] key 'handler': cannot import 'nowhere_x': "
+        f"{path}: [sinks.out] handler: cannot import 'nowhere_x': "
         "ModuleNotFoundError: No module named 'nowhere_x'"
     )
     (tmp_path / "myhandlers.py").write_text("def handle(event, ctx):\n    pass\n")
@@ -243,11 +243,11 @@ def test_a_handler_that_cannot_be_imported(tmp_path: Path) -> None:
         tmp_path, POLLER + "[sinks.out]\ntype = 'handler'\nhandler = 'myhandlers:handel'\n"
     )
     assert config_error(path).message == (
-        f"{path}: [sinks.out] key 'handler': module 'myhandlers' has no attribute 'handel'"
+        f"{path}: [sinks.out] handler: module 'myhandlers' has no attribute 'handel'"
     )
     path = write(tmp_path, POLLER + "[sinks.out]\ntype = 'handler'\nhandler = 'myhandlers'\n")
     assert config_error(path).message == (
-        f"{path}: [sinks.out] key 'handler': expected 'package.module:name', got 'myhandlers'"
+        f"{path}: [sinks.out] handler: expected 'package.module:name', got 'myhandlers'"
     )
 
 
