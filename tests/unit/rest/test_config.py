@@ -3,6 +3,7 @@ built into an engine."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,9 @@ import pytest
 
 import watukuy as wk
 from watukuy import rest
+from watukuy.rest._config_sinks import read_sink
 from watukuy.rest._interpolate import Interpolated, InterpolationError, interpolate
+from watukuy.rest._toml_tables import Source
 
 # A poller table that is never reached: the mistakes below are all found before it is built.
 POLLER = """
@@ -278,3 +281,79 @@ def test_dotted_table_names_are_quoted(tmp_path: Path) -> None:
     assert config_error(path).message == (
         f"{path}: [budgets.\"github.com\"] unknown key 'burts' (did you mean 'burst'?)"
     )
+
+
+# --- sinks and the engine, with a poller written in Python ----------------------------------
+
+
+def handwritten(name: str) -> wk.PollerDefinition[Any]:
+    async def fetch(ctx: wk.FetchContext[Any]) -> wk.Page[Any]:
+        return wk.Page(items=[{"id": 1, "title": "one"}, {"id": 2, "title": "two"}])
+
+    return wk.define_poller(
+        name=name,
+        identity=lambda item: item["id"],
+        cursor=wk.SnapshotDiff(),
+        fetch=fetch,
+        budget="api",
+    )
+
+
+async def test_the_sinks_of_a_config_get_every_event_as_a_cloudevent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = Source("pollers.toml", str(tmp_path))
+    events = tmp_path / "events.jsonl"
+    sinks = {
+        "file": read_sink(source, ("sinks", "file"), {"type": "jsonl", "path": str(events)}),
+        "out": read_sink(source, ("sinks", "out"), {"type": "stdout", "pollers": ["issues"]}),
+    }
+    config = rest.Config(
+        path="pollers.toml",
+        store="memory://",
+        engine_options={"source_prefix": "https://example.test/watukuy"},
+        budgets={"api": wk.Budget(10, "1s")},
+        pollers={"issues": handwritten("issues"), "users": handwritten("users")},
+        sinks=sinks,
+    )
+    engine = config.build_engine()
+    try:
+        await engine.tick()
+        await engine.tick()  # what the first pass left pending is delivered
+    finally:
+        await engine.stop()
+        await config.aclose()
+    written = [json.loads(line) for line in events.read_text("utf-8").splitlines()]
+    assert sorted((e["type"], e["subject"]) for e in written) == [
+        ("issues.created", "1"),
+        ("issues.created", "2"),
+        ("users.created", "1"),
+        ("users.created", "2"),
+    ]
+    assert all(e["specversion"] == "1.0" for e in written)
+    assert all(e["source"].startswith("https://example.test/watukuy") for e in written)
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sorted(e["subject"] for e in printed) == ["1", "2"]
+    assert {e["watukuypoller"] for e in printed} == {"issues"}
+
+
+def test_build_engine_needs_a_store(tmp_path: Path) -> None:
+    config = rest.Config(path="pollers.toml", store=None, pollers={})
+    with pytest.raises(wk.ConfigError) as caught:
+        config.build_engine()
+    assert caught.value.message == (
+        "pollers.toml: [engine] missing required key 'store' (or pass a store, --store on "
+        "the command line)"
+    )
+    config = rest.Config(path="pollers.toml", store="mysql://x", pollers={})
+    with pytest.raises(wk.ConfigError) as caught:
+        config.build_engine()
+    assert caught.value.message.startswith("pollers.toml: [engine] store: ")
+    config = rest.Config(
+        path="pollers.toml",
+        store="mysql://x",
+        budgets={"api": wk.Budget(10, "1s")},
+        pollers={"issues": handwritten("issues")},
+    )
+    # The store given wins over the file's (--store on the command line).
+    assert isinstance(config.build_engine(store="memory://").store, wk.MemoryStore)
