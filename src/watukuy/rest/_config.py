@@ -262,7 +262,7 @@ def _budgets(source: Source, top: Table) -> dict[str, Budget]:
         try:
             budgets[name] = Budget(**keywords)
         except ConfigError as error:
-            raise source.wrap(table.path, error) from None
+            raise source.wrap(table.path, error, prefix="budget.") from None
     return budgets
 
 

@@ -135,11 +135,18 @@ def read_option(source: Source, path: Path, data: Any, cls: type[T]) -> T:
     return _construct(source, path, cls, keywords)
 
 
-def _construct(source: Source, path: Path, target: Callable[..., T], keywords: dict[str, Any]) -> T:
+def _construct(
+    source: Source,
+    path: Path,
+    target: Callable[..., T],
+    keywords: dict[str, Any],
+    *,
+    prefix: str | None = None,
+) -> T:
     try:
         return target(**keywords)
     except ConfigError as error:
-        raise source.wrap(path, error) from None
+        raise source.wrap(path, error, prefix=prefix) from None
     except (TypeError, ValueError) as error:
         raise source.error(path, f"{type(error).__name__}: {error}") from None
 
@@ -171,7 +178,9 @@ def read_poller(source: Source, path: Path, data: Any) -> PollerDefinition[Any]:
         )
     if "partitions" in table:
         keywords["partitions"] = _partitions(table)
-    poller: PollerDefinition[Any] = _construct(source, path, define_rest_poller, keywords)
+    poller: PollerDefinition[Any] = _construct(
+        source, path, define_rest_poller, keywords, prefix=""
+    )
     return poller
 
 
@@ -198,7 +207,9 @@ def _request(table: Table, base: Table | None) -> Any:
     if (holder := pick("json")) is not None:
         json_only(holder.source, (*holder.path, "json"), holder.data["json"])
         keywords["json"] = holder.raw("json")
-    return _construct(table.source, table.path, Request, keywords)
+    # Request names its fields request.url, request.params...: in the file they are keys
+    # of the poller's (or the reconcile's) own table.
+    return _construct(table.source, table.path, Request, keywords, prefix="request.")
 
 
 def _description(table: Table) -> dict[str, Any]:
@@ -327,7 +338,8 @@ def _paginator(source: Source, path: Path, data: Any) -> Any:
 
 
 def _auth(source: Source, path: Path, data: Any) -> Any:
-    from ._auth import AUTHS, Env
+    from ._auth import AUTHS
+    from ._secret import Env
 
     if not isinstance(data, dict):
         raise source.at(path, f"expected a table with a 'type' key, got {type_name(data)}")

@@ -143,9 +143,23 @@ class Source:
         error.field = render_path(field) or None
         return error
 
-    def wrap(self, path: Path, error: ConfigError) -> ConfigError:
-        """A ``ConfigError`` raised by a constructor, with the file and table in front."""
-        return self.error(path, error.message)
+    def wrap(self, path: Path, error: ConfigError, *, prefix: str | None = None) -> ConfigError:
+        """A ``ConfigError`` raised by a constructor, with the file and table in front.
+
+        The constructor names its field from its own point of view (``budget.per``,
+        ``request.url``); ``prefix`` (default: the table's own name and a dot) is taken
+        off, since the table already says where (``[budgets.github] per: ...``).
+        """
+        message = error.message
+        field = error.field
+        if prefix is None and path:
+            prefix = f"{path[-1]}."
+        if field and prefix and field.startswith(prefix) and message.startswith(f"{field}: "):
+            field = field[len(prefix) :]
+            message = f"{field}: {message[len(error.field or '') + 2 :]}"
+        wrapped = self.error(path, message)
+        wrapped.field = render_path(path) + (f".{field}" if field else "")
+        return wrapped
 
     def load(self, path: Path, dotted: Any) -> Any:
         """The object ``package.module:attribute`` names (the value at ``path``).
