@@ -184,7 +184,7 @@ def test_a_nested_option_table_is_checked_key_by_key(tmp_path: Path) -> None:
 def test_a_budget_mistake_found_by_budget_itself_gains_the_file_and_table(tmp_path: Path) -> None:
     path = write(tmp_path, "[budgets.github]\nrequests = 5000\nper = '0s'\n" + POLLER + SINK)
     assert config_error(path).message == (
-        f"{path}: [budgets.github] budget.per: must be greater than zero, got '0s'"
+        f"{path}: [budgets.github] per: must be greater than zero, got '0s'"
     )
     path = write(tmp_path, "[budgets.github]\nrequests = 5000\n" + POLLER + SINK)
     assert config_error(path).message == (f"{path}: [budgets.github] missing required key 'per'")
