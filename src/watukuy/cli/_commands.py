@@ -177,12 +177,35 @@ def _key_options(fn: F) -> F:
     return fn
 
 
+# Set on the context when the application prints its events on stdout (a configuration
+# file with a stdout sink): the command's own output then goes to stderr, so that stdout
+# stays one CloudEvent per line.
+_STDOUT_TAKEN = "watukuy.stdout_taken"
+
+
+def _stdout_taken() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and bool(ctx.meta.get(_STDOUT_TAKEN))
+
+
 def _console() -> Console:
+    import sys
+
     from rich.console import Console
 
     # Names and messages are printed as they are: no markup, no emoji codes, no colouring
     # of numbers that merely look interesting.
     console = Console(highlight=False, soft_wrap=False, markup=False, emoji=False)
+    if _stdout_taken():
+        # No live view either: the events written between its refreshes would tear it.
+        console = Console(
+            file=sys.stderr,
+            force_terminal=False,
+            highlight=False,
+            soft_wrap=False,
+            markup=False,
+            emoji=False,
+        )
     if not console.is_terminal:
         # Piped or redirected: print every value in full, whatever COLUMNS says.
         console.width = _UNBOUNDED_WIDTH
@@ -191,7 +214,7 @@ def _console() -> Console:
 
 def _emit(as_json: bool, data: Any, human: RenderableType | str) -> None:
     if as_json:
-        click.echo(wkjson.dumps(wkjson.to_jsonable(data)))
+        click.echo(wkjson.dumps(wkjson.to_jsonable(data)), err=_stdout_taken())
     else:
         _console().print(human)
 
@@ -261,6 +284,9 @@ async def _on_target(
     target = await open_target(
         command=command, app=app, store_url=store_url, need_engine=need_engine, create=create
     )
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and target.stdout_taken:
+        ctx.meta[_STDOUT_TAKEN] = True
     try:
         return await work(target)
     finally:
@@ -344,11 +370,11 @@ def tick(
     --app FILE.
     """
     _duration(max_duration, "--max-duration")
-    console = _console()
 
     async def work(target: Target) -> dict[str, Any]:
         assert target.engine is not None
         engine = target.engine
+        console = _console()
         names = list(dict.fromkeys(only)) or list(engine.pollers)
         for name in names:
             if name not in engine.pollers:
@@ -399,10 +425,9 @@ def run(
     if refresh_ms <= 0:
         raise CliError(f"--refresh: must be greater than zero, got {refresh!r}")
     _duration(stop_timeout, "--stop-timeout")
-    console = _console()
 
     def emit(report: dict[str, Any]) -> None:
-        click.echo(wkjson.dumps(wkjson.to_jsonable(report)))
+        click.echo(wkjson.dumps(wkjson.to_jsonable(report)), err=_stdout_taken())
 
     async def work(target: Target) -> dict[str, Any]:
         assert target.engine is not None
@@ -410,7 +435,7 @@ def run(
 
         return await run_live(
             target.engine,
-            console=console,
+            console=_console(),
             refresh_s=refresh_ms / 1000,
             stop_timeout=stop_timeout,
             emit_json=emit if as_json else None,
@@ -422,6 +447,7 @@ def run(
     else:
         from ._render import inspect_view
 
+        console = _console()
         console.print(inspect_view(report))
         console.print("stopped")
 

@@ -60,12 +60,15 @@ class Target:
         label: How to name the store in messages.
         release: Releases what the application holds besides the engine (the sinks of a
             configuration file), after the engine stopped.
+        stdout_taken: The application prints its events on stdout (a configuration file
+            with a ``stdout`` sink), so the command prints its own output on stderr.
     """
 
     operator: Operator
     engine: EngineCore | None
     label: str
     release: Callable[[], Awaitable[None]] | None = None
+    stdout_taken: bool = False
 
     @property
     def store(self) -> StateStore:
@@ -99,8 +102,9 @@ def is_config_file(spec: str) -> bool:
 
 def load_config_engine(
     path: str, store_url: str | None
-) -> tuple[EngineCore, Callable[[], Awaitable[None]]]:
-    """The engine a configuration file describes, and what releases its sinks.
+) -> tuple[EngineCore, Callable[[], Awaitable[None]], bool]:
+    """The engine a configuration file describes, what releases its sinks, and whether one
+    of them prints on stdout.
 
     Args:
         path: The TOML file.
@@ -116,7 +120,8 @@ def load_config_engine(
         raise CliError(f"--app: there is no configuration file at {path!r}")
     config = load_config(path)
     store = build_store(store_url, must_exist=False) if store_url else None
-    return config.build_engine(store), config.aclose
+    stdout = any(sink.type == "stdout" for sink in config.sinks.values())
+    return config.build_engine(store), config.aclose, stdout
 
 
 async def load_engine(spec: str) -> EngineCore:
@@ -235,8 +240,8 @@ async def open_target(
             does not answer within ``WATUKUY_CONNECT_TIMEOUT``.
     """
     if app and is_config_file(app):
-        engine, release = load_config_engine(app, store_url)
-        target = Target(EngineOperator(engine), engine, repr(engine.store), release)
+        engine, release, stdout = load_config_engine(app, store_url)
+        target = Target(EngineOperator(engine), engine, repr(engine.store), release, stdout)
     elif app:
         engine = await load_engine(app)
         target = Target(EngineOperator(engine), engine, repr(engine.store))
