@@ -30,7 +30,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
 from urllib.parse import urljoin
 
 from watukuy.cursor.config import TimestampPosition
@@ -252,9 +252,18 @@ class LinkHeader:
         rel: The relation type to follow.
     """
 
-    kind: ClassVar[Kind] = "token"
-    ends_on_not_found: ClassVar[bool] = False
     rel: str = "next"
+
+    @property
+    def kind(self) -> Kind:
+        """``"token"``: this paginator pages by tokens the API hands out."""
+        return "token"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the listing
+        shrank (the page is gone), not that it ended."""
+        return False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rel", _name(self.rel, "paginator.rel").lower())
@@ -281,9 +290,18 @@ class NextUrl:
             listing. A relative URL is resolved against the page's own.
     """
 
-    kind: ClassVar[Kind] = "token"
-    ends_on_not_found: ClassVar[bool] = False
     path: str = "next"
+
+    @property
+    def kind(self) -> Kind:
+        """``"token"``: this paginator pages by tokens the API hands out."""
+        return "token"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the listing
+        shrank (the page is gone), not that it ended."""
+        return False
 
     def __post_init__(self) -> None:
         _path(self.path, "paginator.path")
@@ -313,12 +331,21 @@ class CursorParam:
         location: ``"query"`` or ``"json"``.
     """
 
-    kind: ClassVar[Kind] = "token"
-    ends_on_not_found: ClassVar[bool] = False
     path: str
     param: str = "cursor"
     has_more: str | None = None
     location: Literal["query", "json"] = "query"
+
+    @property
+    def kind(self) -> Kind:
+        """``"token"``: this paginator pages by tokens the API hands out."""
+        return "token"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the listing
+        shrank (the page is gone), not that it ended."""
+        return False
 
     def __post_init__(self) -> None:
         _path(self.path, "paginator.path")
@@ -360,12 +387,21 @@ class StartingAfter:
         limit: The page size to ask for.
     """
 
-    kind: ClassVar[Kind] = "token"
-    ends_on_not_found: ClassVar[bool] = False
     param: str = "starting_after"
     has_more: str | None = "has_more"
     limit_param: str | None = "limit"
     limit: int = 100
+
+    @property
+    def kind(self) -> Kind:
+        """``"token"``: this paginator pages by tokens the API hands out."""
+        return "token"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the listing
+        shrank (the page is gone), not that it ended."""
+        return False
 
     def __post_init__(self) -> None:
         _name(self.param, "paginator.param")
@@ -410,12 +446,21 @@ class OffsetLimit:
             ends it too.
     """
 
-    kind: ClassVar[Kind] = "page"
-    ends_on_not_found: ClassVar[bool] = False
     offset_param: str = "offset"
     limit_param: str = "limit"
     limit: int = 100
     total: str | None = None
+
+    @property
+    def kind(self) -> Kind:
+        """``"page"``: this paginator pages by page numbers."""
+        return "page"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the listing
+        shrank (the page is gone), not that it ended."""
+        return False
 
     def __post_init__(self) -> None:
         _name(self.offset_param, "paginator.offset_param")
@@ -464,7 +509,6 @@ class PageNumber:
         total_pages: Dotted path of the page count, for ``end="total"``.
     """
 
-    kind: ClassVar[Kind] = "page"
     param: str = "page"
     start: int = 1
     size_param: str | None = None
@@ -472,6 +516,11 @@ class PageNumber:
     end: PageEnd = "empty"
     has_more: str | None = None
     total_pages: str | None = None
+
+    @property
+    def kind(self) -> Kind:
+        """``"page"``: this paginator pages by page numbers."""
+        return "page"
 
     def __post_init__(self) -> None:
         _name(self.param, "paginator.param")
@@ -550,8 +599,6 @@ class Keyset:
             Framework). ``None``: the page size decides.
     """
 
-    kind: ClassVar[Kind] = "keyset"
-    ends_on_not_found: ClassVar[bool] = False
     since_param: str = "updated_since"
     after_param: str | None = "after_id"
     field: str = "updated_at"
@@ -559,6 +606,17 @@ class Keyset:
     limit_param: str | None = "limit"
     limit: int = 100
     has_more: str | None = None
+
+    @property
+    def kind(self) -> Kind:
+        """``"keyset"``: this paginator pages by a keyset."""
+        return "keyset"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the listing
+        shrank (the page is gone), not that it ended."""
+        return False
 
     def __post_init__(self) -> None:
         _name(self.since_param, "paginator.since_param")
