@@ -381,3 +381,187 @@ async def test_a_second_401_fails_the_fetch(run: Run, vendor: Vendor) -> None:
     assert "401" in polled.error["message"]
     assert auth.refreshes == 1
     assert len(vendor.requests("/link")) == 2
+
+
+# --- 304, 410 and page cursors ------------------------------------------------------------------
+
+
+async def test_a_one_page_listing_answered_304_is_the_same_listing(
+    run: Run, vendor: Vendor
+) -> None:
+    vendor.etags = True
+    poller = rest.define_rest_poller(
+        name="all",
+        request=rest.Request(url=f"{vendor.url}/link", params={"per_page": 50}),
+        identity="id",
+        version="version",
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    await run.tick(engine)
+    assert vendor.statuses == [200, 304]
+    assert run.recorder.take() == {"created": ALL}
+
+    vendor.delete("i06")
+    await run.tick(engine)  # a new listing: 200, the first pass without i06
+    await run.tick(engine)  # the same again: 304 repeats that pass, the delete is confirmed
+    assert vendor.statuses == [200, 304, 200, 304]
+    assert run.recorder.take() == {"deleted": ["i06"]}
+
+
+async def test_token_mode_keeps_its_token_on_a_304(run: Run, vendor: Vendor) -> None:
+    vendor.etags = True
+    poller = rest.define_rest_poller(
+        name="drf",
+        request=f"{vendor.url}/next",
+        items="results",
+        identity="id",
+        version="version",
+        paginator=rest.NextUrl(),
+        mode="token",
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    await run.tick(engine)  # the last page again: unchanged, its validator is kept
+    await run.tick(engine)  # answered 304
+    assert vendor.requests("/next")[-2:] == ["/next?page=3", "/next?page=3"]
+    assert vendor.statuses[-1] == 304
+    vendor.put("i08", second=40)
+    await run.tick(engine)
+    assert vendor.requests("/next")[-1] == "/next?page=3"
+    assert run.recorder.take() == {"created": [*ALL, "i08"]}
+
+
+async def test_an_expired_token_starts_over(run: Run, vendor: Vendor) -> None:
+    poller = rest.define_rest_poller(
+        name="slack",
+        request=f"{vendor.url}/cursor",
+        items="items",
+        identity="id",
+        version="version",
+        paginator=rest.CursorParam(path="meta.next_cursor"),
+        mode="token",
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    assert vendor.requests("/cursor")[-1] == "/cursor?cursor=i06"
+    vendor.expired.add("i06")
+    await run.tick(engine)  # 410: gone, the cursor goes back to the start
+    assert vendor.statuses[-1] == 410
+    vendor.put("i02", second=40)
+    await run.tick(engine)
+    assert vendor.requests("/cursor")[-3:] == [
+        "/cursor",
+        "/cursor?cursor=i03",
+        "/cursor?cursor=i06",
+    ]
+    assert run.recorder.take() == {"created": ALL, "updated": ["i02"]}
+
+
+async def test_page_numbers_under_token_mode_with_a_reconcile(run: Run, vendor: Vendor) -> None:
+    poller = rest.define_rest_poller(
+        name="pages",
+        request=f"{vendor.url}/pages",
+        items="items",
+        identity="id",
+        version="version",
+        paginator=rest.PageNumber(end="not_found"),
+        mode="token",
+        reconcile=rest.Listing(every="1h"),
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    assert run.recorder.take() == {"created": ALL}
+    cursor = (await engine.inspect())["pollers"][0]["cursors"]["live"]
+    assert cursor == {"page": 1}  # a page cursor back at its start once the listing ended
+    vendor.delete("i07")
+    for _ in range(2):
+        await run.clock.advance("1h")
+        await run.tick(engine)
+    assert run.recorder.take() == {"deleted": ["i07"]}
+
+
+# --- partitions, transform, a paginator of one's own ------------------------------------------------
+
+
+async def test_partition_placeholders_fill_each_request(run: Run, vendor: Vendor) -> None:
+    tenants = [wk.Partition("p1", {"size": 2}), wk.Partition("p2", {"size": 4})]
+    poller = rest.define_rest_poller(
+        name="tenants",
+        request=rest.Request(
+            url=f"{vendor.url}/link",
+            params={"tenant": "{partition}", "per_page": "{partition.size}"},
+        ),
+        identity="id",
+        paginator=rest.LinkHeader(),
+        partitions=lambda: tenants,
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    first = sorted(line for line in vendor.requests("/link") if "&page=" not in line)
+    assert first == ["/link?tenant=p1&per_page=2", "/link?tenant=p2&per_page=4"]
+    by_partition = {
+        key: sorted(str(e.subject) for e in run.recorder.events if e.partition == key)
+        for key in ("p1", "p2")
+    }
+    assert by_partition == {"p1": ALL, "p2": ALL}
+
+
+async def test_transform_runs_before_identity(run: Run, vendor: Vendor) -> None:
+    poller = rest.define_rest_poller(
+        name="upper",
+        request=f"{vendor.url}/pages",
+        items="items",
+        identity="key",
+        transform=lambda item: {**item, "key": item["id"].upper()},
+        paginator=rest.PageNumber(end="not_found"),
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    assert run.recorder.take() == {"created": [identity.upper() for identity in ALL]}
+
+
+@dataclass(frozen=True)
+class AfterLastId:
+    """A paginator of one's own: ``?cursor=<last id>`` while pages are full."""
+
+    limit: int = 3
+    kind: str = "token"
+    ends_on_not_found: bool = False
+
+    def apply(self, call: rest.Call, position: rest.Position) -> rest.Call:
+        call = call.with_params(limit=self.limit)
+        return call if position.token is None else call.with_params(cursor=position.token)
+
+    def step(self, reply: rest.Reply) -> rest.Step:
+        full = len(reply.items) == self.limit
+        return rest.Step(has_more=full, token=reply.items[-1]["id"] if full else None)
+
+
+async def test_a_paginator_of_ones_own_pages_a_full_listing(run: Run, vendor: Vendor) -> None:
+    poller = rest.define_rest_poller(
+        name="own",
+        request=f"{vendor.url}/cursor",
+        items="items",
+        identity="id",
+        version="version",
+        paginator=AfterLastId(),
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    vendor.delete("i01")
+    await run.tick(engine)
+    await run.tick(engine)
+    assert vendor.requests("/cursor")[:3] == [
+        "/cursor?limit=3",
+        "/cursor?limit=3&cursor=i03",
+        "/cursor?limit=3&cursor=i06",
+    ]
+    assert run.recorder.take() == {"created": ALL, "deleted": ["i01"]}
