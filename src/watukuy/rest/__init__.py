@@ -28,17 +28,13 @@ from ._paginate import (
     PAGINATORS,
     CursorParam,
     Keyset,
-    Kind,
     LinkHeader,
     NextUrl,
     OffsetLimit,
     PageNumber,
-    Paginator,
-    Position,
-    Reply,
     StartingAfter,
-    Step,
 )
+from ._paging import Kind, Paginator, Position, Reply, Step
 
 __all__ = [
     "PAGINATORS",

@@ -60,7 +60,8 @@ from ._describe import (
     field_reader,
     items_reader,
 )
-from ._paginate import PAGINATORS, Kind, Paginator, Position, Reply, Step
+from ._paginate import PAGINATORS
+from ._paging import Kind, Paginator, Position, Reply, Step
 
 __all__ = ["Mode", "define_rest_poller"]
 

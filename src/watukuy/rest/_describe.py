@@ -27,7 +27,7 @@ from watukuy.model.redact import DEFAULT_REDACTION, REDACTED, redact_url
 
 from ._auth_port import Auth
 from ._call import Call
-from ._paginate import Paginator
+from ._paging import Paginator
 
 __all__ = [
     "METHODS",
