@@ -8,6 +8,7 @@ paginator, however its listing ends.
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -565,3 +566,52 @@ async def test_a_paginator_of_ones_own_pages_a_full_listing(run: Run, vendor: Ve
         "/cursor?limit=3&cursor=i06",
     ]
     assert run.recorder.take() == {"created": ALL, "deleted": ["i01"]}
+
+
+# --- churn: passes cut by the page cap, restarts, writes between every two pages ---------------------
+
+
+@pytest.mark.parametrize(
+    ("route", "paginator"),
+    [
+        pytest.param("link", rest.LinkHeader(), id="link_header"),
+        pytest.param("stripe", rest.StartingAfter(limit=3), id="starting_after"),
+        pytest.param("pages", rest.PageNumber(end="not_found"), id="page_not_found"),
+    ],
+)
+async def test_churn_never_deletes_a_live_item(
+    run: Run, vendor: Vendor, route: str, paginator: Any
+) -> None:
+    chance = random.Random(f"churn-{route}")
+    alive = set(ALL)
+    next_id = 8
+
+    def poller() -> Any:
+        return full_listing(vendor, route, paginator, max_pages_per_cycle=2)
+
+    engine = run.engine(poller())
+    for step in range(24):
+        roll = chance.random()
+        if roll < 0.35:
+            vendor.put(f"i{next_id:02d}", second=next_id % 60)
+            alive.add(f"i{next_id:02d}")
+            next_id += 1
+        elif roll < 0.6 and len(alive) > 2:
+            gone = chance.choice(sorted(alive))
+            vendor.delete(gone)
+            alive.discard(gone)
+        elif roll < 0.8 and alive:
+            vendor.put(chance.choice(sorted(alive)), second=step)
+        if chance.random() < 0.2:  # a restart: the next engine resumes the pass blind
+            await engine.stop()
+            engine = run.engine(poller())
+        await run.tick(engine, catch_up=False)
+        deleted = {str(e.subject) for e in run.recorder.events if e.type == "deleted"}
+        assert deleted.isdisjoint(alive), f"step {step}: deleted a live item"
+
+    for _ in range(8):  # quiet: the passes agree, and every delete comes out
+        await run.tick(engine, catch_up=False)
+    state: dict[str, bool] = {}
+    for event in run.recorder.events:
+        state[str(event.subject)] = event.type != "deleted"
+    assert {subject for subject, live in state.items() if live} == alive
