@@ -60,7 +60,7 @@ from ._describe import (
     field_reader,
     items_reader,
 )
-from ._paginate import PAGINATORS
+from ._paginate import PAGINATORS, Keyset
 from ._paging import Kind, Paginator, Position, Reply, Step
 
 __all__ = ["Mode", "define_rest_poller"]
@@ -288,14 +288,15 @@ def _implied_cursor(paginator: Paginator, mode: Mode | None) -> CursorConfig:
                 f"'keyset' needs a keyset paginator (rest.Keyset), got a {kind} paginator",
                 field="mode",
             )
+        if isinstance(paginator, Keyset):
+            return paginator.cursor()
         field = getattr(paginator, "field", None)
         if not isinstance(field, str):
             raise ConfigError(
-                "a custom keyset paginator needs a 'field' attribute, or give cursor=",
+                "a keyset paginator of your own needs a 'field' attribute, or give cursor=",
                 field="paginator",
             )
-        tie_break = getattr(paginator, "cursor_tie_break", getattr(paginator, "tie_break", None))
-        return TimestampCursor(field=field, tie_break=tie_break)
+        return TimestampCursor(field=field, tie_break=getattr(paginator, "tie_break", None))
     if kind == "keyset":
         raise ConfigError(
             "a keyset paginator follows 'keyset' or 'full', not 'token'", field="mode"

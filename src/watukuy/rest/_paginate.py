@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 from urllib.parse import urljoin
 
-from watukuy.cursor.config import TimestampPosition
+from watukuy.cursor.config import TimestampCursor, TimestampPosition
 from watukuy.cursor.path import MISSING
+from watukuy.model.durations import Duration
 from watukuy.model.errors import ConfigError
 from watukuy.model.page import InvalidPageError
 
@@ -430,6 +431,12 @@ class Keyset:
         has_more: Dotted path in the body that says whether there is more: a boolean, or a
             next link that is ``null`` on the last page (``"next"`` for Django REST
             Framework). ``None``: the page size decides.
+        initial: The API's own timestamp to start from (``TimestampCursor.initial``);
+            ``None``: the beginning.
+        lag: ``TimestampCursor.lag``: items newer than ``now - lag`` wait for the next
+            cycle.
+        overlap: ``TimestampCursor.overlap``; ``None`` (the default) keeps the automatic
+            late-commit lookback.
     """
 
     kind: ClassVar[Kind] = "keyset"
@@ -441,6 +448,9 @@ class Keyset:
     limit_param: str | None = "limit"
     limit: int = 100
     has_more: str | None = None
+    initial: str | int | float | None = None
+    lag: Duration = 0
+    overlap: Duration | None = None
 
     def __post_init__(self) -> None:
         check_name(self.since_param, "paginator.since_param")
@@ -452,12 +462,24 @@ class Keyset:
             check_name(self.limit_param, "paginator.limit_param")
         check_positive(self.limit, "paginator.limit")
         check_optional_path(self.has_more, "paginator.has_more")
+        try:
+            self.cursor()
+        except ConfigError as error:  # the cursor's own checks, under this paginator's name
+            name = (error.field or "").removeprefix("cursor.")
+            raise ConfigError(
+                error.message.removeprefix(f"{error.field}: "), field=f"paginator.{name}"
+            ) from None
 
-    @property
-    def cursor_tie_break(self) -> str | None:
-        """The tie-break the implied cursor keeps: ``None`` unless the API takes it back
-        (both ``tie_break`` and ``after_param`` given)."""
-        return self.tie_break if self.after_param is not None else None
+    def cursor(self) -> TimestampCursor:
+        """The cursor ``mode="keyset"`` follows: ``field``, and the tie-break when the API
+        takes it back (both ``tie_break`` and ``after_param`` given)."""
+        return TimestampCursor(
+            field=self.field,
+            tie_break=self.tie_break if self.after_param is not None else None,
+            initial=self.initial,
+            lag=self.lag,
+            overlap=self.overlap,
+        )
 
     def apply(self, call: Call, position: Position) -> Call:
         """The template with the timestamp and tie-break of the position, and the limit."""
@@ -478,15 +500,15 @@ class Keyset:
         if not reply.items:
             return Step(has_more=False)
         if self.has_more is not None:
-            flag = read(reply.body, self.has_more)
-            more = flag if isinstance(flag, bool) else present(flag)
+            marker = read(reply.body, self.has_more)
+            more = marker if isinstance(marker, bool) else present(marker)
         else:
             more = len(reply.items) >= self.limit
         last = reply.items[-1]
         value = read(last, self.field)
         if value is MISSING or value is None:
             raise InvalidPageError(f"the last item of the page has no {self.field!r}")
-        tie_break = self.cursor_tie_break
+        tie_break = self.tie_break if self.after_param is not None else None
         tie = None if tie_break is None else read(last, tie_break)
         return Step(has_more=more, token=TimestampPosition(value, None if tie is MISSING else tie))
 
