@@ -8,6 +8,7 @@ paginator, however its listing ends.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -16,7 +17,9 @@ from typing import Any
 import pytest
 
 import watukuy as wk
+from support.servers import engine_http
 from watukuy import rest
+from watukuy.http import HttpxFactory
 from watukuy.testing import SeededRandom, VirtualClock
 
 from ._vendor import Vendor, serving
@@ -207,9 +210,46 @@ async def test_a_404_past_the_end_of_a_shrunk_listing_abandons_the_pass(
 # --- the in-memory token chain of a full listing ---------------------------------------------
 
 
-async def test_the_prefetch_finds_the_next_token(run: Run, vendor: Vendor) -> None:
-    # The engine asks for page N+1 while page N commits: the token of page N+1 must be
-    # known when page N's fetch returns, or the pass would be abandoned as gone.
+def fetch_context(factory: HttpxFactory, page: int) -> wk.FetchContext[Any]:
+    return wk.FetchContext(
+        cursor=None,
+        page=page,
+        partition=wk.Partition(""),
+        lane="live",
+        http=engine_http(factory, "watukuy.tests.rest"),
+        attempt=1,
+        logger=logging.getLogger("watukuy.tests.rest"),
+    )
+
+
+async def test_the_next_token_is_known_when_the_page_before_returns(vendor: Vendor) -> None:
+    # The engine may ask for page N+1 as soon as page N's fetch returns, before page N
+    # commits: nothing but that return may stand between the two calls. A page whose
+    # commit failed is asked for again (page 2 twice below); after the last page the
+    # pass is over, and a page of it is unknown (gone).
+    poller = full_listing(vendor, "stripe", rest.StartingAfter(limit=3))
+    factory = HttpxFactory()
+    try:
+        pages = [await poller.fetch(fetch_context(factory, n)) for n in (1, 2, 2, 3, 2)]
+    finally:
+        await factory.aclose()
+    assert [[item["id"] for item in page.items] for page in pages[:4]] == [
+        ALL[:3],
+        ALL[3:6],
+        ALL[3:6],
+        ALL[6:],
+    ]
+    assert [page.has_more for page in pages[:4]] == [True, True, True, False]
+    assert pages[4].gone
+    assert vendor.requests("/stripe") == [
+        "/stripe?limit=3",
+        "/stripe?limit=3&starting_after=i03",
+        "/stripe?limit=3&starting_after=i03",
+        "/stripe?limit=3&starting_after=i06",
+    ]
+
+
+async def test_a_whole_pass_of_tokens_in_one_tick(run: Run, vendor: Vendor) -> None:
     engine = run.engine(full_listing(vendor, "link", rest.LinkHeader()))
     await run.tick(engine)
     assert [line.split("page=")[-1] for line in vendor.requests("/link")] == ["/link", "2", "3"]
