@@ -44,7 +44,7 @@ from watukuy.cursor import (
 from watukuy.model.errors import ConfigError
 from watukuy.model.http_api import FetchResponse
 from watukuy.model.options import Reconcile
-from watukuy.model.page import Page
+from watukuy.model.page import InvalidPageError, Page
 from watukuy.runtime.context import FetchContext
 from watukuy.runtime.poller import PollerDefinition, define_poller
 
@@ -182,6 +182,12 @@ class _Fetcher:
 
     def page(self, ctx: FetchContext[Any], items: list[Any], step: Step) -> Page[Any]:
         """The ``wk.Page`` of a read answer; records the next token of a chained pass."""
+        if step.has_more and step.token is None and (self.chained or self.strategy == "token"):
+            # Asking again without a token would read the first page again, for ever.
+            raise InvalidPageError(
+                f"{type(self.description.paginator).__name__}.step() said there is more "
+                "but gave no token for the next page"
+            )
         if self.chained:
             key = (ctx.partition.key, ctx.lane)
             if step.has_more:

@@ -655,3 +655,34 @@ async def test_churn_never_deletes_a_live_item(
     for event in run.recorder.events:
         state[str(event.subject)] = event.type != "deleted"
     assert {subject for subject, live in state.items() if live} == alive
+
+
+@dataclass(frozen=True)
+class Tokenless:
+    """A paginator of one's own with a bug: more pages, and no token to reach them."""
+
+    kind: str = "token"
+    ends_on_not_found: bool = False
+
+    def apply(self, call: rest.Call, position: rest.Position) -> rest.Call:
+        return call
+
+    def step(self, reply: rest.Reply) -> rest.Step:
+        return rest.Step(has_more=True)
+
+
+async def test_more_pages_without_a_token_fail_the_fetch(run: Run, vendor: Vendor) -> None:
+    poller = rest.define_rest_poller(
+        name="tokenless",
+        request=f"{vendor.url}/cursor",
+        items="items",
+        identity="id",
+        paginator=Tokenless(),
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.clock.advance("10m")
+    [polled] = (await engine.tick()).polled
+    assert polled.error is not None
+    assert "Tokenless.step() said there is more but gave no token" in polled.error["message"]
+    assert vendor.requests("/cursor") == ["/cursor"]
