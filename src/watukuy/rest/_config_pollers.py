@@ -38,7 +38,12 @@ from watukuy.model.options import (
 from watukuy.model.partition import Partition
 from watukuy.runtime.poller import PollerDefinition
 
+from ._auth import AUTHS
+from ._build import define_rest_poller
+from ._describe import Listing, Request
 from ._interpolate import Interpolated
+from ._paginate import PAGINATORS
+from ._secret import Env
 from ._toml_tables import (
     Path,
     Source,
@@ -157,8 +162,6 @@ def read_poller(source: Source, path: Path, data: Any) -> PollerDefinition[Any]:
     Raises:
         ConfigError: A mistake in the table, or one the description's constructors found.
     """
-    from ._build import define_rest_poller
-
     name = str(path[-1])
     table = Table(source, path, data, allowed=_POLLER_KEYS, required=("url", "identity"))
     keywords: dict[str, Any] = {"name": name, "request": _request(table, None)}
@@ -186,7 +189,6 @@ def read_poller(source: Source, path: Path, data: Any) -> PollerDefinition[Any]:
 
 def _request(table: Table, base: Table | None) -> Any:
     """A ``Request`` from the request keys of ``table``; keys it lacks come from ``base``."""
-    from ._describe import Request
 
     def pick(key: str) -> Table | None:
         if key in table:
@@ -234,8 +236,6 @@ def _description(table: Table) -> dict[str, Any]:
 
 
 def _listing(table: Table) -> Any:
-    from ._describe import Listing
-
     allowed = ("every", *_REQUEST, *(keywords_of(Listing) or ()))
     path = (*table.path, "reconcile")
     reconcile = Table(
@@ -329,8 +329,6 @@ def _typed(
 
 
 def _paginator(source: Source, path: Path, data: Any) -> Any:
-    from ._paginate import PAGINATORS
-
     cls, head = _typed(source, path, data, dict(PAGINATORS), "paginator")
     options = {key: value for key, value in head.data.items() if key != "type"}
     keywords = as_keywords(source, path, _scalar(options), cls)
@@ -338,9 +336,6 @@ def _paginator(source: Source, path: Path, data: Any) -> Any:
 
 
 def _auth(source: Source, path: Path, data: Any) -> Any:
-    from ._auth import AUTHS
-    from ._secret import Env
-
     if not isinstance(data, dict):
         raise source.at(path, f"expected a table with a 'type' key, got {type_name(data)}")
     cls, head = _typed(source, path, data, dict(AUTHS), "auth")
