@@ -40,6 +40,7 @@ from watukuy.engine import Engine
 from watukuy.model.errors import ConfigError
 from watukuy.model.options import Budget
 from watukuy.model.ports import StateStore
+from watukuy.model.redact import redact_url
 from watukuy.runtime.poller import PollerDefinition
 from watukuy.runtime.results import LeaseOptions
 from watukuy.stores import store_from_url
@@ -70,7 +71,7 @@ _BUDGET_KEYS = ("requests", "per", "fairness", "max_wait", "burst")
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Config:
     """A configuration file, read and checked: everything an engine needs but the store.
 
@@ -128,6 +129,14 @@ class Config:
             for name in sink.pollers if sink.pollers is not None else self.pollers:
                 engine.on(name, sink.handler, consumer=sink.name)
         return engine
+
+    def __repr__(self) -> str:
+        # The store URL may hold a password, and a sink or an option a secret: name them.
+        store = None if self.store is None else redact_url(self.store)
+        return (
+            f"Config({self.path!r}, store={store!r}, pollers={list(self.pollers)!r}, "
+            f"budgets={list(self.budgets)!r}, sinks={list(self.sinks)!r})"
+        )
 
     async def aclose(self) -> None:
         """Release what the sinks hold (the HTTP clients of webhook sinks); call it after

@@ -99,6 +99,9 @@ _NESTED: dict[tuple[type[Any], str], type[Any]] = {
     (Delivery, "poison"): Poison,
     (Retry, "backoff"): Backoff,
 }
+# Auth keywords whose value is a table of data (any other table is a secret named by
+# { env = "NAME" }).
+_AUTH_TABLES = frozenset({"extra"})
 # Option fields that take a function: named in the file as "package.module:function".
 _CALLABLES = {(Delivery, "ordering_key"), (Deletes, "verify")}
 _INT = re.compile(r"[+-]?\d+")
@@ -274,7 +277,7 @@ def _scalars(table: Table) -> dict[str, Any]:
         "schema_version": table.integer,
         "partitions_refresh": table.duration,
         "on_invalid": lambda key: table.text(key, choices=("quarantine", "skip", "fail")),
-        "on_schema_change": table.text,
+        "on_schema_change": lambda key: table.text(key, choices=("rebaseline", "emit")),
         "source": table.text,
         "array_key": table.text,
         "prefetch": table.boolean,
@@ -343,9 +346,10 @@ def _auth(source: Source, path: Path, data: Any) -> Any:
     for key, value in head.data.items():
         if key == "type":
             continue
-        if isinstance(value, dict) and set(value) == {"env"}:
-            variable = Table(source, (*path, key), value, allowed=("env",)).text("env")
-            options[key] = Env(variable)
+        if isinstance(value, dict) and key not in _AUTH_TABLES:
+            # A secret read from the environment at each request: { env = "NAME" }.
+            secret = Table(source, (*path, key), value, allowed=("env",), required=("env",))
+            options[key] = Env(secret.text("env"))
         else:
             options[key] = value
     known = keywords_of(cls)

@@ -455,7 +455,12 @@ async def test_a_full_file_builds_the_engine_it_describes(hooks: Path) -> None:
     assert acme == wk.Partition("acme", {"host": "acme.example.com"})
     assert config.sinks["out"].pollers == ["issues", "users"]
     assert config.sinks["hook"].pollers == ["orders"]
-    assert "ghp-secret-token" not in repr(config)
+    assert repr(config) == (
+        f"Config({str(hooks / 'pollers.toml')!r}, store='memory://', pollers=['issues', "
+        "'orders', 'users'], budgets=['github'], sinks=['out', 'hook'])"
+    )
+    secret_store = rest.Config(path="p.toml", store="postgresql://app:hunter22@db/app")
+    assert "hunter22" not in repr(secret_store)
     engine = config.build_engine()
     try:
         assert sorted(engine.pollers) == ["issues", "orders", "users"]
@@ -489,6 +494,11 @@ async def test_a_full_file_builds_the_engine_it_describes(hooks: Path) -> None:
             "[pollers.issues.auth] type: unknown auth type 'baerer' (did you mean 'bearer'?); "
             "the types are api_key, basic, bearer, oauth2_client_credentials, or "
             "'package.module:Class'",
+        ),
+        (
+            'value = { env = "KEY_{partition}" }',
+            'value = { evn = "KEY_{partition}" }',
+            "[pollers.users.auth.value] unknown key 'evn' (did you mean 'env'?)",
         ),
         (
             'version = "updated_at"',
