@@ -146,12 +146,20 @@ class Config:
                 await sink.close()
 
 
-def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Config:
+def load_config(
+    path: str | os.PathLike[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    require_sinks: bool = True,
+) -> Config:
     """Read, interpolate and check a configuration file, and build its pollers and sinks.
 
     Args:
         path: The TOML file.
         env: Where ``${NAME}`` is read from (default: ``os.environ``).
+        require_sinks: Refuse a poller that no ``[sinks.NAME]`` table takes (its events
+            would wait forever). ``False`` when the caller attaches its own handlers to
+            the engine (``engine.on(...)``) before starting it.
 
     Returns:
         The file, ready for :meth:`Config.build_engine`.
@@ -184,7 +192,7 @@ def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None =
         raise source.error(("pollers",), "no poller is described: add a [pollers.NAME] table")
     # The sinks first: they only name pollers, and a missing one is cheaper to report
     # than a poller that cannot be built.
-    sinks = _sinks(source, top, pollers_table.names())
+    sinks = _sinks(source, top, pollers_table.names(), require_sinks)
     pollers: dict[str, PollerDefinition[Any]] = {}
     for poller_name in pollers_table.names():
         poller = read_poller(source, ("pollers", poller_name), pollers_table.data[poller_name])
@@ -275,7 +283,9 @@ def _budgets(source: Source, top: Table) -> dict[str, Budget]:
     return budgets
 
 
-def _sinks(source: Source, top: Table, pollers: Sequence[str]) -> dict[str, ConfigSink]:
+def _sinks(
+    source: Source, top: Table, pollers: Sequence[str], required: bool
+) -> dict[str, ConfigSink]:
     holder = top.table("sinks", allowed=None)
     sinks: dict[str, ConfigSink] = {}
     if holder is not None:
@@ -294,7 +304,7 @@ def _sinks(source: Source, top: Table, pollers: Sequence[str]) -> dict[str, Conf
         for poller in (sink.pollers if sink.pollers is not None else pollers)
     }
     for poller in pollers:
-        if poller not in taken:
+        if required and poller not in taken:
             raise source.error(
                 ("pollers", poller),
                 "no sink takes this poller's events, so they would wait forever: add a "

@@ -233,6 +233,10 @@ def test_a_poller_no_sink_takes_is_a_mistake(tmp_path: Path) -> None:
     )
     error = config_error(path)
     assert error.message.startswith(f"{path}: [pollers.issues] no sink takes this poller's events")
+    # A caller that attaches handlers of its own says so.
+    config = rest.load_config(path, env={}, require_sinks=False)
+    assert list(config.pollers) == ["issues", "other"]
+    assert config.sinks["out"].pollers == ["other"]
 
 
 def test_a_handler_that_cannot_be_imported(tmp_path: Path) -> None:
