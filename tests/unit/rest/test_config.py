@@ -599,3 +599,25 @@ def test_python_escape_hatches(hooks: Path) -> None:
     assert config_error(path, ENV).message == (
         f"{path}: [pollers.orders.paginator] type: module 'escapehooks' has no attribute 'Pagez'"
     )
+
+
+def test_an_oauth2_auth_takes_its_secret_from_the_environment_and_extra_as_data(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("authlib")
+    path = write(
+        tmp_path,
+        POLLER
+        + """
+        auth = { type = "oauth2_client_credentials", token_url = "https://id.example/token", client_id = "app", client_secret = { env = "CLIENT_SECRET" }, extra = { resource = "api" } }
+        """
+        + SINK,
+    )
+    config = rest.load_config(path, env={})
+    assert list(config.pollers) == ["issues"]
+    path = write(
+        tmp_path, textwrap.dedent(path.read_text("utf-8")).replace("client_id", "clientid")
+    )
+    assert config_error(path).message == (
+        f"{path}: [pollers.issues.auth] unknown key 'clientid' (did you mean 'client_id'?)"
+    )
