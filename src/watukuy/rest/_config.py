@@ -119,15 +119,20 @@ class Config:
                 if store is not None:
                     raise
                 raise source.error(("engine",), error.message, key="store") from None
-        engine = Engine(
-            store=chosen,
-            pollers=list(self.pollers.values()),
-            budgets=dict(self.budgets),
-            **self.engine_options,
-        )
-        for sink in self.sinks.values():
-            for name in sink.pollers if sink.pollers is not None else self.pollers:
-                engine.on(name, sink.handler, consumer=sink.name)
+        try:
+            # What only the whole engine can check (a poller's budget_cost that its budget
+            # never grants, say) is still a mistake in the file.
+            engine = Engine(
+                store=chosen,
+                pollers=list(self.pollers.values()),
+                budgets=dict(self.budgets),
+                **self.engine_options,
+            )
+            for sink in self.sinks.values():
+                for name in sink.pollers if sink.pollers is not None else self.pollers:
+                    engine.on(name, sink.handler, consumer=sink.name)
+        except ConfigError as error:
+            raise source.error((), error.message) from None
         return engine
 
     def __repr__(self) -> str:

@@ -621,3 +621,15 @@ def test_an_oauth2_auth_takes_its_secret_from_the_environment_and_extra_as_data(
     assert config_error(path).message == (
         f"{path}: [pollers.issues.auth] unknown key 'clientid' (did you mean 'client_id'?)"
     )
+
+
+def test_a_mistake_only_the_engine_sees_still_names_the_file(tmp_path: Path) -> None:
+    budget = "[budgets.api]\nrequests = 10\nper = '1s'\n"
+    path = write(tmp_path, budget + POLLER + 'budget = "api"\nbudget_cost = 11\n' + SINK)
+    config = rest.load_config(path, env={})
+    with pytest.raises(wk.ConfigError) as caught:
+        config.build_engine(store="memory://")
+    assert caught.value.message == (
+        f"{path}: budget_cost: poller 'issues' has budget_cost 11, which budget 'api' (a "
+        "budget of 10 requests per window) can never grant"
+    )
