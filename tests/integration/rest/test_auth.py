@@ -152,7 +152,7 @@ async def test_a_missing_variable_or_field_is_a_config_error_naming_it(http: Any
     ctx = context(http, wk.Partition("acme", data={"other": 1}))
     with pytest.raises(wk.ConfigError, match=r"auth.token: the environment variable 'NOPE_acme'"):
         await rest.Bearer(token=rest.Env("NOPE_{partition}")).apply(Call("GET", "/"), ctx)
-    with pytest.raises(wk.ConfigError, match=r"auth.value: .*has no field 'key'"):
+    with pytest.raises(wk.ConfigError, match=r"auth.value: .*has no 'key'"):
         await rest.ApiKey(value="{partition.key}").apply(Call("GET", "/"), ctx)
     with pytest.raises(wk.ConfigError, match=r"auth.password: .*returned int") as raised:
         await rest.Basic(username="u", password=lambda p: 42).apply(Call("GET", "/"), ctx)  # type: ignore[arg-type,return-value]
