@@ -24,6 +24,7 @@ from ._auth import AUTHS, ApiKey, Basic, Bearer
 from ._auth_port import Auth
 from ._build import Mode, define_rest_poller
 from ._call import Call
+from ._config import Config, engine_from_toml, load_config
 from ._describe import FieldSpec, ItemsSpec, Listing, Request
 from ._oauth2 import OAuth2ClientCredentials
 from ._paginate import (
@@ -51,6 +52,7 @@ __all__ = [
     "Basic",
     "Bearer",
     "Call",
+    "Config",
     "CursorParam",
     "Env",
     "FieldSpec",
@@ -72,4 +74,6 @@ __all__ = [
     "StartingAfter",
     "Step",
     "define_rest_poller",
+    "engine_from_toml",
+    "load_config",
 ]
