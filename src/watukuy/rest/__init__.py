@@ -20,10 +20,13 @@ redaction and redirect rules hold as for a hand-written ``fetch``.
 
 from __future__ import annotations
 
+from ._auth import AUTHS, ApiKey, Basic, Bearer
 from ._auth_port import Auth
 from ._build import Mode, define_rest_poller
 from ._call import Call
+from ._config import Config, engine_from_toml, load_config
 from ._describe import FieldSpec, ItemsSpec, Listing, Request
+from ._oauth2 import OAuth2ClientCredentials
 from ._paginate import (
     PAGINATORS,
     CursorParam,
@@ -35,12 +38,19 @@ from ._paginate import (
     StartingAfter,
 )
 from ._paging import Kind, Paginator, Position, Reply, Step
+from ._secret import Env, Secret
 
 __all__ = [
+    "AUTHS",
     "PAGINATORS",
+    "ApiKey",
     "Auth",
+    "Basic",
+    "Bearer",
     "Call",
+    "Config",
     "CursorParam",
+    "Env",
     "FieldSpec",
     "ItemsSpec",
     "Keyset",
@@ -49,13 +59,17 @@ __all__ = [
     "Listing",
     "Mode",
     "NextUrl",
+    "OAuth2ClientCredentials",
     "OffsetLimit",
     "PageNumber",
     "Paginator",
     "Position",
     "Reply",
     "Request",
+    "Secret",
     "StartingAfter",
     "Step",
     "define_rest_poller",
+    "engine_from_toml",
+    "load_config",
 ]

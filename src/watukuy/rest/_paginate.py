@@ -487,8 +487,8 @@ class Keyset:
         params: dict[str, Any] = {}
         if at is not None and at.value is not None:
             params[self.since_param] = at.value
-            after = self.after_param
-            if after is not None and self.tie_break is not None and at.tie_break is not None:
+            after = self.after_param if self.tie_break is not None else None
+            if after is not None and at.tie_break is not None:
                 params[after] = at.tie_break
         if self.limit_param is not None:
             params[self.limit_param] = self.limit
