@@ -233,6 +233,9 @@ class CursorParam:
 class StartingAfter:
     """Page after the last item's identity, as Stripe lists (``starting_after``).
 
+    The identity is read with the description's ``identity`` from the item as the API sent
+    it (after ``transform``, before any ``schema``).
+
     Args:
         param: The query parameter that takes the last identity.
         has_more: Dotted path of the boolean that says whether there is more; ``None``:
