@@ -686,3 +686,33 @@ async def test_more_pages_without_a_token_fail_the_fetch(run: Run, vendor: Vendo
     assert polled.error is not None
     assert "Tokenless.step() said there is more but gave no token" in polled.error["message"]
     assert vendor.requests("/cursor") == ["/cursor"]
+
+
+async def test_a_reconcile_listing_of_its_own(run: Run, vendor: Vendor) -> None:
+    # A cursor feed for changes, and a page-numbered listing of everything for deletes.
+    poller = rest.define_rest_poller(
+        name="feed",
+        request=f"{vendor.url}/cursor",
+        items="items",
+        identity="id",
+        version="version",
+        paginator=rest.CursorParam(path="meta.next_cursor"),
+        mode="token",
+        reconcile=rest.Listing(
+            every="1h",
+            request=rest.Request(url=f"{vendor.url}/pages", params={"size": 2}),
+            items="items",
+            paginator=rest.PageNumber(end="not_found"),
+        ),
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    assert run.recorder.take() == {"created": ALL}
+    assert "/pages?size=2&page=5" in vendor.requests("/pages")  # 4 pages of 2, then the 404
+    vendor.delete("i02")
+    for _ in range(2):
+        await run.clock.advance("1h")
+        await run.tick(engine)
+    deleted = [event for event in run.recorder.events if event.type == "deleted"]
+    assert [(str(event.subject), event.lane) for event in deleted] == [("i02", "reconcile")]
