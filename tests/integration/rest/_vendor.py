@@ -217,7 +217,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def serving(size: int = 3) -> Iterator[Vendor]:
     vendor = Vendor(size)
-    thread = threading.Thread(target=vendor.serve_forever, daemon=True)
+    # A short poll interval: shutdown() waits for it, once per test.
+    thread = threading.Thread(
+        target=vendor.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield vendor
