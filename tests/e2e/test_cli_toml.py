@@ -4,8 +4,8 @@ reading a small real HTTP vendor started by the test."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
