@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -176,3 +179,105 @@ def test_a_missing_file_and_a_file_next_to_another_app(sh: Shell) -> None:
         "error: tick: got both the configuration file 'pollers.toml' and --app 'other.toml'; "
         "give one"
     )
+
+
+def subjects(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return sorted((event["type"], event["subject"]) for event in events)
+
+
+def test_tick_reads_the_vendor_and_the_sink_gets_the_items(sh: Shell, vendor: Vendor) -> None:
+    result = sh.run("tick", "pollers.toml", "--json")
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    report = json.loads(result.stdout)
+    assert [row["poller"] for row in report["polled"]] == ["issues"]
+    assert subjects(sh.events()) == [
+        ("issues.created", "1"),
+        ("issues.created", "2"),
+        ("issues.created", "3"),
+    ]
+    assert sh.events()[0]["data"] == {"id": 1, "title": "issue 1", "updated_at": "2026-01-01"}
+    assert vendor.requests == ["/issues?per_page=2", "/issues?page=2&per_page=2"]
+    assert (sh.cwd / "wk.db").exists()
+
+
+def test_inspect_and_the_environment_name_the_file_too(sh: Shell) -> None:
+    assert sh.run("tick", "pollers.toml").returncode == 0
+    report = json.loads(sh.run("inspect", "--app", "pollers.toml", "--json").stdout)
+    [key] = report["pollers"]
+    assert key["poller"] == "issues"
+    assert key["items"] == 3
+    sh.env["WATUKUY_APP"] = "pollers.toml"
+    again = json.loads(sh.run("inspect", "--json").stdout)
+    assert [(k["poller"], k["items"]) for k in again["pollers"]] == [("issues", 3)]
+
+
+def test_store_on_the_command_line_wins_over_the_file(sh: Shell) -> None:
+    result = sh.run("tick", "pollers.toml", "--store", "sqlite:///other.db")
+    assert result.returncode == 0, result.stderr
+    assert (sh.cwd / "other.db").exists()
+    assert not (sh.cwd / "wk.db").exists()
+
+
+def test_run_delivers_events_and_stops_on_sigterm(sh: Shell, vendor: Vendor) -> None:
+    process = subprocess.Popen(
+        [WATUKUY, "run", "pollers.toml", "--refresh", "200ms"],
+        cwd=sh.cwd,
+        env=sh.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: len(sh.events()) >= 3, process)
+        vendor.items.append({"id": 4, "title": "issue 4", "updated_at": "2026-01-04"})
+        vendor.items[0] = {**vendor.items[0], "title": "issue one", "updated_at": "2026-01-05"}
+        wait_for(lambda: len(sh.events()) >= 5, process)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, (stdout, stderr)
+    assert stdout.rstrip().endswith("stopped")
+    assert subjects(sh.events()) == [
+        ("issues.created", "1"),
+        ("issues.created", "2"),
+        ("issues.created", "3"),
+        ("issues.created", "4"),
+        ("issues.updated", "1"),
+    ]
+
+
+def wait_for(condition: Any, process: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process.poll() is not None:
+            raise AssertionError(f"watukuy run exited: {process.communicate()}")
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for events")
+        time.sleep(0.1)
+
+
+def test_with_a_stdout_sink_stdout_is_the_events_and_the_report_goes_to_stderr(
+    sh: Shell,
+) -> None:
+    text = (sh.cwd / "pollers.toml").read_text("utf-8")
+    (sh.cwd / "pollers.toml").write_text(
+        text.replace('type = "jsonl"\npath = "events.jsonl"', 'type = "stdout"'), "utf-8"
+    )
+    result = sh.run("tick", "pollers.toml", "--json")
+    assert result.returncode == 0, result.stderr
+    printed = [json.loads(line) for line in result.stdout.splitlines()]
+    assert subjects(printed) == [
+        ("issues.created", "1"),
+        ("issues.created", "2"),
+        ("issues.created", "3"),
+    ]
+    assert all(event["specversion"] == "1.0" for event in printed)
+    [report] = [json.loads(line) for line in result.stderr.splitlines()]
+    assert [row["poller"] for row in report["polled"]] == ["issues"]
+    result = sh.run("tick", "pollers.toml")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""  # nothing new, and the table went to stderr
+    assert re.search(r"\b\d+ cycles? ran\b", result.stderr), result.stderr

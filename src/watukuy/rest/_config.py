@@ -40,6 +40,7 @@ from watukuy.engine import Engine
 from watukuy.model.errors import ConfigError
 from watukuy.model.options import Budget
 from watukuy.model.ports import StateStore
+from watukuy.model.redact import redact_url
 from watukuy.runtime.poller import PollerDefinition
 from watukuy.runtime.results import LeaseOptions
 from watukuy.stores import store_from_url
@@ -70,7 +71,7 @@ _BUDGET_KEYS = ("requests", "per", "fairness", "max_wait", "burst")
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Config:
     """A configuration file, read and checked: everything an engine needs but the store.
 
@@ -118,16 +119,29 @@ class Config:
                 if store is not None:
                     raise
                 raise source.error(("engine",), error.message, key="store") from None
-        engine = Engine(
-            store=chosen,
-            pollers=list(self.pollers.values()),
-            budgets=dict(self.budgets),
-            **self.engine_options,
-        )
-        for sink in self.sinks.values():
-            for name in sink.pollers if sink.pollers is not None else self.pollers:
-                engine.on(name, sink.handler, consumer=sink.name)
+        try:
+            # What only the whole engine can check (a poller's budget_cost that its budget
+            # never grants, say) is still a mistake in the file.
+            engine = Engine(
+                store=chosen,
+                pollers=list(self.pollers.values()),
+                budgets=dict(self.budgets),
+                **self.engine_options,
+            )
+            for sink in self.sinks.values():
+                for name in sink.pollers if sink.pollers is not None else self.pollers:
+                    engine.on(name, sink.handler, consumer=sink.name)
+        except ConfigError as error:
+            raise source.error((), error.message) from None
         return engine
+
+    def __repr__(self) -> str:
+        # The store URL may hold a password, and a sink or an option a secret: name them.
+        store = None if self.store is None else redact_url(self.store)
+        return (
+            f"Config({self.path!r}, store={store!r}, pollers={list(self.pollers)!r}, "
+            f"budgets={list(self.budgets)!r}, sinks={list(self.sinks)!r})"
+        )
 
     async def aclose(self) -> None:
         """Release what the sinks hold (the HTTP clients of webhook sinks); call it after
@@ -137,12 +151,20 @@ class Config:
                 await sink.close()
 
 
-def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Config:
+def load_config(
+    path: str | os.PathLike[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    require_sinks: bool = True,
+) -> Config:
     """Read, interpolate and check a configuration file, and build its pollers and sinks.
 
     Args:
         path: The TOML file.
         env: Where ``${NAME}`` is read from (default: ``os.environ``).
+        require_sinks: Refuse a poller that no ``[sinks.NAME]`` table takes (its events
+            would wait forever). ``False`` when the caller attaches its own handlers to
+            the engine (``engine.on(...)``) before starting it.
 
     Returns:
         The file, ready for :meth:`Config.build_engine`.
@@ -175,7 +197,7 @@ def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None =
         raise source.error(("pollers",), "no poller is described: add a [pollers.NAME] table")
     # The sinks first: they only name pollers, and a missing one is cheaper to report
     # than a poller that cannot be built.
-    sinks = _sinks(source, top, pollers_table.names())
+    sinks = _sinks(source, top, pollers_table.names(), require_sinks)
     pollers: dict[str, PollerDefinition[Any]] = {}
     for poller_name in pollers_table.names():
         poller = read_poller(source, ("pollers", poller_name), pollers_table.data[poller_name])
@@ -266,7 +288,9 @@ def _budgets(source: Source, top: Table) -> dict[str, Budget]:
     return budgets
 
 
-def _sinks(source: Source, top: Table, pollers: Sequence[str]) -> dict[str, ConfigSink]:
+def _sinks(
+    source: Source, top: Table, pollers: Sequence[str], required: bool
+) -> dict[str, ConfigSink]:
     holder = top.table("sinks", allowed=None)
     sinks: dict[str, ConfigSink] = {}
     if holder is not None:
@@ -285,7 +309,7 @@ def _sinks(source: Source, top: Table, pollers: Sequence[str]) -> dict[str, Conf
         for poller in (sink.pollers if sink.pollers is not None else pollers)
     }
     for poller in pollers:
-        if poller not in taken:
+        if required and poller not in taken:
             raise source.error(
                 ("pollers", poller),
                 "no sink takes this poller's events, so they would wait forever: add a "

@@ -38,7 +38,11 @@ from watukuy.model.options import (
 from watukuy.model.partition import Partition
 from watukuy.runtime.poller import PollerDefinition
 
+from ._auth import AUTHS
+from ._build import define_rest_poller
+from ._describe import Listing, Request
 from ._interpolate import Interpolated
+from ._paginate import PAGINATORS
 from ._toml_tables import (
     Path,
     Source,
@@ -94,6 +98,9 @@ _NESTED: dict[tuple[type[Any], str], type[Any]] = {
     (Delivery, "poison"): Poison,
     (Retry, "backoff"): Backoff,
 }
+# Auth keywords whose value is a table of data (any other table is a secret named by
+# { env = "NAME" }).
+_AUTH_TABLES = frozenset({"extra"})
 # Option fields that take a function: named in the file as "package.module:function".
 _CALLABLES = {(Delivery, "ordering_key"), (Deletes, "verify")}
 _INT = re.compile(r"[+-]?\d+")
@@ -157,8 +164,6 @@ def read_poller(source: Source, path: Path, data: Any) -> PollerDefinition[Any]:
     Raises:
         ConfigError: A mistake in the table, or one the description's constructors found.
     """
-    from ._build import define_rest_poller
-
     name = str(path[-1])
     table = Table(source, path, data, allowed=_POLLER_KEYS, required=("url", "identity"))
     keywords: dict[str, Any] = {"name": name, "request": _request(table, None)}
@@ -186,7 +191,6 @@ def read_poller(source: Source, path: Path, data: Any) -> PollerDefinition[Any]:
 
 def _request(table: Table, base: Table | None) -> Any:
     """A ``Request`` from the request keys of ``table``; keys it lacks come from ``base``."""
-    from ._describe import Request
 
     def pick(key: str) -> Table | None:
         if key in table:
@@ -234,8 +238,6 @@ def _description(table: Table) -> dict[str, Any]:
 
 
 def _listing(table: Table) -> Any:
-    from ._describe import Listing
-
     allowed = ("every", *_REQUEST, *(keywords_of(Listing) or ()))
     path = (*table.path, "reconcile")
     reconcile = Table(
@@ -274,7 +276,7 @@ def _scalars(table: Table) -> dict[str, Any]:
         "schema_version": table.integer,
         "partitions_refresh": table.duration,
         "on_invalid": lambda key: table.text(key, choices=("quarantine", "skip", "fail")),
-        "on_schema_change": table.text,
+        "on_schema_change": lambda key: table.text(key, choices=("rebaseline", "emit")),
         "source": table.text,
         "array_key": table.text,
         "prefetch": table.boolean,
@@ -329,8 +331,6 @@ def _typed(
 
 
 def _paginator(source: Source, path: Path, data: Any) -> Any:
-    from ._paginate import PAGINATORS
-
     cls, head = _typed(source, path, data, dict(PAGINATORS), "paginator")
     options = {key: value for key, value in head.data.items() if key != "type"}
     keywords = as_keywords(source, path, _scalar(options), cls)
@@ -338,9 +338,6 @@ def _paginator(source: Source, path: Path, data: Any) -> Any:
 
 
 def _auth(source: Source, path: Path, data: Any) -> Any:
-    from ._auth import AUTHS
-    from ._secret import Env
-
     if not isinstance(data, dict):
         raise source.at(path, f"expected a table with a 'type' key, got {type_name(data)}")
     cls, head = _typed(source, path, data, dict(AUTHS), "auth")
@@ -348,9 +345,12 @@ def _auth(source: Source, path: Path, data: Any) -> Any:
     for key, value in head.data.items():
         if key == "type":
             continue
-        if isinstance(value, dict) and set(value) == {"env"}:
-            variable = Table(source, (*path, key), value, allowed=("env",)).text("env")
-            options[key] = Env(variable)
+        if isinstance(value, dict) and key not in _AUTH_TABLES:
+            # A secret read from the environment at each request: { env = "NAME" }.
+            secret = Table(source, (*path, key), value, allowed=("env",), required=("env",))
+            # The auth checks the name itself, inside _construct, so a bad one is reported
+            # with the file and the table like any other mistake.
+            options[key] = {"env": secret.text("env")}
         else:
             options[key] = value
     known = keywords_of(cls)

@@ -233,6 +233,10 @@ def test_a_poller_no_sink_takes_is_a_mistake(tmp_path: Path) -> None:
     )
     error = config_error(path)
     assert error.message.startswith(f"{path}: [pollers.issues] no sink takes this poller's events")
+    # A caller that attaches handlers of its own says so.
+    config = rest.load_config(path, env={}, require_sinks=False)
+    assert list(config.pollers) == ["issues", "other"]
+    assert config.sinks["out"].pollers == ["other"]
 
 
 def test_a_handler_that_cannot_be_imported(tmp_path: Path) -> None:
@@ -357,3 +361,287 @@ def test_build_engine_needs_a_store(tmp_path: Path) -> None:
     )
     # The store given wins over the file's (--store on the command line).
     assert isinstance(config.build_engine(store="memory://").store, wk.MemoryStore)
+
+
+# --- pollers ---------------------------------------------------------------------------------
+
+FULL = """
+[engine]
+store = "memory://"
+source_prefix = "https://example.test/watukuy"
+tick_concurrency = 2
+
+[budgets.github]
+requests = 5000
+per = "1h"
+
+[pollers.issues]
+url = "${API:-https://api.example.com}/repos/${REPO}/issues"
+params = { state = "all", per_page = 100 }
+headers = { Accept = "application/vnd.github+json" }
+items = "."
+identity = "id"
+version = "updated_at"
+paginator = { type = "link_header" }
+mode = "token"
+auth = { type = "bearer", token = "${TOKEN}" }
+schedule = { min = "1m", max = "15m", backoff = { base = "2s" } }
+budget = "github"
+max_pages_per_cycle = "${MAX_PAGES}"
+delivery = { concurrency = 4, retry = { attempts = 3 } }
+retain = "payload"
+
+[pollers.issues.reconcile]
+every = "6h"
+params = { state = "all", per_page = 50 }
+
+[pollers.orders]
+url = "https://shop.example.com/{partition}/orders"
+identity = "id"
+paginator = "page_number"
+partitions = ["acme", "globex"]
+
+[pollers.users]
+url = "https://{partition.host}/graphql"
+method = "POST"
+json = { query = "{ users { id } }" }
+items = "data.users"
+identity = "id"
+partitions = { acme = { host = "acme.example.com" } }
+transform = "confighooks:shape"
+auth = { type = "api_key", name = "X-Api-Key", value = { env = "KEY_{partition}" } }
+
+[sinks.out]
+type = "stdout"
+pollers = ["issues", "users"]
+
+[sinks.hook]
+type = "webhook"
+url = "https://hooks.example.com/in"
+secret = "${HOOK_SECRET}"
+pollers = ["orders"]
+"""
+
+ENV = {"REPO": "octo/cat", "TOKEN": "ghp-secret-token", "MAX_PAGES": "10", "HOOK_SECRET": "whsec"}
+
+
+@pytest.fixture
+def hooks(tmp_path: Path) -> Path:
+    (tmp_path / "confighooks.py").write_text("def shape(item):\n    return item\n", "utf-8")
+    return tmp_path
+
+
+async def test_a_full_file_builds_the_engine_it_describes(hooks: Path) -> None:
+    config = rest.load_config(write(hooks, FULL), env=ENV)
+    assert list(config.pollers) == ["issues", "orders", "users"]
+    assert config.store == "memory://"
+    assert config.engine_options == {
+        "source_prefix": "https://example.test/watukuy",
+        "tick_concurrency": 2,
+    }
+    assert config.budgets == {"github": wk.Budget(5000, "1h")}
+    issues = config.pollers["issues"]
+    assert issues.budget == "github"
+    assert issues.max_pages_per_cycle == 10
+    assert issues.schedule.min_ms == 60_000
+    assert issues.schedule.backoff.base == "2s"
+    assert issues.delivery.concurrency == 4
+    assert issues.delivery.retry.attempts == 3
+    assert issues.retain == "payload"
+    assert issues.reconcile is not None
+    assert issues.reconcile.every_ms == 6 * 3600 * 1000
+    orders = config.pollers["orders"]
+    assert orders.partitions is not None
+    assert list(orders.partitions()) == ["acme", "globex"]  # type: ignore[arg-type]
+    users = config.pollers["users"]
+    assert users.partitions is not None
+    [acme] = users.partitions()  # type: ignore[misc]
+    assert acme == wk.Partition("acme", {"host": "acme.example.com"})
+    assert config.sinks["out"].pollers == ["issues", "users"]
+    assert config.sinks["hook"].pollers == ["orders"]
+    assert repr(config) == (
+        f"Config({str(hooks / 'pollers.toml')!r}, store='memory://', pollers=['issues', "
+        "'orders', 'users'], budgets=['github'], sinks=['out', 'hook'])"
+    )
+    secret_store = rest.Config(path="p.toml", store="postgresql://app:hunter22@db/app")
+    assert "hunter22" not in repr(secret_store)
+    engine = config.build_engine()
+    try:
+        assert sorted(engine.pollers) == ["issues", "orders", "users"]
+    finally:
+        await config.aclose()
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        (
+            'paginator = { type = "link_header" }',
+            'paginator = { type = "link_header", rell = "next" }',
+            "[pollers.issues.paginator] unknown key 'rell' (did you mean 'rel'?)",
+        ),
+        (
+            'paginator = { type = "link_header" }',
+            'paginator = { type = "link_headr" }',
+            "[pollers.issues.paginator] type: unknown paginator type 'link_headr' (did you "
+            "mean 'link_header'?); the types are cursor, keyset, link_header, next_url, "
+            "offset, page_number, starting_after, or 'package.module:Class'",
+        ),
+        (
+            'auth = { type = "bearer", token = "${TOKEN}" }',
+            'auth = { type = "bearer", tokn = "${TOKEN}" }',
+            "[pollers.issues.auth] unknown key 'tokn' (did you mean 'token'?)",
+        ),
+        (
+            'auth = { type = "bearer", token = "${TOKEN}" }',
+            'auth = { type = "baerer", token = "${TOKEN}" }',
+            "[pollers.issues.auth] type: unknown auth type 'baerer' (did you mean 'bearer'?); "
+            "the types are api_key, basic, bearer, oauth2_client_credentials, or "
+            "'package.module:Class'",
+        ),
+        (
+            'value = { env = "KEY_{partition}" }',
+            'value = { evn = "KEY_{partition}" }',
+            "[pollers.users.auth.value] unknown key 'evn' (did you mean 'env'?)",
+        ),
+        (
+            'version = "updated_at"',
+            'verison = "updated_at"',
+            "[pollers.issues] unknown key 'verison' (did you mean 'version'?)",
+        ),
+        (
+            'budget = "github"',
+            'budget = "githb"',
+            "[pollers.issues] budget: there is no [budgets.githb] table (did you mean 'github'?)",
+        ),
+        (
+            'transform = "confighooks:shape"',
+            'transform = "confighooks:shap"',
+            "[pollers.users] transform: module 'confighooks' has no attribute 'shap'",
+        ),
+        (
+            'schedule = { min = "1m", max = "15m", backoff = { base = "2s" } }',
+            'schedule = { min = "1m", max = "15m", backoff = { bsae = "2s" } }',
+            "[pollers.issues.schedule.backoff] unknown key 'bsae' (did you mean 'base'?)",
+        ),
+        (
+            'schedule = { min = "1m", max = "15m", backoff = { base = "2s" } }',
+            'schedule = { min = "1m", max = "1s" }',
+            "[pollers.issues.schedule] max: must be at least schedule.min ('1m'), got '1s'",
+        ),
+        (
+            'retain = "payload"',
+            'retain = "payloads"',
+            "[pollers.issues] retain: expected one of 'hash', 'payload' (did you mean 'payload'?)",
+        ),
+        (
+            'identity = "id"\nversion',
+            "identity = 7\nversion",
+            "[pollers.issues] identity: expected a string, got an integer",
+        ),
+        (
+            'partitions = ["acme", "globex"]',
+            "partitions = 3",
+            "[pollers.orders] partitions: expected an array of keys, a table of key -> data, "
+            "or 'package.module:function', got an integer",
+        ),
+    ],
+)
+def test_every_poller_mistake_names_its_table_and_key(
+    hooks: Path, before: str, after: str, expected: str
+) -> None:
+    assert before in FULL
+    path = write(hooks, FULL.replace(before, after, 1))
+    error = config_error(path, ENV)
+    assert error.message == f"{path}: {expected}"
+    assert "ghp-secret-token" not in error.message
+
+
+def test_a_mistake_found_by_a_description_gains_the_file_and_table(hooks: Path) -> None:
+    path = write(hooks, FULL.replace('method = "POST"', 'method = "FETCH"'))
+    message = config_error(path, ENV).message
+    assert message.startswith(f"{path}: [pollers.users] method: expected one of ")
+
+
+def test_python_escape_hatches(hooks: Path) -> None:
+    (hooks / "escapehooks.py").write_text(
+        textwrap.dedent(
+            """
+            import watukuy as wk
+            from watukuy.rest._paginate import PageNumber as Pages
+
+            def shape(item):
+                return item
+
+            def tenants():
+                return [wk.Partition("acme", {"host": "acme.example.com"})]
+            """
+        ),
+        "utf-8",
+    )
+    text = FULL.replace('transform = "confighooks:shape"', 'transform = "escapehooks:shape"')
+    text = text.replace(
+        'paginator = "page_number"', 'paginator = { type = "escapehooks:Pages", size = 10 }'
+    )
+    text = text.replace(
+        'partitions = { acme = { host = "acme.example.com" } }',
+        'partitions = "escapehooks:tenants"',
+    )
+    config = rest.load_config(write(hooks, text), env=ENV)
+    partitions = config.pollers["users"].partitions
+    assert partitions is not None
+    assert [p.key for p in partitions()] == ["acme"]  # type: ignore[union-attr]
+    path = write(hooks, text.replace("size = 10", "sise = 10"))
+    assert config_error(path, ENV).message == (
+        f"{path}: [pollers.orders.paginator] unknown key 'sise' (did you mean 'size'?)"
+    )
+    path = write(hooks, text.replace("escapehooks:Pages", "escapehooks:Pagez"))
+    assert config_error(path, ENV).message == (
+        f"{path}: [pollers.orders.paginator] type: module 'escapehooks' has no attribute 'Pagez'"
+    )
+
+
+def test_an_oauth2_auth_takes_its_secret_from_the_environment_and_extra_as_data(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("authlib")
+    path = write(
+        tmp_path,
+        POLLER
+        + """
+        auth = { type = "oauth2_client_credentials", token_url = "https://id.example/token", client_id = "app", client_secret = { env = "CLIENT_SECRET" }, extra = { resource = "api" } }
+        """
+        + SINK,
+    )
+    config = rest.load_config(path, env={})
+    assert list(config.pollers) == ["issues"]
+    path = write(
+        tmp_path, textwrap.dedent(path.read_text("utf-8")).replace("client_id", "clientid")
+    )
+    assert config_error(path).message == (
+        f"{path}: [pollers.issues.auth] unknown key 'clientid' (did you mean 'client_id'?)"
+    )
+
+
+def test_a_mistake_only_the_engine_sees_still_names_the_file(tmp_path: Path) -> None:
+    budget = "[budgets.api]\nrequests = 10\nper = '1s'\n"
+    path = write(tmp_path, budget + POLLER + 'budget = "api"\nbudget_cost = 11\n' + SINK)
+    config = rest.load_config(path, env={})
+    with pytest.raises(wk.ConfigError) as caught:
+        config.build_engine(store="memory://")
+    assert caught.value.message == (
+        f"{path}: budget_cost: poller 'issues' has budget_cost 11, which budget 'api' (a "
+        "budget of 10 requests per window) can never grant"
+    )
+
+
+def test_a_bad_environment_variable_name_in_an_auth_table_names_file_and_table(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        POLLER + "auth = { type = 'bearer', token = { env = 'A B' } }\n" + SINK,
+    )
+    message = config_error(path).message
+    assert message.startswith(f"{path}: [pollers.issues.auth] token.env: "), message
+    assert "'A B'" in message
