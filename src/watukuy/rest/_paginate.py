@@ -389,7 +389,8 @@ class PageNumber:
             at ``has_more`` is false), ``"total"`` (the page number reaches the count at
             ``total_pages``), ``"not_found"`` (a page past the end answers ``404`` or
             ``416``, as Django REST Framework does). An empty page always ends the listing.
-        has_more: Dotted path of the boolean, for ``end="has_more"``.
+        has_more: Dotted path of the boolean (or of a next link, ``null`` on the last
+            page), for ``end="has_more"``.
         total_pages: Dotted path of the page count, for ``end="total"``.
     """
 

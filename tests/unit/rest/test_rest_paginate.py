@@ -144,10 +144,12 @@ def test_cursor_into_the_json_body_with_has_more() -> None:
     assert call.json == {"query": "{}", "variables": {"n": 1}}  # the template is untouched
 
 
-def test_cursor_has_more_must_be_a_boolean() -> None:
+def test_cursor_has_more_must_be_a_boolean_or_a_link() -> None:
     paginator = rest.CursorParam(path="next", has_more="more")
     with pytest.raises(InvalidPageError, match="true or false"):
-        reply(paginator, {"next": "t", "more": "yes"})
+        reply(paginator, {"next": "t", "more": 1})
+    with pytest.raises(InvalidPageError, match="true or false"):
+        reply(paginator, {"next": "t"})  # a has_more the body lacks is never read as "no more"
 
 
 # --- starting after ------------------------------------------------------------------------------
@@ -214,6 +216,9 @@ def test_page_number_end_rules() -> None:
     flag = rest.PageNumber(end="has_more", has_more="meta.more")
     assert reply(flag, {"meta": {"more": False}}, rows(3)).has_more is False
     assert reply(flag, {"meta": {"more": True}}, rows(3)).has_more is True
+    drf = rest.PageNumber(end="has_more", has_more="next")  # PageNumberPagination's `next`
+    assert reply(drf, {"next": "https://api.example/items?page=3"}, rows(3)).has_more is True
+    assert reply(drf, {"next": None}, rows(3)).has_more is False
     total = rest.PageNumber(end="total", total_pages="pages")
     assert reply(total, {"pages": 3}, rows(3), page=2).has_more is True
     assert reply(total, {"pages": 3}, rows(3), page=3).has_more is False
