@@ -62,13 +62,13 @@ def listing_of(count: int, size: int) -> TokenListing:
 
 
 def catalog(fetch: Any, **options: Any) -> wk.PollerDefinition[Any]:
+    options.setdefault("max_pages_per_cycle", 2)
     return wk.define_poller(
         name="catalog",
         identity=lambda o: o["id"],
         cursor=wk.SnapshotDiff(),
         fetch=fetch,
         schedule=SCHEDULE,
-        max_pages_per_cycle=2,
         **options,
     )
 
@@ -288,3 +288,33 @@ async def test_a_cursor_that_is_not_a_str_is_not_a_token(replicas: Replicas) -> 
     progress = await replicas.progress()
     assert (progress.completed, progress.abandoned) == (1, 0)
     assert len(replicas.recorder.events) == 5
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])
+async def test_a_page_that_hands_out_its_own_token_again_fails(replicas: Replicas) -> None:
+    # Asking with the same token reads the same page: the pass would never end. The page
+    # fails instead, and failing twice at the same page abandons the pass.
+    listing = listing_of(7, size=2)
+
+    async def fetch(ctx: wk.FetchContext[None]) -> wk.Page[Any]:
+        page = await listing.fetch(ctx)
+        if ctx.page_token == "after:item-002":
+            return wk.Page(items=page.items, cursor=ctx.page_token, has_more=True)
+        return page
+
+    poller = catalog(fetch, max_pages_per_cycle=5)
+    engine = wk.Engine(store=replicas.store, pollers=[poller], clock=replicas.clock)
+    engine.on(poller.name, replicas.recorder)
+    try:
+        for _ in range(2):
+            await replicas.clock.advance("10m")
+            [polled] = (await engine.tick(catch_up=False)).polled
+            assert polled.error is not None
+            assert "page 2 says there is more" in polled.error["message"]
+            assert "its token is the one it was asked with" in polled.error["message"]
+    finally:
+        await engine.stop()
+    progress = await replicas.progress()
+    assert (progress.abandoned, progress.completed, progress.token) == (1, 0, None)
+    # The second cycle resumed at page 2, with its token.
+    assert [call[1:] for call in listing.calls] == [(1, None), *[(2, "after:item-002")] * 2]
