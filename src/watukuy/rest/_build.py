@@ -172,17 +172,24 @@ class _Fetcher:
             return Page(items=[], has_more=False)  # keep the token this page was asked with
         return Page(items=[])
 
-    def page(self, items: list[Any], step: Step) -> Page[Any]:
+    def page(self, ctx: FetchContext[Any], items: list[Any], step: Step) -> Page[Any]:
         """The ``wk.Page`` of a read answer (with the next page's token, for a listing paged
         by tokens)."""
+        name = type(self.description.paginator).__name__
         if step.has_more and step.token is None and (self.chained or self.strategy == "token"):
             # Asking again without a token would read the first page again, for ever.
             raise InvalidPageError(
-                f"{type(self.description.paginator).__name__}.step() said there is more "
-                "but gave no token for the next page"
+                f"{name}.step() said there is more but gave no token for the next page"
             )
         if self.chained and step.has_more:
-            return Page(items=items, cursor=_token_text(step.token), has_more=True)
+            token = _token_text(step.token)
+            if token == ctx.page_token:
+                # The same token asks for the same page: the pass would never end.
+                raise InvalidPageError(
+                    f"{name}.step() handed out the token page {ctx.page} was asked with: "
+                    "the same page would be read again, for ever"
+                )
+            return Page(items=items, cursor=token, has_more=True)
         if self.strategy == "token":
             token = None if step.token is None else str(step.token)
             return Page(items=items, cursor=token, has_more=step.has_more)
@@ -263,7 +270,7 @@ def _build_fetch(description: _Description, strategy: _Strategy) -> Callable[...
                 identity=description.identity,
             )
         )
-        return fetcher.page(items, step)
+        return fetcher.page(ctx, items, step)
 
     return fetch
 

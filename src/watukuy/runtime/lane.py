@@ -282,11 +282,6 @@ class LaneCycle:
                 return
             walk.pages += 1
             walk.token = page_token(page) if self._full_scan else None
-            if walk.token is not None and walk.token == fetch.ctx.page_token:
-                # The same token asks for the same page: the pass would never end.
-                raise stuck_cursor(
-                    fetch.ctx.page, walk.token, "its token is the one it was asked with"
-                )
             self._page_source_is_generator = walk.source.is_generator
             before = None if strategy.full_scan else strategy.serialize(walk.request)
             stored = strategy.serialize(walk.cursor)

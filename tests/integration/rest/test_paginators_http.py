@@ -732,6 +732,43 @@ async def test_more_pages_without_a_token_fail_the_fetch(run: Run, vendor: Vendo
     assert vendor.requests("/cursor") == ["/cursor"]
 
 
+@dataclass(frozen=True)
+class Repeating:
+    """A paginator of one's own with a bug: the next token is always the same."""
+
+    kind: str = "token"
+    ends_on_not_found: bool = False
+
+    def apply(self, call: rest.Call, position: rest.Position) -> rest.Call:
+        return call if position.token is None else call.with_params(cursor=position.token)
+
+    def step(self, reply: rest.Reply) -> rest.Step:
+        return rest.Step(has_more=True, token="i03")
+
+
+async def test_a_page_that_hands_out_its_own_token_again_fails(run: Run, vendor: Vendor) -> None:
+    poller = rest.define_rest_poller(
+        name="repeating",
+        request=f"{vendor.url}/cursor",
+        items="items",
+        identity="id",
+        paginator=Repeating(),
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    for _ in range(2):  # twice at the same page abandons the pass
+        await run.clock.advance("10m")
+        [polled] = (await engine.tick()).polled
+        assert polled.error is not None
+        assert (
+            "Repeating.step() handed out the token page 2 was asked with"
+            in (polled.error["message"])
+        )
+    assert vendor.requests("/cursor") == ["/cursor", "/cursor?cursor=i03", "/cursor?cursor=i03"]
+    report = (await engine.inspect())["pollers"][0]["listing"]["live"]
+    assert (report["abandoned"], report["completed"]) == (1, 0)
+
+
 async def test_a_reconcile_listing_of_its_own(run: Run, vendor: Vendor) -> None:
     # A cursor feed for changes, and a page-numbered listing of everything for deletes.
     poller = rest.define_rest_poller(
