@@ -182,14 +182,14 @@ class _Fetcher:
                 f"{name}.step() said there is more but gave no token for the next page"
             )
         if self.chained and step.has_more:
-            token = _token_text(step.token)
-            if token == ctx.page_token:
+            text = _token_text(step.token)
+            if text == ctx.page_token:
                 # The same token asks for the same page: the pass would never end.
                 raise InvalidPageError(
                     f"{name}.step() handed out the token page {ctx.page} was asked with: "
                     "the same page would be read again, for ever"
                 )
-            return Page(items=items, cursor=token, has_more=True)
+            return Page(items=items, cursor=text, has_more=True)
         if self.strategy == "token":
             token = None if step.token is None else str(step.token)
             return Page(items=items, cursor=token, has_more=step.has_more)
