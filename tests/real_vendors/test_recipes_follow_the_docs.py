@@ -42,6 +42,9 @@ NOT_IN_THE_TIER = {
     "fetch, which runs in the tier)",
     ("docs/index.md", "fetch_orders"): "the README quickstart, the same code "
     "(tests/docs/test_site.py holds them equal), which runs in the tier",
+    ("docs/cursors.md", "fetch_catalog_pages"): "a full listing paged by `next` links "
+    "(ctx.page_token); tests/integration/test_listing_tokens.py and watukuy.rest's "
+    "LinkHeader tests resume such passes across engines",
 }
 # Fetches of recipes.py that are not the docs' on purpose.
 NOT_FROM_THE_DOCS = {"drf_unhandled_end": "the wedge run: a fetch that ignores the end"}

@@ -60,6 +60,14 @@ async def fetch_search(ctx: wk.FetchContext[wk.TokenPosition]) -> wk.Page[Any]:
     return wk.Page(items=body["items"], cursor=body.get("next"))
 
 
+async def fetch_catalog(ctx: wk.FetchContext[None]) -> wk.Page[Any]:
+    assert_type(ctx.page, int)
+    assert_type(ctx.page_token, str | None)  # a full listing paged by tokens
+    response = await ctx.http.get(ctx.page_token or "https://vendor.example/catalog/")
+    body: dict[str, Any] = response.json()
+    return wk.Page(items=body["results"], cursor=body["next"], has_more=body["next"] is not None)
+
+
 def bound(factory: HttpxFactory, scope: HttpScope) -> wk.FetchHttp:
     client: HttpClient = factory.bind(scope)
     return client  # the helper the engine binds is a FetchHttp
@@ -74,6 +82,12 @@ orders = wk.define_poller(
     identity=lambda order: order["id"],
     cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
     fetch=fetch_orders,
+)
+catalog = wk.define_poller(
+    name="catalog",
+    identity=lambda product: product["sku"],
+    cursor=wk.SnapshotDiff(),
+    fetch=fetch_catalog,
 )
 search = wk.define_poller(
     name="search",

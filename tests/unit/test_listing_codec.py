@@ -35,3 +35,18 @@ def test_a_pass_stored_with_the_dropped_boundary_fields_still_reads() -> None:
     )
 
     assert state_from_fields(stored).listing == listing
+
+
+def test_a_pass_keeps_the_token_of_its_next_page() -> None:
+    progress = ListingPass(pass_id=5, cursor="null", token="https://api.example.com/?after=k9")
+    listing = ListingState(counter=5, lanes={"live": progress})
+
+    assert state_from_fields(_stored(listing)).listing == listing
+
+
+def test_a_pass_stored_before_tokens_were_kept_has_none() -> None:
+    listing = ListingState(counter=4, lanes={"reconcile": ListingPass(pass_id=4, pages=2)})
+    stored = _stored(listing)
+    del stored["listing"]["lanes"]["reconcile"]["token"]
+
+    assert state_from_fields(stored).listing.lanes["reconcile"].token is None

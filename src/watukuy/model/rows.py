@@ -227,6 +227,11 @@ class ListingPass:
             :attr:`ListingState.counter`, so they grow across the lanes of a key.
         started_at: When the pass in progress started (epoch ms).
         cursor: The serialised cursor of its next page.
+        token: The token its next page is asked for with (``ctx.page_token``): the
+            ``Page.cursor`` (a ``str``) of its last page, which said ``has_more=True``;
+            ``None`` before its second page and for listings paged by number. Committed
+            with :attr:`cursor`, so a listing paged by tokens resumes its pass after a
+            restart or on another replica.
         pages: Pages it has listed so far.
         items: Items it has listed so far.
         invalid: Items of it that failed the schema or ``identity()`` (the pass is then not
@@ -280,6 +285,7 @@ class ListingPass:
     pass_id: int | None = None
     started_at: int | None = None
     cursor: str | None = None
+    token: str | None = None
     pages: int = 0
     items: int = 0
     invalid: int = 0
@@ -821,6 +827,7 @@ def _pass_to_json(progress: ListingPass) -> dict[str, Any]:
         "pass_id": progress.pass_id,
         "started_at": progress.started_at,
         "cursor": progress.cursor,
+        "token": progress.token,
         "pages": progress.pages,
         "items": progress.items,
         "invalid": progress.invalid,
@@ -854,6 +861,7 @@ def _pass_from_json(data: Mapping[str, Any]) -> ListingPass:
         pass_id=_optional_int(data.get("pass_id")),
         started_at=_optional_int(data.get("started_at")),
         cursor=data.get("cursor"),
+        token=_optional_str(data.get("token")),
         pages=int(data.get("pages") or 0),
         items=int(data.get("items") or 0),
         invalid=int(data.get("invalid") or 0),

@@ -19,13 +19,14 @@ anything else                       ``response.raise_for_status()``: the engine'
                                     failure path (stored error, backoff, circuit)
 =================================== =======================================================
 
-A token paginator under ``mode="full"`` pages a listing by tokens the API hands out, while
-the engine resumes a pass by page number. The built ``fetch`` bridges the two with a chain
-held in memory, per (partition, lane): the token of page N+1 is recorded when page N's
-answer is read, before ``fetch`` returns, so the engine's early request for page N+1 finds
-it. A pass resumed at a page whose token this process never saw (after a restart, on
-another replica) answers ``wk.Page(gone=True)``: the engine abandons that pass without
-deletes, and the next cycle walks the listing again from page 1.
+A token paginator under ``mode="full"`` pages a listing by tokens the API hands out (a next
+URL, a ``next_cursor``, the last item's id). The built ``fetch`` returns the next page's
+token as ``Page.cursor`` (as text; a keyset position as JSON text), the engine commits it
+with the pass, and the next page is asked for with ``ctx.page_token``: a pass cut by the
+page cap or a deadline resumes where it stood, in this process, after a restart or on
+another replica. A pass stored before the engine kept tokens has none past its first page:
+that page answers ``wk.Page(gone=True)``, the engine abandons the pass without deletes, and
+the next cycle walks the listing again from page 1.
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ from watukuy.cursor import (
     PageCursor,
     SnapshotDiff,
     TimestampCursor,
+    TimestampPosition,
     TokenCursor,
 )
 from watukuy.model.errors import ConfigError
 from watukuy.model.http_api import FetchResponse
+from watukuy.model.json import dumps, loads
 from watukuy.model.options import Reconcile
 from watukuy.model.page import InvalidPageError, Page
 from watukuy.runtime.context import FetchContext
@@ -110,36 +113,24 @@ class _Description:
     transform: Callable[[Any], Any] | None
 
 
-class _Chain:
-    """Page -> position of the passes in progress of a token-paged full listing, per
-    (partition, lane). Holds at most three positions a pass: the page being committed,
-    the page being read, and the page after it."""
+def _token_text(token: Any) -> str:
+    """A paginator's token as the text the engine stores with a pass (``Page.cursor``): a
+    keyset position as JSON, anything else as ``str``."""
+    if isinstance(token, TimestampPosition):
+        return dumps({"value": token.value, "tie_break": token.tie_break})
+    return str(token)
 
-    __slots__ = ("_passes",)
 
-    def __init__(self) -> None:
-        self._passes: dict[tuple[str, str], dict[int, Any]] = {}
-
-    def find(self, key: tuple[str, str], page: int) -> tuple[bool, Any]:
-        """``(known, token)`` of ``page``; page 1 starts a new pass (token ``None``)."""
-        if page == 1:
-            self._passes[key] = {}
-            return True, None
-        tokens = self._passes.get(key)
-        if tokens is None or page not in tokens:
-            return False, None
-        return True, tokens[page]
-
-    def record(self, key: tuple[str, str], page: int, token: Any) -> None:
-        """Remember the token of ``page`` (read from the answer of the page before)."""
-        tokens = self._passes.setdefault(key, {})
-        tokens[page] = token
-        for old in [number for number in tokens if number < page - 2]:
-            del tokens[old]
-
-    def end(self, key: tuple[str, str]) -> None:
-        """The pass read its last page: forget it."""
-        self._passes.pop(key, None)
+def _token_of(kind: Kind, text: str) -> Any:
+    """The paginator's token from the text :func:`_token_text` made of it."""
+    if kind == "keyset":
+        try:
+            data = loads(text)
+        except ValueError:
+            return text
+        if isinstance(data, dict) and set(data) == {"value", "tie_break"}:
+            return TimestampPosition(data["value"], data["tie_break"])
+    return text
 
 
 def _strategy_of(cursor: CursorConfig) -> _Strategy:
@@ -161,8 +152,8 @@ class _Fetcher:
         self.description = description
         self.strategy = strategy
         self.kind = description.paginator.kind
+        # A full listing paged by tokens: each page's token is ``ctx.page_token``.
         self.chained = strategy == "full" and self.kind != "page"
-        self.chain = _Chain()
 
     def position(self, ctx: FetchContext[Any]) -> tuple[Position | None, bool]:
         """Where this request stands (``None``: unknown, the page is gone), and whether it
@@ -177,9 +168,10 @@ class _Fetcher:
             return Position(page=ctx.page, token=cursor, cursor=cursor), True
         if not self.chained:
             return Position(page=ctx.page, cursor=cursor), ctx.page == 1
-        known, token = self.chain.find((ctx.partition.key, ctx.lane), ctx.page)
-        if not known:
-            return None, False
+        text = ctx.page_token
+        if text is None and ctx.page > 1:
+            return None, False  # a pass stored before its tokens were kept with it
+        token = None if text is None else _token_of(self.kind, text)
         return Position(page=ctx.page, token=token, cursor=cursor), ctx.page == 1
 
     def unchanged(self) -> Page[Any]:
@@ -189,19 +181,23 @@ class _Fetcher:
         return Page(items=[])
 
     def page(self, ctx: FetchContext[Any], items: list[Any], step: Step) -> Page[Any]:
-        """The ``wk.Page`` of a read answer; records the next token of a chained pass."""
+        """The ``wk.Page`` of a read answer (with the next page's token, for a listing paged
+        by tokens)."""
+        name = type(self.description.paginator).__name__
         if step.has_more and step.token is None and (self.chained or self.strategy == "token"):
             # Asking again without a token would read the first page again, for ever.
             raise InvalidPageError(
-                f"{type(self.description.paginator).__name__}.step() said there is more "
-                "but gave no token for the next page"
+                f"{name}.step() said there is more but gave no token for the next page"
             )
-        if self.chained:
-            key = (ctx.partition.key, ctx.lane)
-            if step.has_more:
-                self.chain.record(key, ctx.page + 1, step.token)
-            else:
-                self.chain.end(key)
+        if self.chained and step.has_more:
+            text = _token_text(step.token)
+            if text == ctx.page_token:
+                # The same token asks for the same page: the pass would never end.
+                raise InvalidPageError(
+                    f"{name}.step() handed out the token page {ctx.page} was asked with: "
+                    "the same page would be read again, for ever"
+                )
+            return Page(items=items, cursor=text, has_more=True)
         if self.strategy == "token":
             token = None if step.token is None else str(step.token)
             return Page(items=items, cursor=token, has_more=step.has_more)
@@ -256,7 +252,7 @@ def _build_fetch(description: _Description, strategy: _Strategy) -> Callable[...
     async def fetch(ctx: FetchContext[Any]) -> Page[Any]:
         position, first = fetcher.position(ctx)
         if position is None:
-            return Page(gone=True)  # a pass resumed here, but its token is not known here
+            return Page(gone=True)  # a pass stored without the token of this page
         template = description.request.render(ctx.partition)
         call, response = await _send(
             description.paginator.apply(template, position), description.auth, ctx

@@ -360,9 +360,9 @@ class Listing:
     (``define_rest_poller(reconcile=rest.Listing(...))``).
 
     It is built into a ``wk.Reconcile(every=..., fetch=...)`` whose ``fetch`` reads the whole
-    listing from its first page on every run, paged by ``ctx.page`` (a token paginator keeps
-    the page -> token chain in memory, as a ``mode="full"`` description does). Every
-    field left ``None`` is the main description's.
+    listing from its first page on every run, paged by ``ctx.page`` (a token paginator by
+    ``ctx.page_token``, which the engine stores with the pass, as for a ``mode="full"``
+    description). Every field left ``None`` is the main description's.
 
     Args:
         every: Time between complete listings (``"6h"``, a ``timedelta``, seconds).

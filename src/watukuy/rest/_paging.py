@@ -48,7 +48,9 @@ class Position:
         page: The 1-based index of the page (within a full listing's pass, or within the
             cycle); page paginators turn it into their own numbering.
         token: For token paginators, the token to send (``None``: the first page); for
-            :class:`Keyset`, a :class:`~watukuy.TimestampPosition`.
+            :class:`Keyset`, a :class:`~watukuy.TimestampPosition`. A token paginator's
+            token is stored with the engine's cursor or pass as text, so a paginator of
+            your own gets back ``str(token)`` of the token its :meth:`Paginator.step` gave.
         cursor: ``ctx.cursor`` as the engine handed it (for a custom paginator under a
             custom ``cursor=``).
     """

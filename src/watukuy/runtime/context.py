@@ -35,6 +35,12 @@ class FetchContext(Generic[C]):
         page: 1-based index of this request within the cycle (use it to page full listings);
             for a full listing (``SnapshotDiff``, ``reconcile``) the index within its pass,
             so a pass cut by the page cap or a deadline resumes at the next page.
+        page_token: For a full listing paged by tokens, the token of this page: the
+            ``Page.cursor`` (a ``str``) that the page before it returned with
+            ``has_more=True``. It is stored with the pass, so a pass resumed in another
+            cycle, after a restart or on another replica, gets it too. ``None`` on the
+            first page of a pass, for listings whose pages return no ``str`` cursor, and
+            in every other lane (a token cursor's token is :attr:`cursor`).
         partition: The partition being polled (``Partition("")`` when not partitioned).
         lane: ``"live"``, ``"reconcile"`` or ``"backfill"``.
         http: The HTTP helper (``ctx.http.get(...)``), bound to this key and lane; its
@@ -50,6 +56,7 @@ class FetchContext(Generic[C]):
     http: FetchHttp
     attempt: int
     logger: Logger
+    page_token: str | None = None
     _cancel: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     @property

@@ -65,7 +65,7 @@ from .deliveries import Deliveries
 from .dispatcher import DrainResult
 from .fetching import Fetch, PageSource
 from .late_watch import LatePage, LateWatch
-from .listing_pass import PassBook, finish
+from .listing_pass import PassBook, finish, page_token
 from .page_build import Built as _Built
 from .page_build import PageBuilder, PassAt, lane_rules, lane_strategy, report_commit
 from .page_build import Selection as _Selection
@@ -118,6 +118,7 @@ class _Walk:
     request: Any  # what the latest request asked for
     target: Any  # where a backfill stops (None: no target)
     first_page: int  # the number of the cycle's first page (a pass resumes past 1)
+    token: str | None  # the token of the next page of a full listing (ctx.page_token)
     source: PageSource
     pages: int = 0
     deleted: int = 0
@@ -236,6 +237,7 @@ class LaneCycle:
             request=request,
             target=target,
             first_page=1 + (progress.pages if progress is not None else 0),
+            token=progress.token if progress is not None else None,
             source=PageSource(self._fetch, self._deps.offload),
         )
 
@@ -279,6 +281,7 @@ class LaneCycle:
                 walk.done = True
                 return
             walk.pages += 1
+            walk.token = page_token(page) if self._full_scan else None
             self._page_source_is_generator = walk.source.is_generator
             before = None if strategy.full_scan else strategy.serialize(walk.request)
             stored = strategy.serialize(walk.cursor)
@@ -292,7 +295,7 @@ class LaneCycle:
                 walk.request = ahead
                 number = walk.first_page + walk.pages
                 walk.upcoming = requests.start_fetch(
-                    walk.source, ahead, number, walk.state, ahead=True
+                    walk.source, ahead, number, walk.state, ahead=True, page_token=walk.token
                 )
                 if walk.inflight is None or walk.inflight.commit.done():
                     # Its request goes out before this page's work takes the event loop.
@@ -354,7 +357,11 @@ class LaneCycle:
             raise asyncio.CancelledError
         self._keeper.check()  # never fetch once the lease may have expired
         return self._requests.start_fetch(
-            walk.source, walk.request, walk.first_page + walk.pages, walk.state
+            walk.source,
+            walk.request,
+            walk.first_page + walk.pages,
+            walk.state,
+            page_token=walk.token,
         )
 
     async def _land_before(self, walk: _Walk, selection: _Selection) -> bool:

@@ -6,6 +6,11 @@ A full listing is a *pass* that may span cycles. Each page commits the pass's ne
 identity it listed, so a cycle cut by the page cap or a deadline resumes at the next page,
 after a crash or on another replica too, and memory holds one page.
 
+A listing paged by tokens (a ``Link`` header's next URL, a ``next_cursor``) cannot be
+resumed by page number alone: each page that says ``has_more=True`` with a ``str``
+``Page.cursor`` commits that token with the pass (:func:`page_token`), and the next page's
+``ctx.page_token`` carries it, in this cycle or in the one that resumes the pass.
+
 A pass is *abandoned* (closed with no deletes, confirming nothing; the next cycle starts a
 new one at page 1) when a page past its first answers ``Page(gone=True)`` (the listing shrank
 while it was read), or when it fails at the same page :data:`PAGE_FAILURES` times in a
@@ -19,7 +24,7 @@ import logging
 from typing import Any
 
 from watukuy.model.errors import SerializedError, StoreError
-from watukuy.model.page import InvalidPageError
+from watukuy.model.page import InvalidPageError, Page
 from watukuy.model.ports import Clock, StateStore
 from watukuy.model.rows import (
     Lane,
@@ -33,7 +38,7 @@ from watukuy.model.rows import (
 
 from .lease import LeaseKeeper
 
-__all__ = ["PAGE_FAILURES", "PassBook", "between_passes", "finish"]
+__all__ = ["PAGE_FAILURES", "PassBook", "between_passes", "finish", "page_token"]
 
 # Fetch failures in a row at the same page of a pass (past its first page) that abandon it.
 # Two: one failure may be a blip worth resuming after (the pages before it are not read
@@ -48,6 +53,7 @@ _NO_PASS: dict[str, Any] = {
     "pass_id": None,
     "started_at": None,
     "cursor": None,
+    "token": None,
     "pages": 0,
     "items": 0,
     "invalid": 0,
@@ -59,6 +65,19 @@ _NO_PASS: dict[str, Any] = {
     "tail_read": 0,
     "tail_prev": None,
 }
+
+
+def page_token(page: Page[Any]) -> str | None:
+    """The token the page after ``page`` is asked for with (``ctx.page_token``): its
+    ``cursor`` when it says ``has_more=True`` and the cursor is a ``str``.
+
+    Any other cursor is not a token and is ignored, as it always was on a full listing: a
+    ``fetch`` that pages by ``ctx.page`` and returns, say, the next page number as its
+    cursor goes on exactly as before.
+    """
+    if page.has_more is True and isinstance(page.cursor, str):
+        return page.cursor
+    return None
 
 
 def between_passes(progress: ListingPass, **changes: Any) -> ListingPass:

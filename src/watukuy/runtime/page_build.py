@@ -50,6 +50,7 @@ from watukuy.pipeline.rules import PageRules
 
 from ._turn import turn
 from .late_watch import LatePage, LateWatch
+from .listing_pass import page_token
 
 if TYPE_CHECKING:
     from ._hookbus import HookEmitter
@@ -434,7 +435,10 @@ class PageBuilder:
             generator=generator,
             tail=tail,
         )
-        return advanced, links
+        # The token of the next page commits with the pass's cursor, so a listing paged by
+        # tokens resumes its pass in another process too (``ctx.page_token``).
+        token = None if advanced.listed else page_token(selection.page)
+        return dataclasses.replace(advanced, token=token), links
 
     def _late_page(
         self,

@@ -99,8 +99,10 @@ class Requests:
         state: PollerState,
         *,
         ahead: bool = False,
+        page_token: str | None = None,
     ) -> Fetch:
-        """Call ``fetch`` for page ``number`` in a task of its own.
+        """Call ``fetch`` for page ``number`` (of a full listing paged by tokens: the page
+        of ``page_token``) in a task of its own.
 
         Each call gets its own ``ctx.http`` and observations, so a page asked for ahead
         records its validators and its ``304`` apart from the page being committed. A
@@ -133,6 +135,7 @@ class Requests:
             http=http,
             attempt=state.schedule.consecutive_failures + 1,
             logger=self._scope.logger,
+            page_token=page_token,
             _cancel=self._scope.cancel,
         )
         waits = sent if ahead and told else None

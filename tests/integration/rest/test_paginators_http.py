@@ -207,10 +207,10 @@ async def test_a_404_past_the_end_of_a_shrunk_listing_abandons_the_pass(
     assert run.recorder.take() == {"created": ["i07"], "deleted": ["i01", "i02", "i03"]}
 
 
-# --- the in-memory token chain of a full listing ---------------------------------------------
+# --- a full listing paged by tokens: the token of each page is the engine's ---------------------
 
 
-def fetch_context(factory: HttpxFactory, page: int) -> wk.FetchContext[Any]:
+def fetch_context(factory: HttpxFactory, page: int, token: str | None) -> wk.FetchContext[Any]:
     return wk.FetchContext(
         cursor=None,
         page=page,
@@ -219,31 +219,36 @@ def fetch_context(factory: HttpxFactory, page: int) -> wk.FetchContext[Any]:
         http=engine_http(factory, "watukuy.tests.rest"),
         attempt=1,
         logger=logging.getLogger("watukuy.tests.rest"),
+        page_token=token,
     )
 
 
-async def test_the_next_token_is_known_when_the_page_before_returns(vendor: Vendor) -> None:
-    # The engine may ask for page N+1 as soon as page N's fetch returns, before page N
-    # commits: nothing but that return may stand between the two calls. A page whose
-    # commit failed is asked for again (page 2 twice below); after the last page the
-    # pass is over, and a page of it is unknown (gone).
+async def test_each_page_hands_the_next_one_its_token(vendor: Vendor) -> None:
+    # Page N returns the token of page N+1 as its cursor (the engine stores it with the
+    # pass), and page N+1 is asked for with it as ctx.page_token. A page past the first
+    # without a token (a pass stored before tokens were kept) is gone, without a request.
     poller = full_listing(vendor, "stripe", rest.StartingAfter(limit=3))
     factory = HttpxFactory()
     try:
-        pages = [await poller.fetch(fetch_context(factory, n)) for n in (1, 2, 2, 3, 2)]
+        pages = [
+            await poller.fetch(fetch_context(factory, n, token))
+            for n, token in ((1, None), (2, "i03"), (3, "i06"), (2, None))
+        ]
     finally:
         await factory.aclose()
-    assert [[item["id"] for item in page.items] for page in pages[:4]] == [
+    assert [[item["id"] for item in page.items] for page in pages[:3]] == [
         ALL[:3],
-        ALL[3:6],
         ALL[3:6],
         ALL[6:],
     ]
-    assert [page.has_more for page in pages[:4]] == [True, True, True, False]
-    assert pages[4].gone
+    assert [(page.cursor, page.has_more) for page in pages[:3]] == [
+        ("i03", True),
+        ("i06", True),
+        (None, False),
+    ]
+    assert pages[3].gone
     assert vendor.requests("/stripe") == [
         "/stripe?limit=3",
-        "/stripe?limit=3&starting_after=i03",
         "/stripe?limit=3&starting_after=i03",
         "/stripe?limit=3&starting_after=i06",
     ]
@@ -258,9 +263,7 @@ async def test_a_whole_pass_of_tokens_in_one_tick(run: Run, vendor: Vendor) -> N
     assert run.recorder.take() == {"created": ALL}
 
 
-async def test_a_restart_mid_pass_abandons_it_and_deletes_nothing_wrongly(
-    run: Run, vendor: Vendor
-) -> None:
+async def test_a_restart_mid_pass_resumes_it_with_its_token(run: Run, vendor: Vendor) -> None:
     def poller() -> Any:  # a restarted process builds its definitions again
         return full_listing(vendor, "stripe", rest.StartingAfter(limit=3), max_pages_per_cycle=2)
 
@@ -270,20 +273,61 @@ async def test_a_restart_mid_pass_abandons_it_and_deletes_nothing_wrongly(
     await first.stop()
 
     restarted = run.engine(poller())
-    asked = len(vendor.requests("/stripe"))
-    await run.tick(restarted, catch_up=False)  # resumes at page 3, whose token it never saw
-    assert len(vendor.requests("/stripe")) == asked  # gone without asking
+    await run.tick(restarted, catch_up=False)  # page 3, with the token page 2 handed out
+    assert vendor.requests("/stripe")[-1] == "/stripe?limit=3&starting_after=i06"
     report = (await restarted.inspect())["pollers"][0]["listing"]["live"]
-    assert (report["abandoned"], report["completed"]) == (1, 0)
-    assert run.recorder.take() == {}
+    assert (report["abandoned"], report["completed"]) == (0, 1)
+    assert run.recorder.take() == {"created": ["i07"]}
 
     vendor.delete("i03")
-    await run.tick(restarted)  # a whole new pass from page 1
-    assert run.recorder.take() == {"created": ["i07"]}
-    await run.tick(restarted)
+    for _ in range(2):  # two passes (of two pages now: one cycle each)
+        await run.tick(restarted, catch_up=False)
     assert run.recorder.take() == {"deleted": ["i03"]}
     report = (await restarted.inspect())["pollers"][0]["listing"]["live"]
-    assert (report["abandoned"], report["completed"]) == (1, 2)
+    assert (report["abandoned"], report["completed"]) == (0, 3)
+
+
+async def test_a_link_header_listing_ticked_by_a_new_engine_each_time(
+    run: Run, vendor: Vendor
+) -> None:
+    # A serverless deployment: every tick() runs in a process of its own, one page each.
+    def tick_once() -> Any:
+        engine = run.engine(full_listing(vendor, "link", rest.LinkHeader(), max_pages_per_cycle=1))
+        return run.tick(engine, catch_up=False)
+
+    for _ in range(3):
+        await tick_once()
+    assert [line.split("page=")[-1] for line in vendor.requests("/link")] == ["/link", "2", "3"]
+    assert run.recorder.take() == {"created": ALL}
+
+    vendor.delete("i02")
+    vendor.delete("i07")
+    vendor.put("i04", second=40)
+    for _ in range(2):  # two more passes of two pages each, every page by another engine
+        await tick_once()
+    assert run.recorder.take() == {"updated": ["i04"]}  # one pass missed them: not yet
+    for _ in range(2):
+        await tick_once()
+    assert run.recorder.take() == {"deleted": ["i02", "i07"]}
+    report = (await run.engines[-1].inspect())["pollers"][0]["listing"]["live"]
+    assert (report["abandoned"], report["completed"]) == (0, 3)
+
+
+async def test_a_keyset_reconcile_listing_resumes_at_its_position(run: Run, vendor: Vendor) -> None:
+    # The position of a keyset listing (a timestamp and a tie-break) is a token too.
+    def poller() -> Any:
+        return keyset_poller(vendor, reconcile=rest.Listing(every="1h"), max_pages_per_cycle=1)
+
+    first = run.engine(poller())
+    await run.tick(first, catch_up=False)  # live: the whole feed; reconcile: its page 1
+    await first.stop()
+    restarted = run.engine(poller())
+    await run.tick(restarted, catch_up=False)
+    report = (await restarted.inspect())["pollers"][0]["listing"]["reconcile"]
+    assert report["pass"]["pages"] == 2
+    assert vendor.requests("/keyset")[-1] == (  # after the last item of its page 1
+        "/keyset?updated_since=2026-01-01T00%3A00%3A03.000Z&after_id=i03&limit=3"
+    )
 
 
 # --- keyset --------------------------------------------------------------------------------------
@@ -642,7 +686,7 @@ async def test_churn_never_deletes_a_live_item(
             alive.discard(gone)
         elif roll < 0.8 and alive:
             vendor.put(chance.choice(sorted(alive)), second=step)
-        if chance.random() < 0.2:  # a restart: the next engine resumes the pass blind
+        if chance.random() < 0.2:  # a restart: the next engine resumes the pass
             await engine.stop()
             engine = run.engine(poller())
         await run.tick(engine, catch_up=False)
@@ -686,6 +730,43 @@ async def test_more_pages_without_a_token_fail_the_fetch(run: Run, vendor: Vendo
     assert polled.error is not None
     assert "Tokenless.step() said there is more but gave no token" in polled.error["message"]
     assert vendor.requests("/cursor") == ["/cursor"]
+
+
+@dataclass(frozen=True)
+class Repeating:
+    """A paginator of one's own with a bug: the next token is always the same."""
+
+    kind: str = "token"
+    ends_on_not_found: bool = False
+
+    def apply(self, call: rest.Call, position: rest.Position) -> rest.Call:
+        return call if position.token is None else call.with_params(cursor=position.token)
+
+    def step(self, reply: rest.Reply) -> rest.Step:
+        return rest.Step(has_more=True, token="i03")
+
+
+async def test_a_page_that_hands_out_its_own_token_again_fails(run: Run, vendor: Vendor) -> None:
+    poller = rest.define_rest_poller(
+        name="repeating",
+        request=f"{vendor.url}/cursor",
+        items="items",
+        identity="id",
+        paginator=Repeating(),
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    for _ in range(2):  # twice at the same page abandons the pass
+        await run.clock.advance("10m")
+        [polled] = (await engine.tick()).polled
+        assert polled.error is not None
+        assert (
+            "Repeating.step() handed out the token page 2 was asked with"
+            in (polled.error["message"])
+        )
+    assert vendor.requests("/cursor") == ["/cursor", "/cursor?cursor=i03", "/cursor?cursor=i03"]
+    report = (await engine.inspect())["pollers"][0]["listing"]["live"]
+    assert (report["abandoned"], report["completed"]) == (1, 0)
 
 
 async def test_a_reconcile_listing_of_its_own(run: Run, vendor: Vendor) -> None:

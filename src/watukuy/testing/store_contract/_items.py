@@ -501,7 +501,9 @@ class ItemContract:
         assert state.held_deletes is not None
         confirmed = dataclasses.replace(state.held_deletes, confirmed=True)
         await store.save_state_unfenced(KEY, {"held_deletes": confirmed}, T0 + 20)
-        progress = ListingState(counter=8, lanes={"live": ListingPass(pass_id=8, cursor="null")})
+        progress = ListingState(
+            counter=8, lanes={"live": ListingPass(pass_id=8, cursor="null", token="next-9")}
+        )
         await store.save_state(KEY, lease, {"listing": progress})
         loaded = await store.load_state(KEY)
         assert loaded is not None

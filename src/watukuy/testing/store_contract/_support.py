@@ -259,6 +259,7 @@ def _full_state(created_at: int) -> PollerState:
                     pass_id=7,
                     started_at=T0 + 7,
                     cursor='{"page":3}',
+                    token="https://api.example.com/orders?after=o%7C2&q=\u00e9|\U0001f600",
                     pages=2,
                     items=200,
                     invalid=1,
