@@ -31,9 +31,10 @@ the next cycle walks the listing again from page 1.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from watukuy.cursor import (
     CursorConfig,
@@ -51,6 +52,7 @@ from watukuy.model.page import InvalidPageError, Page
 from watukuy.runtime.context import FetchContext
 from watukuy.runtime.poller import PollerDefinition, define_poller
 
+from ._auth import ApiKey
 from ._auth_port import Auth
 from ._call import Call
 from ._describe import (
@@ -121,6 +123,20 @@ def _token_text(token: Any) -> str:
     return str(token)
 
 
+def _without_credentials(text: str, names: Collection[str]) -> str:
+    """A next link without the query parameters that carry a credential (an API key in the
+    query string, which many APIs echo into their next links): the token is stored with
+    the key's state, and the auth adds the parameter again to every request."""
+    if not names or "?" not in text:
+        return text
+    parts = urlsplit(text)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(name, value) for name, value in query if name not in names]
+    if len(kept) == len(query):
+        return text
+    return urlunsplit(parts._replace(query=urlencode(kept)))
+
+
 def _token_of(kind: Kind, text: str) -> Any:
     """The paginator's token from the text :func:`_token_text` made of it."""
     if kind == "keyset":
@@ -154,6 +170,13 @@ class _Fetcher:
         self.kind = description.paginator.kind
         # A full listing paged by tokens: each page's token is ``ctx.page_token``.
         self.chained = strategy == "full" and self.kind != "page"
+        auth = description.auth
+        # Query parameters that carry a credential: kept out of every stored token.
+        self.secret_params: frozenset[str] = (
+            frozenset({auth.name})
+            if isinstance(auth, ApiKey) and auth.location == "query"
+            else frozenset()
+        )
 
     def position(self, ctx: FetchContext[Any]) -> tuple[Position | None, bool]:
         """Where this request stands (``None``: unknown, the page is gone), and whether it
@@ -190,7 +213,7 @@ class _Fetcher:
                 f"{name}.step() said there is more but gave no token for the next page"
             )
         if self.chained and step.has_more:
-            text = _token_text(step.token)
+            text = _without_credentials(_token_text(step.token), self.secret_params)
             if text == ctx.page_token:
                 # The same token asks for the same page: the pass would never end.
                 raise InvalidPageError(
@@ -199,7 +222,11 @@ class _Fetcher:
                 )
             return Page(items=items, cursor=text, has_more=True)
         if self.strategy == "token":
-            token = None if step.token is None else str(step.token)
+            token = (
+                None
+                if step.token is None
+                else _without_credentials(str(step.token), self.secret_params)
+            )
             return Page(items=items, cursor=token, has_more=step.has_more)
         if self.strategy == "custom":
             return Page(items=items, cursor=step.token, has_more=step.has_more)

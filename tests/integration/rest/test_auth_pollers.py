@@ -176,3 +176,42 @@ async def test_a_second_401_fails_the_cycle_and_nothing_stored_or_logged_holds_a
         assert secret not in stored
         assert secret not in logged
         assert secret not in repr(poller)
+
+
+async def test_an_api_key_in_the_query_is_kept_out_of_the_stored_next_links(
+    client: httpx.AsyncClient, tmp_path: Any
+) -> None:
+    key = "k-s3cr3t-in-the-query-Q9"
+    with LinkVendor() as api:  # its next links repeat every query parameter, the key too
+        for n in range(5):
+            api.add(title=f"issue {n}")
+        issues = rest.define_rest_poller(
+            name="issues",
+            request=rest.Request(url=f"{api.base_url}/items", params={"per_page": 2}),
+            identity="id",
+            version="updated_at",
+            paginator=rest.LinkHeader(),
+            auth=rest.ApiKey(name="api_key", value=key, location="query"),
+            max_pages_per_cycle=1,
+        )
+        database = tmp_path / "state.db"
+        engine = wk.Engine(
+            store=wk.SqliteStore(str(database)), pollers=[issues], http_client=client
+        )
+        events = recorder(engine, "issues")
+        await engine.tick(catch_up=False)  # page 1 of 3: the pass stops with a next link
+        await engine.stop()
+        stored = b"".join(path.read_bytes() for path in tmp_path.glob("state.db*"))
+        assert b"page=2" in stored  # the next link is stored (the WAL included) ...
+        assert key.encode() not in stored  # ... without the key
+        # A new engine resumes the pass at page 2, and the auth puts the key back, once.
+        engine = wk.Engine(
+            store=wk.SqliteStore(str(database)), pollers=[issues], http_client=client
+        )
+        events = recorder(engine, "issues")
+        (result,) = (await engine.tick()).polled
+        assert result.error is None
+        await engine.stop()
+    assert [subject for _, _, subject in events] == ["3", "4", "5"]
+    later = [target for target in api.targets if "&page=" in target]
+    assert later and all(target.count(f"api_key={key}") == 1 for target in later), later
