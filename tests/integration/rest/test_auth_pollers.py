@@ -214,4 +214,5 @@ async def test_an_api_key_in_the_query_is_kept_out_of_the_stored_next_links(
         await engine.stop()
     assert [subject for _, _, subject in events] == ["3", "4", "5"]
     later = [target for target in api.targets if "&page=" in target]
-    assert later and all(target.count(f"api_key={key}") == 1 for target in later), later
+    assert later
+    assert all(target.count(f"api_key={key}") == 1 for target in later), later
