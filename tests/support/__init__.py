@@ -7,4 +7,7 @@ Importable as ``support`` from any test: ``tests/`` holds the root ``conftest.py
   bound the way the engine binds it.
 * :mod:`support.vendors`: vendor APIs behind ``httpx`` transports (no sockets): an empty
   listing that logs arrivals on a virtual clock, and a keyset listing.
+* :mod:`support.rest_vendors`: vendor APIs on real sockets for declarative REST pollers
+  (GitHub-style ``Link`` pages, Stripe-style ``starting_after``, an OAuth2
+  client-credentials server), over item tables that tests change between cycles.
 """

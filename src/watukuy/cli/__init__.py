@@ -3,8 +3,8 @@
 Commands (``watukuy COMMAND --help`` for every option)::
 
     watukuy inspect        [--json]
-    watukuy tick           [--max-duration 50s] [--only NAME]...
-    watukuy run            [--refresh 1s] [--stop-timeout 30s]
+    watukuy tick           [FILE.toml] [--max-duration 50s] [--only NAME]...
+    watukuy run            [FILE.toml] [--refresh 1s] [--stop-timeout 30s]
     watukuy trigger        --poller NAME [--partition KEY]
     watukuy pause          --poller NAME [--partition KEY]
     watukuy resume         --poller NAME [--partition KEY]
@@ -21,7 +21,11 @@ Commands (``watukuy COMMAND --help`` for every option)::
 
 Where the engine comes from: ``--app package.module:attribute`` (or ``WATUKUY_APP``), the
 uvicorn/celery convention; the attribute is an ``Engine`` or a zero-argument function
-(sync or async) returning one, and the current directory is importable. The store-only
+(sync or async) returning one, and the current directory is importable. A path ending in
+``.toml`` names a configuration file instead (:func:`watukuy.rest.load_config`), whose
+pollers, budgets and sinks make the engine; ``run`` and ``tick`` also take it as their
+argument (``watukuy run pollers.toml``), and ``--store`` overrides its ``[engine] store``.
+The store-only
 commands (``inspect``, ``trigger``, ``pause``, ``resume``, ``parked``, ``migrate``,
 ``reset-cursor``) also work with just ``--store URL`` (or ``WATUKUY_STORE``, any URL
 :func:`watukuy.store_from_url` takes); without the poller definitions they operate on the

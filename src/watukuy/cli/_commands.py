@@ -111,8 +111,9 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     "--app",
     "-A",
     "app",
-    metavar="MODULE:ATTR",
-    help="The application's engine, for every command (also accepted after the command).",
+    metavar="MODULE:ATTR|FILE.toml",
+    help="The application's engine, or a pollers.toml file, for every command (also "
+    "accepted after the command).",
 )
 @click.option(
     "--store",
@@ -125,7 +126,10 @@ def cli(ctx: click.Context, app: str | None, store_url: str | None) -> None:
     """watukuy: webhooks for APIs that don't have them.
 
     Operate pollers from the shell. Name your application with --app package.module:engine
-    (or -A, or WATUKUY_APP), before or after the command; the store-only commands (inspect,
+    (or -A, or WATUKUY_APP), before or after the command, or describe the pollers in a TOML
+    file and name it instead: watukuy run pollers.toml, watukuy tick pollers.toml, or
+    --app pollers.toml for any command (--store then overrides the file's [engine] store).
+    The store-only commands (inspect,
     trigger, pause, resume, parked, deletes, migrate, reset-cursor) also work with just
     --store URL (or WATUKUY_STORE). Every command takes --json. Exit status: 0 done, 1
     failed at run time, 2 a mistake in the command (nothing changed).
@@ -153,11 +157,16 @@ def _target_options(fn: F) -> F:
         "-A",
         "app",
         envvar="WATUKUY_APP",
-        metavar="MODULE:ATTR",
+        metavar="MODULE:ATTR|FILE.toml",
         help="The application's engine, e.g. myapp.sync:engine (an Engine or a function "
-        "returning one); env WATUKUY_APP.",
+        "returning one), or a configuration file describing the pollers, e.g. "
+        "pollers.toml; env WATUKUY_APP.",
     )(fn)
     return fn
+
+
+def _file_argument(fn: F) -> F:
+    return click.argument("file", required=False, metavar="[FILE.toml]")(fn)
 
 
 def _key_options(fn: F) -> F:
@@ -168,12 +177,35 @@ def _key_options(fn: F) -> F:
     return fn
 
 
+# Set on the context when the application prints its events on stdout (a configuration
+# file with a stdout sink): the command's own output then goes to stderr, so that stdout
+# stays one CloudEvent per line.
+_STDOUT_TAKEN = "watukuy.stdout_taken"
+
+
+def _stdout_taken() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and bool(ctx.meta.get(_STDOUT_TAKEN))
+
+
 def _console() -> Console:
+    import sys
+
     from rich.console import Console
 
     # Names and messages are printed as they are: no markup, no emoji codes, no colouring
     # of numbers that merely look interesting.
     console = Console(highlight=False, soft_wrap=False, markup=False, emoji=False)
+    if _stdout_taken():
+        # No live view either: the events written between its refreshes would tear it.
+        console = Console(
+            file=sys.stderr,
+            force_terminal=False,
+            highlight=False,
+            soft_wrap=False,
+            markup=False,
+            emoji=False,
+        )
     if not console.is_terminal:
         # Piped or redirected: print every value in full, whatever COLUMNS says.
         console.width = _UNBOUNDED_WIDTH
@@ -182,7 +214,7 @@ def _console() -> Console:
 
 def _emit(as_json: bool, data: Any, human: RenderableType | str) -> None:
     if as_json:
-        click.echo(wkjson.dumps(wkjson.to_jsonable(data)))
+        click.echo(wkjson.dumps(wkjson.to_jsonable(data)), err=_stdout_taken())
     else:
         _console().print(human)
 
@@ -214,6 +246,19 @@ def _chosen_target(app: str | None, store_url: str | None) -> tuple[str | None, 
     return chosen[0], chosen[1]
 
 
+def _typed_app() -> str | None:
+    """``--app`` as typed on the command line (before or after the command), not from the
+    environment."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    if ctx.get_parameter_source("app") is click.core.ParameterSource.COMMANDLINE:
+        typed: str | None = ctx.params.get("app")
+        return typed
+    before: dict[str, Any] = ctx.find_root().obj or {}
+    return before.get("app")
+
+
 async def _on_target(
     command: str,
     app: str | None,
@@ -222,13 +267,26 @@ async def _on_target(
     *,
     need_engine: bool = False,
     create: bool = False,
+    file: str | None = None,
 ) -> T:
     from ._target import open_target
 
     app, store_url = _chosen_target(app, store_url)
+    if file is not None:
+        # The positional file wins over WATUKUY_APP; next to a different --app it is a
+        # mistake, not a choice to make silently.
+        typed = _typed_app()
+        if typed is not None and typed != file:
+            raise CliError(
+                f"{command}: got both the configuration file {file!r} and --app {typed!r}; give one"
+            )
+        app = file
     target = await open_target(
         command=command, app=app, store_url=store_url, need_engine=need_engine, create=create
     )
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and target.stdout_taken:
+        ctx.meta[_STDOUT_TAKEN] = True
     try:
         return await work(target)
     finally:
@@ -297,20 +355,26 @@ def version(as_json: bool) -> None:
     help="Deadline for the pass, e.g. 50s or 50 (seconds); keys still behind then are pending.",
 )
 @click.option("--only", multiple=True, metavar="NAME", help="Tick only this poller (repeatable).")
+@_file_argument
 def tick(
     app: str | None,
     store_url: str | None,
     as_json: bool,
     max_duration: str | None,
     only: Sequence[str],
+    file: str | None,
 ) -> None:
-    """One pass over every due key, then exit (for cron and serverless)."""
+    """One pass over every due key, then exit (for cron and serverless).
+
+    FILE is a configuration file describing the pollers (pollers.toml), the same as
+    --app FILE.
+    """
     _duration(max_duration, "--max-duration")
-    console = _console()
 
     async def work(target: Target) -> dict[str, Any]:
         assert target.engine is not None
         engine = target.engine
+        console = _console()
         names = list(dict.fromkeys(only)) or list(engine.pollers)
         for name in names:
             if name not in engine.pollers:
@@ -322,7 +386,7 @@ def tick(
             engine, names, max_duration, console=console, show=not as_json and console.is_terminal
         )
 
-    result = _run(_on_target("tick", app, store_url, work, need_engine=True))
+    result = _run(_on_target("tick", app, store_url, work, need_engine=True, file=file))
     from ._render import tick_view
 
     _emit(as_json, result, tick_view(result))
@@ -343,18 +407,27 @@ def tick(
     metavar="DURATION",
     help="How long to drain in-flight work on SIGINT/SIGTERM.",
 )
+@_file_argument
 def run(
-    app: str | None, store_url: str | None, as_json: bool, refresh: str, stop_timeout: str
+    app: str | None,
+    store_url: str | None,
+    as_json: bool,
+    refresh: str,
+    stop_timeout: str,
+    file: str | None,
 ) -> None:
-    """Run the daemon until SIGINT/SIGTERM, with a live status view."""
+    """Run the daemon until SIGINT/SIGTERM, with a live status view.
+
+    FILE is a configuration file describing the pollers and where their events go
+    (pollers.toml), the same as --app FILE: watukuy run pollers.toml.
+    """
     refresh_ms = parse_duration(refresh, "--refresh")
     if refresh_ms <= 0:
         raise CliError(f"--refresh: must be greater than zero, got {refresh!r}")
     _duration(stop_timeout, "--stop-timeout")
-    console = _console()
 
     def emit(report: dict[str, Any]) -> None:
-        click.echo(wkjson.dumps(wkjson.to_jsonable(report)))
+        click.echo(wkjson.dumps(wkjson.to_jsonable(report)), err=_stdout_taken())
 
     async def work(target: Target) -> dict[str, Any]:
         assert target.engine is not None
@@ -362,18 +435,19 @@ def run(
 
         return await run_live(
             target.engine,
-            console=console,
+            console=_console(),
             refresh_s=refresh_ms / 1000,
             stop_timeout=stop_timeout,
             emit_json=emit if as_json else None,
         )
 
-    report = _run(_on_target("run", app, store_url, work, need_engine=True))
+    report = _run(_on_target("run", app, store_url, work, need_engine=True, file=file))
     if as_json:
         emit(report)  # the final state, after the drain
     else:
         from ._render import inspect_view
 
+        console = _console()
         console.print(inspect_view(report))
         console.print("stopped")
 

@@ -6,6 +6,10 @@ celery name applications: the module is imported with the current directory on
 is called to build the engine. ``--store URL`` (or ``WATUKUY_STORE``) builds a store with
 :func:`watukuy.store_from_url` for the store-only commands. When both are given the
 application wins: its engine already carries the store it was written for.
+
+``--app pollers.toml`` (any path ending in ``.toml``) names a configuration file instead
+(:func:`watukuy.rest.load_config`): the engine is built from it, and there ``--store``
+wins over the file's ``[engine] store``, so one file serves several stores.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import inspect
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -32,7 +36,16 @@ from watukuy.stores import store_from_url
 from ._errors import CliError
 from ._operators import EngineOperator, Operator, StoreOperator
 
-__all__ = ["Target", "build_store", "connect_timeout_s", "load_engine", "open_target", "redact_url"]
+__all__ = [
+    "Target",
+    "build_store",
+    "connect_timeout_s",
+    "is_config_file",
+    "load_config_engine",
+    "load_engine",
+    "open_target",
+    "redact_url",
+]
 
 _DEFAULT_CONNECT_TIMEOUT = "10s"
 
@@ -45,11 +58,17 @@ class Target:
         operator: The store-only operations (engine-backed or store-backed).
         engine: The application's engine, when ``--app`` was given.
         label: How to name the store in messages.
+        release: Releases what the application holds besides the engine (the sinks of a
+            configuration file), after the engine stopped.
+        stdout_taken: The application prints its events on stdout (a configuration file
+            with a ``stdout`` sink), so the command prints its own output on stderr.
     """
 
     operator: Operator
     engine: EngineCore | None
     label: str
+    release: Callable[[], Awaitable[None]] | None = None
+    stdout_taken: bool = False
 
     @property
     def store(self) -> StateStore:
@@ -58,9 +77,13 @@ class Target:
 
     async def close(self) -> None:
         """Stop the engine (closing its HTTP client) and close the store."""
-        if self.engine is not None:
-            await self.engine.stop(drain=True, timeout="30s")
-        await self.store.close()
+        try:
+            if self.engine is not None:
+                await self.engine.stop(drain=True, timeout="30s")
+        finally:
+            if self.release is not None:
+                await self.release()
+            await self.store.close()
 
 
 def connect_timeout_s() -> float:
@@ -72,13 +95,46 @@ def connect_timeout_s() -> float:
         raise CliError(str(error)) from None
 
 
+def is_config_file(spec: str) -> bool:
+    """Whether ``--app`` names a configuration file rather than ``package.module:attr``."""
+    return spec.lower().endswith(".toml")
+
+
+def load_config_engine(
+    path: str, store_url: str | None
+) -> tuple[EngineCore, Callable[[], Awaitable[None]], bool]:
+    """The engine a configuration file describes, what releases its sinks, and whether one
+    of them prints on stdout.
+
+    Args:
+        path: The TOML file.
+        store_url: ``--store``, which wins over the file's ``[engine] store``.
+
+    Raises:
+        CliError: The file does not exist, or ``--store`` is not a store URL.
+        ConfigError: A mistake in the file (the message names the file, table and key).
+    """
+    from watukuy.rest import load_config
+
+    if not os.path.isfile(path):
+        raise CliError(f"--app: there is no configuration file at {path!r}")
+    config = load_config(path)
+    store = build_store(store_url, must_exist=False) if store_url else None
+    stdout = any(sink.type == "stdout" for sink in config.sinks.values())
+    return config.build_engine(store), config.aclose, stdout
+
+
 async def load_engine(spec: str) -> EngineCore:
-    """Import ``package.module:attribute`` and return the engine it names.
+    """Import ``package.module:attribute`` and return the engine it names (or build the
+    engine of a configuration file ending in ``.toml``).
 
     Raises:
         CliError: The spec is malformed, the module cannot be imported, the attribute is
             missing, or it is not (and does not build) a watukuy engine.
+        ConfigError: A mistake in a configuration file.
     """
+    if is_config_file(spec):
+        return load_config_engine(spec, None)[0]
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise CliError(f"--app: expected 'package.module:attribute', got {spec!r}")
@@ -172,8 +228,9 @@ async def open_target(
 
     Args:
         command: Command name, for messages.
-        app: ``--app`` / ``WATUKUY_APP``.
-        store_url: ``--store`` / ``WATUKUY_STORE``.
+        app: ``--app`` / ``WATUKUY_APP`` (a ``.toml`` path: a configuration file).
+        store_url: ``--store`` / ``WATUKUY_STORE`` (with a configuration file, it wins
+            over the file's store).
         need_engine: The command needs poller definitions (``tick``, ``run``...).
         create: The command may create the store (``migrate``): no existence check, and
             the probe is the migration itself.
@@ -182,13 +239,16 @@ async def open_target(
         CliError: Neither given, an engine needed but only a store given, or the store
             does not answer within ``WATUKUY_CONNECT_TIMEOUT``.
     """
-    if app:
+    if app and is_config_file(app):
+        engine, release, stdout = load_config_engine(app, store_url)
+        target = Target(EngineOperator(engine), engine, repr(engine.store), release, stdout)
+    elif app:
         engine = await load_engine(app)
         target = Target(EngineOperator(engine), engine, repr(engine.store))
     elif need_engine:
         raise CliError(
             f"{command} needs the application's poller definitions: pass --app "
-            "package.module:engine (or set WATUKUY_APP)"
+            "package.module:engine or a pollers.toml file (or set WATUKUY_APP)"
         )
     elif store_url:
         store = build_store(store_url, must_exist=not create)

@@ -1,0 +1,419 @@
+"""Building a poller from a description: :func:`define_rest_poller`.
+
+The description (request, selectors, paginator, auth) becomes a ``fetch`` and the cursor
+strategy the paginator implies, handed to :func:`watukuy.define_poller` with every other
+option unchanged. The built ``fetch`` sends one request per page through ``ctx.http``
+(budgets, ``Retry-After``, rate-limit pacing, redaction and redirect rules all hold), with
+``raise_for_status=False``, and decides itself what the answer means:
+
+=================================== =======================================================
+the answer                          the page ``fetch`` returns
+=================================== =======================================================
+``2xx``                             the items, and whether the listing goes on
+``304 Not Modified``                no items: the lane stays where it is
+``401``                             ``auth.refresh()``; when it renewed the credentials the
+                                    request is signed and sent once more
+``404`` / ``416`` past the first    the end (``PageNumber(end="not_found")``) or a gone page
+page (``410`` too, for a token)     (the listing shrank: ``wk.Page(gone=True)``)
+anything else                       ``response.raise_for_status()``: the engine's usual
+                                    failure path (stored error, backoff, circuit)
+=================================== =======================================================
+
+A token paginator under ``mode="full"`` pages a listing by tokens the API hands out, while
+the engine resumes a pass by page number. The built ``fetch`` bridges the two with a chain
+held in memory, per (partition, lane): the token of page N+1 is recorded when page N's
+answer is read, before ``fetch`` returns, so the engine's early request for page N+1 finds
+it. A pass resumed at a page whose token this process never saw (after a restart, on
+another replica) answers ``wk.Page(gone=True)``: the engine abandons that pass without
+deletes, and the next cycle walks the listing again from page 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, Literal, TypeAlias
+
+from watukuy.cursor import (
+    CursorConfig,
+    PageCursor,
+    SnapshotDiff,
+    TimestampCursor,
+    TokenCursor,
+)
+from watukuy.model.errors import ConfigError
+from watukuy.model.http_api import FetchResponse
+from watukuy.model.options import Reconcile
+from watukuy.model.page import Page
+from watukuy.runtime.context import FetchContext
+from watukuy.runtime.poller import PollerDefinition, define_poller
+
+from ._auth_port import Auth
+from ._call import Call
+from ._describe import (
+    FieldSpec,
+    ItemsSpec,
+    Listing,
+    Request,
+    check_auth,
+    check_paginator,
+    field_reader,
+    items_reader,
+)
+from ._paginate import PAGINATORS, Kind, Paginator, Position, Reply, Step
+
+__all__ = ["Mode", "define_rest_poller"]
+
+Mode: TypeAlias = Literal["keyset", "token", "full"]
+"""How a description follows its listing: ``"keyset"`` (a ``TimestampCursor``),
+``"token"`` (a ``TokenCursor`` or ``PageCursor``: continue where the last cycle ended) or
+``"full"`` (a ``SnapshotDiff``: read everything each cycle, deletes included)."""
+
+_Strategy: TypeAlias = Literal["full", "token", "page", "keyset", "custom"]
+
+_NOT_FOUND: Final = frozenset({404, 416})
+_EXPIRED: Final = 410  # an expired token, for token paginators
+
+
+@dataclass(frozen=True, slots=True)
+class _OnePage:
+    """No paginator: the endpoint answers the whole listing at once."""
+
+    kind: ClassVar[Kind] = "page"
+    ends_on_not_found: ClassVar[bool] = False
+
+    def apply(self, call: Call, position: Position) -> Call:
+        return call
+
+    def step(self, reply: Reply) -> Step:
+        return Step(has_more=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Description:
+    """One listing, resolved: what the built ``fetch`` needs."""
+
+    request: Request
+    items: Callable[[Any], list[Any]]
+    identity: Callable[[Any], Any]
+    paginator: Paginator
+    auth: Auth | None
+    transform: Callable[[Any], Any] | None
+
+
+class _Chain:
+    """Page -> position of the passes in progress of a token-paged full listing, per
+    (partition, lane). Holds at most three positions a pass: the page being committed,
+    the page being read, and the page after it."""
+
+    __slots__ = ("_passes",)
+
+    def __init__(self) -> None:
+        self._passes: dict[tuple[str, str], dict[int, Any]] = {}
+
+    def find(self, key: tuple[str, str], page: int) -> tuple[bool, Any]:
+        """``(known, token)`` of ``page``; page 1 starts a new pass (token ``None``)."""
+        if page == 1:
+            self._passes[key] = {}
+            return True, None
+        tokens = self._passes.get(key)
+        if tokens is None or page not in tokens:
+            return False, None
+        return True, tokens[page]
+
+    def record(self, key: tuple[str, str], page: int, token: Any) -> None:
+        """Remember the token of ``page`` (read from the answer of the page before)."""
+        tokens = self._passes.setdefault(key, {})
+        tokens[page] = token
+        for old in [number for number in tokens if number < page - 2]:
+            del tokens[old]
+
+    def end(self, key: tuple[str, str]) -> None:
+        """The pass read its last page: forget it."""
+        self._passes.pop(key, None)
+
+
+def _strategy_of(cursor: CursorConfig) -> _Strategy:
+    if isinstance(cursor, SnapshotDiff):
+        return "full"
+    if isinstance(cursor, TokenCursor):
+        return "token"
+    if isinstance(cursor, PageCursor):
+        return "page"
+    if isinstance(cursor, TimestampCursor):
+        return "keyset"
+    return "custom"
+
+
+class _Fetcher:
+    """The decisions of the built ``fetch`` for one description under one strategy."""
+
+    def __init__(self, description: _Description, strategy: _Strategy) -> None:
+        self.description = description
+        self.strategy = strategy
+        self.kind = description.paginator.kind
+        self.chained = strategy == "full" and self.kind != "page"
+        self.chain = _Chain()
+
+    def position(self, ctx: FetchContext[Any]) -> tuple[Position | None, bool]:
+        """Where this request stands (``None``: unknown, the page is gone), and whether it
+        is the first position, where a ``404`` is an error rather than an end."""
+        cursor = ctx.cursor
+        if self.strategy == "token":
+            return Position(page=ctx.page, token=cursor.value, cursor=cursor), cursor.value is None
+        if self.strategy == "page":
+            return Position(page=cursor.page, cursor=cursor), cursor.page == 1
+        if self.strategy == "keyset":
+            # A timestamp cursor is never past an end: a missing page there is an error.
+            return Position(page=ctx.page, token=cursor, cursor=cursor), True
+        if not self.chained:
+            return Position(page=ctx.page, cursor=cursor), ctx.page == 1
+        known, token = self.chain.find((ctx.partition.key, ctx.lane), ctx.page)
+        if not known:
+            return None, False
+        return Position(page=ctx.page, token=token, cursor=cursor), ctx.page == 1
+
+    def unchanged(self) -> Page[Any]:
+        """The page for a ``304``, or for the end of a listing that ends on a ``404``."""
+        if self.strategy == "token":
+            return Page(items=[], has_more=False)  # keep the token this page was asked with
+        return Page(items=[])
+
+    def page(self, ctx: FetchContext[Any], items: list[Any], step: Step) -> Page[Any]:
+        """The ``wk.Page`` of a read answer; records the next token of a chained pass."""
+        if self.chained:
+            key = (ctx.partition.key, ctx.lane)
+            if step.has_more:
+                self.chain.record(key, ctx.page + 1, step.token)
+            else:
+                self.chain.end(key)
+        if self.strategy == "token":
+            token = None if step.token is None else str(step.token)
+            return Page(items=items, cursor=token, has_more=step.has_more)
+        if self.strategy == "custom":
+            return Page(items=items, cursor=step.token, has_more=step.has_more)
+        return Page(items=items, has_more=step.has_more)
+
+    def missing(self, status: int, first: bool) -> Page[Any] | None:
+        """The page for a ``404`` / ``416`` (``410`` for a token) past the first position,
+        or ``None`` when the status is not one of those."""
+        if first or self.strategy == "keyset":
+            return None
+        if status in _NOT_FOUND:
+            return (
+                self.unchanged()
+                if self.description.paginator.ends_on_not_found
+                else Page(gone=True)
+            )
+        if status == _EXPIRED and self.kind == "token":
+            return Page(gone=True)
+        return None
+
+
+async def _request(call: Call, ctx: FetchContext[Any]) -> FetchResponse:
+    return await ctx.http.request(
+        call.method,
+        call.url,
+        params=call.params or None,
+        headers=call.headers or None,
+        json=call.json,
+        raise_for_status=False,
+    )
+
+
+async def _send(
+    call: Call, auth: Auth | None, ctx: FetchContext[Any]
+) -> tuple[Call, FetchResponse]:
+    """Sign and send ``call``; after a ``401``, renew the credentials and send it once more."""
+    if auth is None:
+        return call, await _request(call, ctx)
+    signed = await auth.apply(call, ctx)
+    response = await _request(signed, ctx)
+    if response.status == 401 and await auth.refresh(signed, ctx):
+        signed = await auth.apply(call, ctx)
+        response = await _request(signed, ctx)
+    return signed, response
+
+
+def _build_fetch(description: _Description, strategy: _Strategy) -> Callable[..., Any]:
+    fetcher = _Fetcher(description, strategy)
+
+    async def fetch(ctx: FetchContext[Any]) -> Page[Any]:
+        position, first = fetcher.position(ctx)
+        if position is None:
+            return Page(gone=True)  # a pass resumed here, but its token is not known here
+        template = description.request.render(ctx.partition)
+        call, response = await _send(
+            description.paginator.apply(template, position), description.auth, ctx
+        )
+        if response.not_modified:
+            return fetcher.unchanged()
+        missing = fetcher.missing(response.status, first)
+        if missing is not None:
+            return missing
+        response.raise_for_status()
+        body = response.json()
+        items = description.items(body)
+        if description.transform is not None:
+            items = [description.transform(item) for item in items]
+        step = description.paginator.step(
+            Reply(
+                call=call,
+                position=position,
+                url=response.url,
+                headers=response.headers,
+                body=body,
+                items=items,
+                identity=description.identity,
+            )
+        )
+        return fetcher.page(ctx, items, step)
+
+    return fetch
+
+
+# --- the cursor a description implies ---------------------------------------------------------
+
+
+def _implied_cursor(paginator: Paginator, mode: Mode | None) -> CursorConfig:
+    kind = paginator.kind
+    if mode is None:
+        mode = "keyset" if kind == "keyset" else "full"
+    if mode == "full":
+        return SnapshotDiff()
+    if mode == "keyset":
+        if kind != "keyset":
+            raise ConfigError(
+                f"'keyset' needs a keyset paginator (rest.Keyset), got a {kind} paginator",
+                field="mode",
+            )
+        field = getattr(paginator, "field", None)
+        if not isinstance(field, str):
+            raise ConfigError(
+                "a custom keyset paginator needs a 'field' attribute, or give cursor=",
+                field="paginator",
+            )
+        tie_break = getattr(paginator, "cursor_tie_break", getattr(paginator, "tie_break", None))
+        return TimestampCursor(field=field, tie_break=tie_break)
+    if kind == "keyset":
+        raise ConfigError(
+            "a keyset paginator follows 'keyset' or 'full', not 'token'", field="mode"
+        )
+    return TokenCursor() if kind == "token" else PageCursor()
+
+
+def _check_mode(mode: object) -> Mode | None:
+    if mode is not None and mode not in ("keyset", "token", "full"):
+        raise ConfigError(f"expected 'keyset', 'token', 'full' or None, got {mode!r}", field="mode")
+    return mode
+
+
+def _callable(value: object, field: str) -> Callable[[Any], Any] | None:
+    if value is not None and not callable(value):
+        raise ConfigError(f"expected a callable, got {value!r}", field=field)
+    return value
+
+
+def _reconcile(reconcile: object, main: _Description) -> Reconcile | Mapping[str, Any] | None:
+    if reconcile is None or isinstance(reconcile, Reconcile | Mapping):
+        return reconcile
+    if not isinstance(reconcile, Listing):
+        raise ConfigError(
+            f"expected a rest.Listing (or a wk.Reconcile), got {reconcile!r}", field="reconcile"
+        )
+    listing = _Description(
+        request=main.request if reconcile.request is None else Request.of(reconcile.request),
+        items=main.items if reconcile.items is None else items_reader(reconcile.items),
+        identity=main.identity,
+        paginator=reconcile.paginator or main.paginator,
+        auth=reconcile.auth or main.auth,
+        transform=main.transform,
+    )
+    return Reconcile(every=reconcile.every, fetch=_build_fetch(listing, "full"))
+
+
+def define_rest_poller(
+    *,
+    name: str,
+    request: Request | str,
+    identity: FieldSpec,
+    items: ItemsSpec = ".",
+    version: FieldSpec | None = None,
+    paginator: Paginator | None = None,
+    mode: Mode | None = None,
+    auth: Auth | None = None,
+    transform: Callable[[Any], Any] | None = None,
+    reconcile: Listing | Reconcile | None = None,
+    **poller_options: Any,
+) -> PollerDefinition[Any]:
+    """Declare a poller from a description of its endpoint.
+
+    Args:
+        name: The poller's name (as for :func:`watukuy.define_poller`).
+        request: A :class:`~watukuy.rest.Request`, or just the URL of the first page.
+        identity: Where an item's identity is: a dotted path (``"id"``), or
+            ``(item) -> identity``.
+        items: Where the list of items is in a body: a dotted path (``"results"``,
+            ``"data.orders.nodes"``; ``"."`` or ``""``: the body itself), or
+            ``(body) -> list``.
+        version: Where an item's version is (a dotted path or a callable); ``None``: the
+            content hash.
+        paginator: How to ask for the next page (``rest.LinkHeader()``,
+            ``rest.PageNumber()``, ..., or an object with the ``rest.Paginator``
+            protocol); ``None``: the endpoint answers everything at once.
+        mode: ``"keyset"``, ``"token"`` or ``"full"``; ``None``: ``"keyset"`` for
+            ``rest.Keyset``, ``"full"`` for every other paginator. ``"full"`` reads the whole
+            listing each cycle and finds deletes; ``"token"`` continues where the last
+            cycle ended (a ``TokenCursor``, or a ``PageCursor`` for page numbers and
+            offsets), best paired with a ``reconcile`` listing.
+        auth: Credentials (``rest.Bearer(...)``, ..., or an object with the ``rest.Auth``
+            protocol).
+        transform: ``(item) -> item``, applied to every item before anything reads it.
+        reconcile: A :class:`~watukuy.rest.Listing` (built into a ``wk.Reconcile``) or a
+            ``wk.Reconcile`` of your own: a full listing that finds deletes for
+            ``mode="keyset"`` and ``mode="token"``.
+        **poller_options: Everything else goes to :func:`watukuy.define_poller` unchanged
+            (``schedule``, ``budget``, ``partitions``, ``delivery``, ``retain``, ``deletes``,
+            ``schema``, ``max_pages_per_cycle``, ...). ``cursor=`` is accepted only with a
+            paginator of your own; ``fetch=`` never.
+
+    Returns:
+        The validated poller definition.
+
+    Raises:
+        ConfigError: Any part of the description is invalid; the message names the field.
+    """
+    if "fetch" in poller_options:
+        raise ConfigError(
+            "is written by define_rest_poller; describe the request instead", field="fetch"
+        )
+    checked_paginator = _OnePage() if paginator is None else check_paginator(paginator)
+    description = _Description(
+        request=Request.of(request),
+        items=items_reader(items),
+        identity=field_reader(identity, "identity"),
+        paginator=checked_paginator,
+        auth=None if auth is None else check_auth(auth),
+        transform=_callable(transform, "transform"),
+    )
+    checked_mode = _check_mode(mode)
+    cursor = poller_options.pop("cursor", None)
+    if cursor is not None and type(checked_paginator) in (*PAGINATORS.values(), _OnePage):
+        raise ConfigError(
+            "is implied by the paginator (choose it with mode=); cursor= is for a paginator "
+            "of your own",
+            field="cursor",
+        )
+    if cursor is None:
+        cursor = _implied_cursor(checked_paginator, checked_mode)
+    options = dict(poller_options)
+    if version is not None:
+        options["version"] = field_reader(version, "version")
+    return define_poller(
+        name=name,
+        fetch=_build_fetch(description, _strategy_of(cursor)),
+        identity=description.identity,
+        cursor=cursor,
+        reconcile=_reconcile(reconcile, description),
+        **options,
+    )
