@@ -6,6 +6,10 @@ and the expressions the vendor changes. Here both are parsed, the docs' function
 vendor's expressions in place of its own (syntax tree nodes, so ``100`` never matches
 ``1000``), and the two trees must be equal. Comments, docstrings and formatting are not
 compared.
+
+The pollers described in TOML (``real_vendor_tier/toml_recipes.py``) are not copies of docs
+code: they are held to a rule of their own below (their fetch is the one ``watukuy.rest``
+builds, and every file of the folder is a recipe the tier runs).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_vendor_tier import recipes
+from real_vendor_tier import recipes, toml_recipes
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES_SOURCE = Path(recipes.__file__)
@@ -213,3 +217,26 @@ def test_every_docs_fetch_that_pages_a_listing_runs_in_the_tier_or_says_why_not(
     assert paging - marked - set(NOT_IN_THE_TIER) == set()
     assert set(NOT_IN_THE_TIER) - paging == set(), "a listed fetch is gone from the docs"
     assert len(marked) >= 7
+
+
+# --- the TOML recipes: no docs copy, the fetch watukuy.rest builds ---------------------------
+
+
+def test_every_toml_file_of_the_tier_is_a_recipe() -> None:
+    files = {path.name for path in toml_recipes.FOLDER.glob("*.toml")}
+    named = {name for names in toml_recipes.TOML_RECIPES.values() for name in names.values()}
+    assert files == named
+
+
+@pytest.mark.parametrize(
+    ("vendor", "recipe"),
+    [(vendor, name) for vendor, names in toml_recipes.TOML_RECIPES.items() for name in names],
+)
+def test_every_toml_recipe_runs_the_fetch_watukuy_rest_builds(vendor: str, recipe: str) -> None:
+    # Not a docs copy, so outside the rule above: nothing of the poller is written in Python.
+    definition = toml_recipes.build(vendor, recipe, "http://vendor.invalid")
+    for fetch in _fetches(definition):
+        assert fetch.__module__.startswith("watukuy.rest."), fetch.__module__
+        factory = fetch.__qualname__.partition(".<locals>.")[0]
+        assert factory not in recipes.FROM_THE_DOCS
+        assert factory not in NOT_FROM_THE_DOCS

@@ -222,6 +222,16 @@ def test_page_number_end_rules() -> None:
     assert reply(found, {}, rows(1)).has_more is True
 
 
+@pytest.mark.parametrize(
+    ("body", "more"),
+    [({"next": None}, False), ({"next": "https://a/?page=2"}, True), ({}, False)],
+)
+def test_page_number_has_more_from_a_next_link(body: Any, more: bool) -> None:
+    # Django REST Framework's PageNumberPagination: `next` is null on the last page.
+    paginator = rest.PageNumber(end="has_more", has_more="next")
+    assert reply(paginator, body, rows(1)).has_more is more
+
+
 # --- keyset --------------------------------------------------------------------------------------
 
 
