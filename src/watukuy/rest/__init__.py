@@ -31,17 +31,13 @@ from ._paginate import (
     PAGINATORS,
     CursorParam,
     Keyset,
-    Kind,
     LinkHeader,
     NextUrl,
     OffsetLimit,
     PageNumber,
-    Paginator,
-    Position,
-    Reply,
     StartingAfter,
-    Step,
 )
+from ._paging import Kind, Paginator, Position, Reply, Step
 from ._secret import Env, Secret
 
 __all__ = [

@@ -44,7 +44,7 @@ from watukuy.cursor import (
 from watukuy.model.errors import ConfigError
 from watukuy.model.http_api import FetchResponse
 from watukuy.model.options import Reconcile
-from watukuy.model.page import Page
+from watukuy.model.page import InvalidPageError, Page
 from watukuy.runtime.context import FetchContext
 from watukuy.runtime.poller import PollerDefinition, define_poller
 
@@ -60,7 +60,8 @@ from ._describe import (
     field_reader,
     items_reader,
 )
-from ._paginate import PAGINATORS, Kind, Paginator, Position, Reply, Step
+from ._paginate import PAGINATORS, Keyset
+from ._paging import Kind, Paginator, Position, Reply, Step
 
 __all__ = ["Mode", "define_rest_poller"]
 
@@ -181,6 +182,12 @@ class _Fetcher:
 
     def page(self, ctx: FetchContext[Any], items: list[Any], step: Step) -> Page[Any]:
         """The ``wk.Page`` of a read answer; records the next token of a chained pass."""
+        if step.has_more and step.token is None and (self.chained or self.strategy == "token"):
+            # Asking again without a token would read the first page again, for ever.
+            raise InvalidPageError(
+                f"{type(self.description.paginator).__name__}.step() said there is more "
+                "but gave no token for the next page"
+            )
         if self.chained:
             key = (ctx.partition.key, ctx.lane)
             if step.has_more:
@@ -287,14 +294,15 @@ def _implied_cursor(paginator: Paginator, mode: Mode | None) -> CursorConfig:
                 f"'keyset' needs a keyset paginator (rest.Keyset), got a {kind} paginator",
                 field="mode",
             )
+        if isinstance(paginator, Keyset):
+            return paginator.cursor()
         field = getattr(paginator, "field", None)
         if not isinstance(field, str):
             raise ConfigError(
-                "a custom keyset paginator needs a 'field' attribute, or give cursor=",
+                "a keyset paginator of your own needs a 'field' attribute, or give cursor=",
                 field="paginator",
             )
-        tie_break = getattr(paginator, "cursor_tie_break", getattr(paginator, "tie_break", None))
-        return TimestampCursor(field=field, tie_break=tie_break)
+        return TimestampCursor(field=field, tie_break=getattr(paginator, "tie_break", None))
     if kind == "keyset":
         raise ConfigError(
             "a keyset paginator follows 'keyset' or 'full', not 'token'", field="mode"

@@ -43,7 +43,6 @@ from ._build import define_rest_poller
 from ._describe import Listing, Request
 from ._interpolate import Interpolated
 from ._paginate import PAGINATORS
-from ._secret import Env
 from ._toml_tables import (
     Path,
     Source,
@@ -349,7 +348,9 @@ def _auth(source: Source, path: Path, data: Any) -> Any:
         if isinstance(value, dict) and key not in _AUTH_TABLES:
             # A secret read from the environment at each request: { env = "NAME" }.
             secret = Table(source, (*path, key), value, allowed=("env",), required=("env",))
-            options[key] = Env(secret.text("env"))
+            # The auth checks the name itself, inside _construct, so a bad one is reported
+            # with the file and the table like any other mistake.
+            options[key] = {"env": secret.text("env")}
         else:
             options[key] = value
     known = keywords_of(cls)

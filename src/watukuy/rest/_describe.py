@@ -27,7 +27,7 @@ from watukuy.model.redact import DEFAULT_REDACTION, REDACTED, redact_url
 
 from ._auth_port import Auth
 from ._call import Call
-from ._paginate import Paginator
+from ._paging import Paginator
 
 __all__ = [
     "METHODS",
@@ -225,6 +225,24 @@ def _check_mapping(value: object, field: str, *, text_values: bool) -> dict[str,
     return checked
 
 
+def _check_json(value: object, field: str) -> None:
+    """Raise unless ``value`` is JSON data: objects with text keys, lists, text, numbers,
+    booleans and ``None``."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"expected text keys, got {key!r}", field=field)
+            _check_json(inner, f"{field}.{key}")
+        return
+    if isinstance(value, list | tuple):
+        for inner in value:
+            _check_json(inner, field)
+        return
+    raise ConfigError(f"expected JSON data, got {type(value).__name__}", field=field)
+
+
 def _is_query_value(value: object) -> bool:
     scalar = (str, int, float, bool, type(None))
     if isinstance(value, scalar):
@@ -289,6 +307,7 @@ class Request:
         object.__setattr__(
             self, "headers", _check_mapping(self.headers, "request.headers", text_values=True)
         )
+        _check_json(self.json, "request.json")
 
     @classmethod
     def of(cls, value: Request | str, field: str = "request") -> Request:

@@ -21,7 +21,8 @@ from watukuy.model.errors import ConfigError, HttpError, WatukuyError
 from watukuy.model.redact import DEFAULT_REDACTION, Redaction
 
 from ._call import Call
-from ._secret import Secret, coerce_secret, fill_placeholders, resolve_secret, shown
+from ._describe import fill
+from ._secret import Secret, coerce_secret, resolve_secret, shown
 
 if TYPE_CHECKING:
     from watukuy.model.http_api import FetchResponse
@@ -167,7 +168,7 @@ class OAuth2ClientCredentials:
         from authlib.oauth2.rfc6749.parameters import prepare_token_request
 
         partition = ctx.partition
-        url = fill_placeholders(self.token_url, partition, "auth.token_url")
+        url = fill(self.token_url, partition, "auth.token_url")
         client_id = await resolve_secret(self.client_id, partition, "auth.client_id")
         secret = await resolve_secret(self.client_secret, partition, "auth.client_secret")
         body = prepare_token_request("client_credentials", **self._form(ctx))
@@ -193,11 +194,11 @@ class OAuth2ClientCredentials:
         partition = ctx.partition
         form: dict[str, str] = {}
         if self.scope:
-            form["scope"] = fill_placeholders(" ".join(self.scope), partition, "auth.scope")
+            form["scope"] = fill(" ".join(self.scope), partition, "auth.scope")
         if self.audience is not None:
-            form["audience"] = fill_placeholders(self.audience, partition, "auth.audience")
+            form["audience"] = fill(self.audience, partition, "auth.audience")
         for name, value in (self.extra or {}).items():
-            form[name] = fill_placeholders(value, partition, f"auth.extra.{name}")
+            form[name] = fill(value, partition, f"auth.extra.{name}")
         return form
 
     def __repr__(self) -> str:

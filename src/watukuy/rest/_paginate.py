@@ -20,25 +20,42 @@ kind      paginators                                       what ``Position`` car
 ``keyset`` :class:`Keyset`                                 ``token``: a ``TimestampPosition``
 ========= =============================================== ================================
 
-Any object with the same members is a paginator too (the escape hatch); :data:`PAGINATORS`
-maps the ``type`` names of a TOML file to the classes.
+Any object with the same members is a paginator too (the escape hatch; the protocol and
+its records are in :mod:`watukuy.rest._paging`); :data:`PAGINATORS` maps the ``type``
+names of a TOML file to the classes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, ClassVar, Final, Literal, TypeAlias
 from urllib.parse import urljoin
 
-from watukuy.cursor.config import TimestampPosition
-from watukuy.cursor.path import MISSING, check_path, resolve_path
+from watukuy.cursor.config import TimestampCursor, TimestampPosition
+from watukuy.cursor.path import MISSING
+from watukuy.model.durations import Duration
 from watukuy.model.errors import ConfigError
 from watukuy.model.page import InvalidPageError
 
 from ._call import Call
+from ._paging import (
+    Kind,
+    Paginator,
+    Position,
+    Reply,
+    Step,
+    check_choice,
+    check_name,
+    check_optional_path,
+    check_path_option,
+    check_positive,
+    flag,
+    present,
+    read,
+)
 
 __all__ = [
     "PAGINATORS",
@@ -57,148 +74,12 @@ __all__ = [
     "parse_link_header",
 ]
 
-Kind: TypeAlias = Literal["page", "token", "keyset"]
-"""What a paginator pages by: page numbers, tokens handed out by the API, or a keyset."""
-
-
-@dataclass(frozen=True, slots=True)
-class Position:
-    """Where the request about to be sent stands.
-
-    Attributes:
-        page: The 1-based index of the page (within a full listing's pass, or within the
-            cycle); page paginators turn it into their own numbering.
-        token: For token paginators, the token to send (``None``: the first page); for
-            :class:`Keyset`, a :class:`~watukuy.TimestampPosition`.
-        cursor: ``ctx.cursor`` as the engine handed it (for a custom paginator under a
-            custom ``cursor=``).
-    """
-
-    page: int = 1
-    token: Any = None
-    cursor: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """A successful answer, as a paginator reads it.
-
-    Attributes:
-        call: The request that was sent.
-        position: The position it was sent for.
-        url: The URL the answer came from (relative next links are resolved against it).
-        headers: The response headers (names looked up whatever their case).
-        body: The decoded JSON body.
-        items: The items taken out of the body (after ``transform``).
-        identity: Reads an item's identity (what ``identity=`` describes).
-    """
-
-    call: Call
-    position: Position
-    url: str
-    headers: Mapping[str, str]
-    body: Any
-    items: Sequence[Any]
-    identity: Callable[[Any], Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """What a paginator read from an answer.
-
-    Attributes:
-        has_more: Whether there is a page after this one.
-        token: The position of the next page for token and keyset paginators. A token
-            paginator may return one with ``has_more=False`` too (a GraphQL ``endCursor`` on
-            the last page): under ``mode="token"`` the next cycle continues after it.
-    """
-
-    has_more: bool
-    token: Any = None
-
-
-@runtime_checkable
-class Paginator(Protocol):
-    """How to ask for each page of a listing, and when it ends.
-
-    Implement these four members to page an API none of the built-in paginators fits.
-    Both methods are pure: no I/O, no state (a paginator is shared by every partition).
-    """
-
-    @property
-    def kind(self) -> Kind:
-        """``"page"``, ``"token"`` or ``"keyset"``: what :class:`Position` carries."""
-        ...
-
-    @property
-    def ends_on_not_found(self) -> bool:
-        """True when a ``404`` / ``416`` for a page after the first means the listing
-        ended; False when it means the page is gone (the listing shrank)."""
-        ...
-
-    def apply(self, call: Call, position: Position) -> Call:
-        """The call that asks for the page at ``position``."""
-        ...
-
-    def step(self, reply: Reply) -> Step:
-        """Whether the listing goes on after this answer, and where."""
-        ...
-
-
-# --- checks ------------------------------------------------------------------------------
-
-
-def _name(value: object, field: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"expected a non-empty name, got {value!r}", field=field)
-    return value
-
-
-def _path(value: object, field: str) -> str:
-    problem = check_path(value)
-    if problem:
-        raise ConfigError(problem, field=field)
-    return value  # type: ignore[return-value]  # check_path accepted it: a str
-
-
-def _optional_path(value: object, field: str) -> str | None:
-    return None if value is None else _path(value, field)
-
-
-def _positive(value: object, field: str, *, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"expected an integer >= {minimum}, got {value!r}", field=field)
-    return value
-
-
-def _choice(value: object, field: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        listed = ", ".join(repr(choice) for choice in choices)
-        raise ConfigError(f"expected one of {listed}, got {value!r}", field=field)
-    return value
-
 
 # --- reading answers ---------------------------------------------------------------------
 
 
-def _read(body: Any, path: str) -> Any:
-    return resolve_path(body, path)
-
-
-def _flag(body: Any, path: str) -> bool:
-    """A has-more flag; a non-boolean value is a malformed answer, never a guess."""
-    value = _read(body, path)
-    if isinstance(value, bool):
-        return value
-    raise InvalidPageError(f"expected true or false at {path!r} in the body, got {value!r}")
-
-
-def _present(value: Any) -> bool:
-    return value is not MISSING and value is not None and value != ""
-
-
 def _link_target(value: Any, reply: Reply, path: str) -> str | None:
-    if not _present(value):
+    if not present(value):
         return None
     if not isinstance(value, str):
         raise InvalidPageError(f"expected a URL at {path!r} in the body, got {value!r}")
@@ -257,7 +138,7 @@ class LinkHeader:
     rel: str = "next"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rel", _name(self.rel, "paginator.rel").lower())
+        object.__setattr__(self, "rel", check_name(self.rel, "paginator.rel").lower())
 
     def apply(self, call: Call, position: Position) -> Call:
         """The first page as the template says; later pages at the link's URL."""
@@ -286,7 +167,7 @@ class NextUrl:
     path: str = "next"
 
     def __post_init__(self) -> None:
-        _path(self.path, "paginator.path")
+        check_path_option(self.path, "paginator.path")
 
     def apply(self, call: Call, position: Position) -> Call:
         """The first page as the template says; later pages at the URL the body gave."""
@@ -294,7 +175,7 @@ class NextUrl:
 
     def step(self, reply: Reply) -> Step:
         """More while the body holds a next URL."""
-        target = _link_target(_read(reply.body, self.path), reply, self.path)
+        target = _link_target(read(reply.body, self.path), reply, self.path)
         return Step(has_more=target is not None, token=target)
 
 
@@ -321,13 +202,13 @@ class CursorParam:
     location: Literal["query", "json"] = "query"
 
     def __post_init__(self) -> None:
-        _path(self.path, "paginator.path")
-        _choice(self.location, "paginator.location", ("query", "json"))
+        check_path_option(self.path, "paginator.path")
+        check_choice(self.location, "paginator.location", ("query", "json"))
         if self.location == "json":
-            _path(self.param, "paginator.param")
+            check_path_option(self.param, "paginator.param")
         else:
-            _name(self.param, "paginator.param")
-        _optional_path(self.has_more, "paginator.has_more")
+            check_name(self.param, "paginator.param")
+        check_optional_path(self.has_more, "paginator.has_more")
 
     def apply(self, call: Call, position: Position) -> Call:
         """The template with the token added as a query parameter or into the body."""
@@ -339,18 +220,21 @@ class CursorParam:
 
     def step(self, reply: Reply) -> Step:
         """More while the token is there (and ``has_more``, when given, is true)."""
-        token = _read(reply.body, self.path)
-        if not _present(token):
+        token = read(reply.body, self.path)
+        if not present(token):
             return Step(has_more=False)
         if not isinstance(token, str | int):
             raise InvalidPageError(f"expected a token at {self.path!r} in the body, got {token!r}")
-        more = True if self.has_more is None else _flag(reply.body, self.has_more)
+        more = True if self.has_more is None else flag(reply.body, self.has_more)
         return Step(has_more=more, token=str(token))
 
 
 @dataclass(frozen=True, slots=True)
 class StartingAfter:
     """Page after the last item's identity, as Stripe lists (``starting_after``).
+
+    The identity is read with the description's ``identity`` from the item as the API sent
+    it (after ``transform``, before any ``schema``).
 
     Args:
         param: The query parameter that takes the last identity.
@@ -368,11 +252,11 @@ class StartingAfter:
     limit: int = 100
 
     def __post_init__(self) -> None:
-        _name(self.param, "paginator.param")
-        _optional_path(self.has_more, "paginator.has_more")
+        check_name(self.param, "paginator.param")
+        check_optional_path(self.has_more, "paginator.has_more")
         if self.limit_param is not None:
-            _name(self.limit_param, "paginator.limit_param")
-        _positive(self.limit, "paginator.limit")
+            check_name(self.limit_param, "paginator.limit_param")
+        check_positive(self.limit, "paginator.limit")
 
     def apply(self, call: Call, position: Position) -> Call:
         """The template with the page size, and after the first page the last identity."""
@@ -390,7 +274,7 @@ class StartingAfter:
             return Step(has_more=False)
         token = str(reply.identity(reply.items[-1]))
         if self.has_more is not None:
-            return Step(has_more=_flag(reply.body, self.has_more), token=token)
+            return Step(has_more=flag(reply.body, self.has_more), token=token)
         return Step(has_more=len(reply.items) >= self.limit, token=token)
 
 
@@ -418,10 +302,10 @@ class OffsetLimit:
     total: str | None = None
 
     def __post_init__(self) -> None:
-        _name(self.offset_param, "paginator.offset_param")
-        _name(self.limit_param, "paginator.limit_param")
-        _positive(self.limit, "paginator.limit")
-        _optional_path(self.total, "paginator.total")
+        check_name(self.offset_param, "paginator.offset_param")
+        check_name(self.limit_param, "paginator.limit_param")
+        check_positive(self.limit, "paginator.limit")
+        check_optional_path(self.total, "paginator.total")
 
     def apply(self, call: Call, position: Position) -> Call:
         """The template with the page's offset and the limit."""
@@ -433,7 +317,7 @@ class OffsetLimit:
         if len(reply.items) < self.limit:
             return Step(has_more=False)
         if self.total is not None:
-            total = _read(reply.body, self.total)
+            total = read(reply.body, self.total)
             if isinstance(total, bool) or not isinstance(total, int):
                 raise InvalidPageError(
                     f"expected a count at {self.total!r} in the body, got {total!r}"
@@ -475,18 +359,20 @@ class PageNumber:
     total_pages: str | None = None
 
     def __post_init__(self) -> None:
-        _name(self.param, "paginator.param")
-        _positive(self.start, "paginator.start", minimum=0)
-        _choice(self.end, "paginator.end", ("empty", "short", "has_more", "total", "not_found"))
+        check_name(self.param, "paginator.param")
+        check_positive(self.start, "paginator.start", minimum=0)
+        check_choice(
+            self.end, "paginator.end", ("empty", "short", "has_more", "total", "not_found")
+        )
         if self.size_param is not None:
-            _name(self.size_param, "paginator.size_param")
+            check_name(self.size_param, "paginator.size_param")
         if self.size is not None:
-            _positive(self.size, "paginator.size")
+            check_positive(self.size, "paginator.size")
         elif self.size_param is not None or self.end == "short":
             why = "size_param is given" if self.size_param is not None else 'end="short"'
             raise ConfigError(f"is required when {why}", field="paginator.size")
-        _optional_path(self.has_more, "paginator.has_more")
-        _optional_path(self.total_pages, "paginator.total_pages")
+        check_optional_path(self.has_more, "paginator.has_more")
+        check_optional_path(self.total_pages, "paginator.total_pages")
         if self.end == "has_more" and self.has_more is None:
             raise ConfigError('is required when end="has_more"', field="paginator.has_more")
         if self.end == "total" and self.total_pages is None:
@@ -511,10 +397,10 @@ class PageNumber:
         if self.end == "short":
             return Step(has_more=len(reply.items) >= (self.size or 0))
         if self.end == "has_more":
-            marker = _read(reply.body, self.has_more or "")
-            return Step(has_more=marker if isinstance(marker, bool) else _present(marker))
+            marker = read(reply.body, self.has_more or "")
+            return Step(has_more=marker if isinstance(marker, bool) else present(marker))
         if self.end == "total":
-            pages = _read(reply.body, self.total_pages or "")
+            pages = read(reply.body, self.total_pages or "")
             if isinstance(pages, bool) or not isinstance(pages, int):
                 raise InvalidPageError(
                     f"expected a page count at {self.total_pages!r} in the body, got {pages!r}"
@@ -550,6 +436,12 @@ class Keyset:
         has_more: Dotted path in the body that says whether there is more: a boolean, or a
             next link that is ``null`` on the last page (``"next"`` for Django REST
             Framework). ``None``: the page size decides.
+        initial: The API's own timestamp to start from (``TimestampCursor.initial``);
+            ``None``: the beginning.
+        lag: ``TimestampCursor.lag``: items newer than ``now - lag`` wait for the next
+            cycle.
+        overlap: ``TimestampCursor.overlap``; ``None`` (the default) keeps the automatic
+            late-commit lookback.
     """
 
     kind: ClassVar[Kind] = "keyset"
@@ -561,23 +453,38 @@ class Keyset:
     limit_param: str | None = "limit"
     limit: int = 100
     has_more: str | None = None
+    initial: str | int | float | None = None
+    lag: Duration = 0
+    overlap: Duration | None = None
 
     def __post_init__(self) -> None:
-        _name(self.since_param, "paginator.since_param")
+        check_name(self.since_param, "paginator.since_param")
         if self.after_param is not None:
-            _name(self.after_param, "paginator.after_param")
-        _path(self.field, "paginator.field")
-        _optional_path(self.tie_break, "paginator.tie_break")
+            check_name(self.after_param, "paginator.after_param")
+        check_path_option(self.field, "paginator.field")
+        check_optional_path(self.tie_break, "paginator.tie_break")
         if self.limit_param is not None:
-            _name(self.limit_param, "paginator.limit_param")
-        _positive(self.limit, "paginator.limit")
-        _optional_path(self.has_more, "paginator.has_more")
+            check_name(self.limit_param, "paginator.limit_param")
+        check_positive(self.limit, "paginator.limit")
+        check_optional_path(self.has_more, "paginator.has_more")
+        try:
+            self.cursor()
+        except ConfigError as error:  # the cursor's own checks, under this paginator's name
+            name = (error.field or "").removeprefix("cursor.")
+            raise ConfigError(
+                error.message.removeprefix(f"{error.field}: "), field=f"paginator.{name}"
+            ) from None
 
-    @property
-    def cursor_tie_break(self) -> str | None:
-        """The tie-break the implied cursor keeps: ``None`` unless the API takes it back
-        (both ``tie_break`` and ``after_param`` given)."""
-        return self.tie_break if self.after_param is not None else None
+    def cursor(self) -> TimestampCursor:
+        """The cursor ``mode="keyset"`` follows: ``field``, and the tie-break when the API
+        takes it back (both ``tie_break`` and ``after_param`` given)."""
+        return TimestampCursor(
+            field=self.field,
+            tie_break=self.tie_break if self.after_param is not None else None,
+            initial=self.initial,
+            lag=self.lag,
+            overlap=self.overlap,
+        )
 
     def apply(self, call: Call, position: Position) -> Call:
         """The template with the timestamp and tie-break of the position, and the limit."""
@@ -598,16 +505,16 @@ class Keyset:
         if not reply.items:
             return Step(has_more=False)
         if self.has_more is not None:
-            flag = _read(reply.body, self.has_more)
-            more = flag if isinstance(flag, bool) else _present(flag)
+            marker = read(reply.body, self.has_more)
+            more = marker if isinstance(marker, bool) else present(marker)
         else:
             more = len(reply.items) >= self.limit
         last = reply.items[-1]
-        value = _read(last, self.field)
+        value = read(last, self.field)
         if value is MISSING or value is None:
             raise InvalidPageError(f"the last item of the page has no {self.field!r}")
-        tie_break = self.cursor_tie_break
-        tie = None if tie_break is None else _read(last, tie_break)
+        tie_break = self.tie_break if self.after_param is not None else None
+        tie = None if tie_break is None else read(last, tie_break)
         return Step(has_more=more, token=TimestampPosition(value, None if tie is MISSING else tie))
 
 

@@ -26,40 +26,13 @@ from typing import Any, TypeAlias
 from watukuy.model.errors import ConfigError
 from watukuy.model.partition import Partition
 
-__all__ = ["Env", "Secret", "coerce_secret", "fill_placeholders", "resolve_secret", "shown"]
+from ._describe import fill
 
-_PLACEHOLDER = re.compile(r"\{partition(?:\.([A-Za-z_][A-Za-z0-9_-]*))?\}")
+__all__ = ["Env", "Secret", "coerce_secret", "resolve_secret", "shown"]
+
 # Control characters in a header value would be refused by the HTTP layer with a message
 # quoting the value: refuse them first, without it.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def fill_placeholders(text: str, partition: Partition, field: str) -> str:
-    """``text`` with ``{partition}`` and ``{partition.NAME}`` replaced for ``partition``.
-
-    Only those exact patterns are replaced; any other brace is left as it is.
-
-    Raises:
-        ConfigError: ``{partition.NAME}`` names a field the partition's data lacks.
-    """
-
-    def one(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name is None:
-            return partition.key
-        data = partition.data
-        if isinstance(data, Mapping):
-            if name in data:
-                return str(data[name])
-        elif data is not None and hasattr(data, name):
-            return str(getattr(data, name))
-        raise ConfigError(
-            f"placeholder {{partition.{name}}}: the data of partition {partition.key!r} "
-            f"has no field {name!r}",
-            field=field,
-        )
-
-    return _PLACEHOLDER.sub(one, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +69,7 @@ class Env:
         Raises:
             ConfigError: The variable is unset or empty (the message names it).
         """
-        name = fill_placeholders(self.name, partition, field)
+        name = fill(self.name, partition, field)
         value = os.environ.get(name)
         if not value:
             state = "is not set" if value is None else "is empty"
@@ -152,7 +125,7 @@ async def resolve_secret(secret: Secret, partition: Partition, field: str) -> st
             characters (a header cannot carry them). The value itself is never quoted.
     """
     if isinstance(secret, str):
-        value: object = fill_placeholders(secret, partition, field)
+        value: object = fill(secret, partition, field)
     elif isinstance(secret, Env):
         value = secret.read(partition, field)
     else:

@@ -6,7 +6,8 @@ Routes (``size`` items a page unless the request says otherwise; listings in id 
 * ``GET /link?page=N&per_page=K``: GitHub's ``Link: <...>; rel="next"`` header.
 * ``GET /next?page=N``: Django REST Framework's ``{"next": url | null, "results": [...]}``
   (``next`` relative to the page).
-* ``GET /cursor?cursor=T&limit=K``: Slack's ``{"items": [...], "meta": {"next_cursor": "..."}}``.
+* ``GET /cursor?cursor=T&limit=K``: Slack's ``{"items": [...], "meta": {"next_cursor": "..."}}``;
+  a cursor in ``expired`` answers ``410 Gone``.
 * ``POST /graphql`` with ``{"variables": {"after": T, "first": K}}``: a GraphQL connection
   (``data.items.nodes``, ``pageInfo.endCursor`` / ``hasNextPage``).
 * ``GET /stripe?limit=K&starting_after=ID``: ``{"data": [...], "has_more": bool}``.
@@ -17,12 +18,14 @@ Routes (``size`` items a page unless the request says otherwise; listings in id 
 * ``GET /keyset?updated_since=T&after_id=ID&limit=K``: ``{"data": [...]}`` in
   ``(updated_at, id)`` order, the items after ``(T, ID)``.
 
-Every route answers ``401`` unless the ``Authorization`` header is ``Bearer <token>`` when
+With ``etags`` on, ``GET`` answers carry an ``ETag`` and a matching ``If-None-Match`` is
+answered ``304``. Every route answers ``401`` unless the ``Authorization`` header is ``Bearer <token>`` when
 ``token`` is set.
 """
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
 import threading
@@ -48,6 +51,12 @@ class Vendor(http.server.ThreadingHTTPServer):
         """Every request's path and query (``/pages?page=2&size=3``), in arrival order."""
         self.past_end = "not_found"
         self.token: str | None = None
+        self.etags = False
+        """Answer ``GET`` with an ``ETag``, and ``304`` to a matching ``If-None-Match``."""
+        self.expired: set[str] = set()
+        """Cursors that ``/cursor`` answers ``410 Gone``."""
+        self.statuses: list[int] = []
+        """The status of every answer, in order."""
 
     @property
     def url(self) -> str:
@@ -91,10 +100,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         payload = json.dumps(body).encode()
+        headers = dict(headers or {})
+        if self.server.etags and self.command == "GET" and status == 200:
+            tag = f'"{hashlib.sha256(payload).hexdigest()[:16]}"'
+            headers["ETag"] = tag
+            if self.headers.get("if-none-match") == tag:
+                self.server.statuses.append(304)
+                self.send_response(304)
+                self.send_header("ETag", tag)
+                self.send_header("content-length", "0")
+                self.end_headers()
+                return
+        self.server.statuses.append(status)
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(payload)))
-        for name, value in (headers or {}).items():
+        for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(payload)
@@ -156,6 +177,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(200, {"next": following, "results": page})
 
     def _get_cursor(self, query: dict[str, str], size: int) -> None:
+        if query.get("cursor") in self.server.expired:
+            self._send(410, {"error": "cursor expired"})
+            return
         rows = _after(self.server.by_id(), query.get("cursor"))
         page = rows[:size]
         following = page[-1]["id"] if len(rows) > size else ""
@@ -193,7 +217,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def serving(size: int = 3) -> Iterator[Vendor]:
     vendor = Vendor(size)
-    thread = threading.Thread(target=vendor.serve_forever, daemon=True)
+    # A short poll interval: shutdown() waits for it, once per test.
+    thread = threading.Thread(
+        target=vendor.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield vendor

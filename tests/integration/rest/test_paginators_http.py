@@ -8,6 +8,8 @@ paginator, however its listing ends.
 
 from __future__ import annotations
 
+import logging
+import random
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +17,9 @@ from typing import Any
 import pytest
 
 import watukuy as wk
+from support.servers import engine_http
 from watukuy import rest
+from watukuy.http import HttpxFactory
 from watukuy.testing import SeededRandom, VirtualClock
 
 from ._vendor import Vendor, serving
@@ -206,9 +210,46 @@ async def test_a_404_past_the_end_of_a_shrunk_listing_abandons_the_pass(
 # --- the in-memory token chain of a full listing ---------------------------------------------
 
 
-async def test_the_prefetch_finds_the_next_token(run: Run, vendor: Vendor) -> None:
-    # The engine asks for page N+1 while page N commits: the token of page N+1 must be
-    # known when page N's fetch returns, or the pass would be abandoned as gone.
+def fetch_context(factory: HttpxFactory, page: int) -> wk.FetchContext[Any]:
+    return wk.FetchContext(
+        cursor=None,
+        page=page,
+        partition=wk.Partition(""),
+        lane="live",
+        http=engine_http(factory, "watukuy.tests.rest"),
+        attempt=1,
+        logger=logging.getLogger("watukuy.tests.rest"),
+    )
+
+
+async def test_the_next_token_is_known_when_the_page_before_returns(vendor: Vendor) -> None:
+    # The engine may ask for page N+1 as soon as page N's fetch returns, before page N
+    # commits: nothing but that return may stand between the two calls. A page whose
+    # commit failed is asked for again (page 2 twice below); after the last page the
+    # pass is over, and a page of it is unknown (gone).
+    poller = full_listing(vendor, "stripe", rest.StartingAfter(limit=3))
+    factory = HttpxFactory()
+    try:
+        pages = [await poller.fetch(fetch_context(factory, n)) for n in (1, 2, 2, 3, 2)]
+    finally:
+        await factory.aclose()
+    assert [[item["id"] for item in page.items] for page in pages[:4]] == [
+        ALL[:3],
+        ALL[3:6],
+        ALL[3:6],
+        ALL[6:],
+    ]
+    assert [page.has_more for page in pages[:4]] == [True, True, True, False]
+    assert pages[4].gone
+    assert vendor.requests("/stripe") == [
+        "/stripe?limit=3",
+        "/stripe?limit=3&starting_after=i03",
+        "/stripe?limit=3&starting_after=i03",
+        "/stripe?limit=3&starting_after=i06",
+    ]
+
+
+async def test_a_whole_pass_of_tokens_in_one_tick(run: Run, vendor: Vendor) -> None:
     engine = run.engine(full_listing(vendor, "link", rest.LinkHeader()))
     await run.tick(engine)
     assert [line.split("page=")[-1] for line in vendor.requests("/link")] == ["/link", "2", "3"]
@@ -381,3 +422,297 @@ async def test_a_second_401_fails_the_fetch(run: Run, vendor: Vendor) -> None:
     assert "401" in polled.error["message"]
     assert auth.refreshes == 1
     assert len(vendor.requests("/link")) == 2
+
+
+# --- 304, 410 and page cursors ------------------------------------------------------------------
+
+
+async def test_a_one_page_listing_answered_304_is_the_same_listing(
+    run: Run, vendor: Vendor
+) -> None:
+    vendor.etags = True
+    poller = rest.define_rest_poller(
+        name="all",
+        request=rest.Request(url=f"{vendor.url}/link", params={"per_page": 50}),
+        identity="id",
+        version="version",
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    await run.tick(engine)
+    assert vendor.statuses == [200, 304]
+    assert run.recorder.take() == {"created": ALL}
+
+    vendor.delete("i06")
+    await run.tick(engine)  # a new listing: 200, the first pass without i06
+    await run.tick(engine)  # the same again: 304 repeats that pass, the delete is confirmed
+    assert vendor.statuses == [200, 304, 200, 304]
+    assert run.recorder.take() == {"deleted": ["i06"]}
+
+
+async def test_token_mode_keeps_its_token_on_a_304(run: Run, vendor: Vendor) -> None:
+    vendor.etags = True
+    poller = rest.define_rest_poller(
+        name="drf",
+        request=f"{vendor.url}/next",
+        items="results",
+        identity="id",
+        version="version",
+        paginator=rest.NextUrl(),
+        mode="token",
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    await run.tick(engine)  # the last page again: unchanged, its validator is kept
+    await run.tick(engine)  # answered 304
+    assert vendor.requests("/next")[-2:] == ["/next?page=3", "/next?page=3"]
+    assert vendor.statuses[-1] == 304
+    vendor.put("i08", second=40)
+    await run.tick(engine)
+    assert vendor.requests("/next")[-1] == "/next?page=3"
+    assert run.recorder.take() == {"created": [*ALL, "i08"]}
+
+
+async def test_an_expired_token_starts_over(run: Run, vendor: Vendor) -> None:
+    poller = rest.define_rest_poller(
+        name="slack",
+        request=f"{vendor.url}/cursor",
+        items="items",
+        identity="id",
+        version="version",
+        paginator=rest.CursorParam(path="meta.next_cursor"),
+        mode="token",
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    assert vendor.requests("/cursor")[-1] == "/cursor?cursor=i06"
+    vendor.expired.add("i06")
+    await run.tick(engine)  # 410: gone, the cursor goes back to the start
+    assert vendor.statuses[-1] == 410
+    vendor.put("i02", second=40)
+    await run.tick(engine)
+    assert vendor.requests("/cursor")[-3:] == [
+        "/cursor",
+        "/cursor?cursor=i03",
+        "/cursor?cursor=i06",
+    ]
+    assert run.recorder.take() == {"created": ALL, "updated": ["i02"]}
+
+
+async def test_page_numbers_under_token_mode_with_a_reconcile(run: Run, vendor: Vendor) -> None:
+    poller = rest.define_rest_poller(
+        name="pages",
+        request=f"{vendor.url}/pages",
+        items="items",
+        identity="id",
+        version="version",
+        paginator=rest.PageNumber(end="not_found"),
+        mode="token",
+        reconcile=rest.Listing(every="1h"),
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    assert run.recorder.take() == {"created": ALL}
+    cursor = (await engine.inspect())["pollers"][0]["cursors"]["live"]
+    assert cursor == {"page": 1}  # a page cursor back at its start once the listing ended
+    vendor.delete("i07")
+    for _ in range(2):
+        await run.clock.advance("1h")
+        await run.tick(engine)
+    assert run.recorder.take() == {"deleted": ["i07"]}
+
+
+# --- partitions, transform, a paginator of one's own ------------------------------------------------
+
+
+async def test_partition_placeholders_fill_each_request(run: Run, vendor: Vendor) -> None:
+    tenants = [wk.Partition("p1", {"size": 2}), wk.Partition("p2", {"size": 4})]
+    poller = rest.define_rest_poller(
+        name="tenants",
+        request=rest.Request(
+            url=f"{vendor.url}/link",
+            params={"tenant": "{partition}", "per_page": "{partition.size}"},
+        ),
+        identity="id",
+        paginator=rest.LinkHeader(),
+        partitions=lambda: tenants,
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    first = sorted(line for line in vendor.requests("/link") if "&page=" not in line)
+    assert first == ["/link?tenant=p1&per_page=2", "/link?tenant=p2&per_page=4"]
+    by_partition = {
+        key: sorted(str(e.subject) for e in run.recorder.events if e.partition == key)
+        for key in ("p1", "p2")
+    }
+    assert by_partition == {"p1": ALL, "p2": ALL}
+
+
+async def test_transform_runs_before_identity(run: Run, vendor: Vendor) -> None:
+    poller = rest.define_rest_poller(
+        name="upper",
+        request=f"{vendor.url}/pages",
+        items="items",
+        identity="key",
+        transform=lambda item: {**item, "key": item["id"].upper()},
+        paginator=rest.PageNumber(end="not_found"),
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    assert run.recorder.take() == {"created": [identity.upper() for identity in ALL]}
+
+
+@dataclass(frozen=True)
+class AfterLastId:
+    """A paginator of one's own: ``?cursor=<last id>`` while pages are full."""
+
+    limit: int = 3
+    kind: str = "token"
+    ends_on_not_found: bool = False
+
+    def apply(self, call: rest.Call, position: rest.Position) -> rest.Call:
+        call = call.with_params(limit=self.limit)
+        return call if position.token is None else call.with_params(cursor=position.token)
+
+    def step(self, reply: rest.Reply) -> rest.Step:
+        full = len(reply.items) == self.limit
+        return rest.Step(has_more=full, token=reply.items[-1]["id"] if full else None)
+
+
+async def test_a_paginator_of_ones_own_pages_a_full_listing(run: Run, vendor: Vendor) -> None:
+    poller = rest.define_rest_poller(
+        name="own",
+        request=f"{vendor.url}/cursor",
+        items="items",
+        identity="id",
+        version="version",
+        paginator=AfterLastId(),
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    vendor.delete("i01")
+    await run.tick(engine)
+    await run.tick(engine)
+    assert vendor.requests("/cursor")[:3] == [
+        "/cursor?limit=3",
+        "/cursor?limit=3&cursor=i03",
+        "/cursor?limit=3&cursor=i06",
+    ]
+    assert run.recorder.take() == {"created": ALL, "deleted": ["i01"]}
+
+
+# --- churn: passes cut by the page cap, restarts, writes between every two pages ---------------------
+
+
+@pytest.mark.parametrize(
+    ("route", "paginator"),
+    [
+        pytest.param("link", rest.LinkHeader(), id="link_header"),
+        pytest.param("stripe", rest.StartingAfter(limit=3), id="starting_after"),
+        pytest.param("pages", rest.PageNumber(end="not_found"), id="page_not_found"),
+    ],
+)
+async def test_churn_never_deletes_a_live_item(
+    run: Run, vendor: Vendor, route: str, paginator: Any
+) -> None:
+    chance = random.Random(f"churn-{route}")
+    alive = set(ALL)
+    next_id = 8
+
+    def poller() -> Any:
+        return full_listing(vendor, route, paginator, max_pages_per_cycle=2)
+
+    engine = run.engine(poller())
+    for step in range(24):
+        roll = chance.random()
+        if roll < 0.35:
+            vendor.put(f"i{next_id:02d}", second=next_id % 60)
+            alive.add(f"i{next_id:02d}")
+            next_id += 1
+        elif roll < 0.6 and len(alive) > 2:
+            gone = chance.choice(sorted(alive))
+            vendor.delete(gone)
+            alive.discard(gone)
+        elif roll < 0.8 and alive:
+            vendor.put(chance.choice(sorted(alive)), second=step)
+        if chance.random() < 0.2:  # a restart: the next engine resumes the pass blind
+            await engine.stop()
+            engine = run.engine(poller())
+        await run.tick(engine, catch_up=False)
+        deleted = {str(e.subject) for e in run.recorder.events if e.type == "deleted"}
+        assert deleted.isdisjoint(alive), f"step {step}: deleted a live item"
+
+    for _ in range(8):  # quiet: the passes agree, and every delete comes out
+        await run.tick(engine, catch_up=False)
+    state: dict[str, bool] = {}
+    for event in run.recorder.events:
+        state[str(event.subject)] = event.type != "deleted"
+    assert {subject for subject, live in state.items() if live} == alive
+
+
+@dataclass(frozen=True)
+class Tokenless:
+    """A paginator of one's own with a bug: more pages, and no token to reach them."""
+
+    kind: str = "token"
+    ends_on_not_found: bool = False
+
+    def apply(self, call: rest.Call, position: rest.Position) -> rest.Call:
+        return call
+
+    def step(self, reply: rest.Reply) -> rest.Step:
+        return rest.Step(has_more=True)
+
+
+async def test_more_pages_without_a_token_fail_the_fetch(run: Run, vendor: Vendor) -> None:
+    poller = rest.define_rest_poller(
+        name="tokenless",
+        request=f"{vendor.url}/cursor",
+        items="items",
+        identity="id",
+        paginator=Tokenless(),
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.clock.advance("10m")
+    [polled] = (await engine.tick()).polled
+    assert polled.error is not None
+    assert "Tokenless.step() said there is more but gave no token" in polled.error["message"]
+    assert vendor.requests("/cursor") == ["/cursor"]
+
+
+async def test_a_reconcile_listing_of_its_own(run: Run, vendor: Vendor) -> None:
+    # A cursor feed for changes, and a page-numbered listing of everything for deletes.
+    poller = rest.define_rest_poller(
+        name="feed",
+        request=f"{vendor.url}/cursor",
+        items="items",
+        identity="id",
+        version="version",
+        paginator=rest.CursorParam(path="meta.next_cursor"),
+        mode="token",
+        reconcile=rest.Listing(
+            every="1h",
+            request=rest.Request(url=f"{vendor.url}/pages", params={"size": 2}),
+            items="items",
+            paginator=rest.PageNumber(end="not_found"),
+        ),
+        schedule=SCHEDULE,
+    )
+    engine = run.engine(poller)
+    await run.tick(engine)
+    assert run.recorder.take() == {"created": ALL}
+    assert "/pages?size=2&page=5" in vendor.requests("/pages")  # 4 pages of 2, then the 404
+    vendor.delete("i02")
+    for _ in range(2):
+        await run.clock.advance("1h")
+        await run.tick(engine)
+    deleted = [event for event in run.recorder.events if event.type == "deleted"]
+    assert [(str(event.subject), event.lane) for event in deleted] == [("i02", "reconcile")]

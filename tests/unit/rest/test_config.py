@@ -633,3 +633,15 @@ def test_a_mistake_only_the_engine_sees_still_names_the_file(tmp_path: Path) -> 
         f"{path}: budget_cost: poller 'issues' has budget_cost 11, which budget 'api' (a "
         "budget of 10 requests per window) can never grant"
     )
+
+
+def test_a_bad_environment_variable_name_in_an_auth_table_names_file_and_table(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        POLLER + "auth = { type = 'bearer', token = { env = 'A B' } }\n" + SINK,
+    )
+    message = config_error(path).message
+    assert message.startswith(f"{path}: [pollers.issues.auth] token.env: "), message
+    assert "'A B'" in message

@@ -152,6 +152,8 @@ def test_a_bad_field_path_names_the_field(spec: Any) -> None:
         ({"url": "u", "params": {"a": {"b": 1}}}, "request.params.a"),
         ({"url": "u", "headers": {"Accept": 1}}, "request.headers.Accept"),
         ({"url": "u", "headers": {"": "x"}}, "request.headers"),
+        ({"url": "u", "json": {"a": [1, {"b": object()}]}}, "request.json.a.b"),
+        ({"url": "u", "json": {1: "x"}}, "request.json"),
     ],
 )
 def test_a_bad_request_names_the_field(kwargs: dict[str, Any], field: str) -> None:

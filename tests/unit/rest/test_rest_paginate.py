@@ -275,6 +275,17 @@ def test_keyset_without_an_after_param_keeps_no_tie_break() -> None:
     assert poller.cursor == wk.TimestampCursor(field="updated_at", tie_break=None)
 
 
+def test_keyset_passes_initial_lag_and_overlap_to_its_cursor() -> None:
+    paginator = rest.Keyset(initial="2026-01-01T00:00:00Z", lag="30s", overlap="2m")
+    assert paginator.cursor() == wk.TimestampCursor(
+        field="updated_at",
+        tie_break="id",
+        initial="2026-01-01T00:00:00Z",
+        lag="30s",
+        overlap="2m",
+    )
+
+
 def test_keyset_last_item_without_its_field_is_an_invalid_page() -> None:
     with pytest.raises(InvalidPageError, match="updated_at"):
         reply(rest.Keyset(limit=1), {}, [{"id": 1}])
@@ -304,6 +315,9 @@ def test_keyset_last_item_without_its_field_is_an_invalid_page() -> None:
         (lambda: rest.PageNumber(end="total"), "paginator.total_pages"),
         (lambda: rest.Keyset(field=""), "paginator.field"),
         (lambda: rest.Keyset(limit=-5), "paginator.limit"),
+        (lambda: rest.Keyset(initial="yesterday"), "paginator.initial"),
+        (lambda: rest.Keyset(lag="soon"), "paginator.lag"),
+        (lambda: rest.Keyset(overlap=-1), "paginator.overlap"),
     ],
 )
 def test_a_bad_paginator_names_the_field(make: Any, field: str) -> None:
