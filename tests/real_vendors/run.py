@@ -62,6 +62,7 @@ LONG_JSON = (
 # as it would be, at moments of their own).
 TOML_DRF = (
     EngineSpec("toml-keyset", "sqlite", kills=3, kills_like="quickstart"),
+    EngineSpec("toml-overlap", "postgres", kills=2, kills_like="overlap"),
     EngineSpec(
         "toml-token", "postgres", kills=2, knobs={"reconcile_every": "1m"}, kills_like="token"
     ),
@@ -70,6 +71,7 @@ TOML_DRF = (
 )
 TOML_JSON = (
     EngineSpec("toml-keyset", "sqlite", kills=3, kills_like="quickstart"),
+    EngineSpec("toml-overlap", "postgres", kills=1, kills_like="overlap"),
     EngineSpec("toml-pages", "sqlite", kills=2, kills_like="snapshot"),
     EngineSpec("toml-link", "sqlite", kills=2, kills_like="snapshot"),
 )

@@ -40,6 +40,7 @@ SHORT_DRF = (
     EngineSpec("snapshot", "postgres", kills=1),
     # Pollers described only in TOML (toml_recipes.py), each killed when its docs twin is.
     EngineSpec("toml-keyset", "sqlite", kills_like="quickstart"),
+    EngineSpec("toml-overlap", "postgres", kills_like="overlap"),
     EngineSpec("toml-token", "sqlite", knobs={"reconcile_every": "10s"}, kills_like="token"),
     EngineSpec("toml-snapshot", "postgres", kills_like="snapshot"),
     EngineSpec("toml-not-found", "postgres", kills_like="snapshot"),
@@ -49,6 +50,7 @@ SHORT_JSON = (
     EngineSpec("overlap", "sqlite"),
     EngineSpec("snapshot", "postgres", kills=1),
     EngineSpec("toml-keyset", "sqlite", kills_like="quickstart"),
+    EngineSpec("toml-overlap", "sqlite", kills_like="overlap"),
     EngineSpec("toml-pages", "postgres", kills_like="snapshot"),
     EngineSpec("toml-link", "postgres", kills_like="snapshot"),
 )

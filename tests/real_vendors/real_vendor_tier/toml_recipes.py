@@ -11,11 +11,13 @@ runs like any other recipe (same store, journal, kills and restarts).
 | recipe | file | mode the description implies | vendor endpoint |
 |---|---|---|---|
 | ``toml-keyset`` (DRF) | ``drf-keyset.toml`` | keyset: ``updated_at__gte`` + ``after_id``, ``next`` null ends | DRF limit/offset |
+| ``toml-overlap`` (DRF) | ``drf-keyset-overlap.toml`` | the same with ``overlap = "2m"`` | DRF limit/offset |
 | ``toml-token`` (DRF) | ``drf-token.toml`` | token (``next_url``) + a page-number reconcile | DRF ``CursorPagination``; ``PageNumberPagination`` |
 | ``toml-snapshot`` (DRF) | ``drf-pages.toml`` | full listing (``page_number``, ``next`` null ends) | DRF ``PageNumberPagination`` |
 | ``toml-not-found`` (DRF) | ``drf-pages-not-found.toml`` | full listing ending at DRF's ``404`` past the end | DRF ``PageNumberPagination`` |
 | ``toml-wedge-gone`` (DRF) | ``drf-pages-two-per-cycle.toml`` | ``toml-snapshot`` in pages of 50, two a cycle | the same (:func:`.scenario.run_wedge`) |
 | ``toml-keyset`` (json) | ``json-keyset.toml`` | keyset: ``updatedAt_gte``, ``_limit``, short page ends | json-server 0.17 |
+| ``toml-overlap`` (json) | ``json-keyset-overlap.toml`` | the same with ``overlap = "2m"`` | json-server 0.17 |
 | ``toml-pages`` (json) | ``json-pages.toml`` | full listing (``_page`` + ``_limit``, short page ends) | json-server 0.17 |
 | ``toml-link`` (json) | ``json-link.toml`` | full listing following the ``Link`` header | json-server 0.17 |
 
@@ -39,6 +41,7 @@ PREFIX = "toml-"
 TOML_RECIPES: dict[str, dict[str, str]] = {
     "drf": {
         "toml-keyset": "drf-keyset.toml",
+        "toml-overlap": "drf-keyset-overlap.toml",
         "toml-token": "drf-token.toml",
         "toml-snapshot": "drf-pages.toml",
         "toml-not-found": "drf-pages-not-found.toml",
@@ -46,6 +49,7 @@ TOML_RECIPES: dict[str, dict[str, str]] = {
     },
     "json": {
         "toml-keyset": "json-keyset.toml",
+        "toml-overlap": "json-keyset-overlap.toml",
         "toml-pages": "json-pages.toml",
         "toml-link": "json-link.toml",
     },
