@@ -138,6 +138,7 @@ _IMPORTS = {
     "json": "import json",
     "os": "import os",
     "redis": "import redis.asyncio",
+    "rest": "from watukuy import rest",
     "wk": "import watukuy as wk",
 }
 

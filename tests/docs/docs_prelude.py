@@ -7,7 +7,9 @@ file in the working directory; ``engine`` has the pollers the docs talk about (`
 ``invoices`` partitioned by tenant, ``catalog`` as a snapshot) and no handler yet, so a
 block may attach its own. ``vendor_http`` answers for ``https://vendor.example``, the other
 APIs of docs/recipes.md (GraphQL, lines without ids, epoch timestamps, per-tenant tokens)
-and of docs/cursors.md (Django REST Framework's page-number and cursor paginations).
+and of docs/cursors.md (Django REST Framework's page-number and cursor paginations); it also
+answers, for docs/rest.md, as ``api.github.com`` (issues), ``api.stripe.com`` (charges) and
+``slack.com`` (``conversations.list``) answer, with the tokens ``ENVIRONMENT`` holds.
 The other names stand in for the reader's own code (a queue client, a Kafka producer, a
 warehouse, a pager) with the smallest thing that behaves like it.
 """
@@ -337,8 +339,93 @@ def _drf_cursor(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json={"next": more, "results": _ORDERS[start:end]})
 
 
+# --- the public APIs of docs/rest.md, as their documentation describes them -------------------
+
+_ISSUES = [
+    {
+        "id": 1000 + n,
+        "number": n,
+        "title": f"Issue {n}",
+        "state": "open",
+        "updated_at": f"2026-01-0{n}T12:00:00Z",
+    }
+    for n in range(1, 6)
+]
+# Stripe lists newest first: ch_5 is the latest charge.
+_CHARGES = [
+    {"id": f"ch_{n}", "object": "charge", "amount": 100 * n, "created": 1_767_225_600 + n}
+    for n in range(5, 0, -1)
+]
+_CHANNELS = [{"id": f"C0{n}", "name": f"channel-{n}", "is_archived": False} for n in range(1, 5)]
+_PRODUCTS = [{"sku": f"sku-{n}", "name": f"Product {n}", "price": 10 * n} for n in range(1, 8)]
+
+
+def _unauthorized(request: httpx.Request, expected: str) -> bool:
+    given: str | None = request.headers.get("authorization")
+    return given != expected
+
+
+def _github(request: httpx.Request) -> httpx.Response:
+    """``GET /repos/{owner}/{repo}/issues``: ``per_page`` and ``page``, a ``Link`` header."""
+    if _unauthorized(request, "Bearer gh-token-for-the-docs"):
+        return httpx.Response(401, json={"message": "Bad credentials"})
+    size = int(request.url.params.get("per_page", "30"))
+    number = int(request.url.params.get("page", "1"))
+    last = max(1, -(-len(_ISSUES) // size))
+    links: list[str] = []
+    if number < last:
+        links.append(f'<{request.url.copy_merge_params({"page": number + 1})}>; rel="next"')
+        links.append(f'<{request.url.copy_merge_params({"page": last})}>; rel="last"')
+    headers = {"link": ", ".join(links)} if links else {}
+    chunk = _ISSUES[(number - 1) * size : number * size]
+    return httpx.Response(200, json=chunk, headers=headers)
+
+
+def _stripe(request: httpx.Request) -> httpx.Response:
+    """``GET /v1/charges``: ``limit`` and ``starting_after``, ``{"data", "has_more"}``."""
+    if _unauthorized(request, "Bearer sk_test_for_the_docs"):
+        return httpx.Response(401, json={"error": {"type": "invalid_request_error"}})
+    limit = int(request.url.params.get("limit", "10"))
+    after = request.url.params.get("starting_after")
+    ids = [charge["id"] for charge in _CHARGES]
+    start = 0 if after is None else ids.index(after) + 1
+    chunk = _CHARGES[start : start + limit]
+    more = start + limit < len(_CHARGES)
+    return httpx.Response(200, json={"object": "list", "data": chunk, "has_more": more})
+
+
+def _slack(request: httpx.Request) -> httpx.Response:
+    """``GET /api/conversations.list``: ``cursor`` and ``limit``; an empty ``next_cursor``
+    on the last page."""
+    if _unauthorized(request, "Bearer xoxb-token-for-the-docs"):
+        return httpx.Response(200, json={"ok": False, "error": "invalid_auth"})
+    limit = int(request.url.params.get("limit", "100"))
+    start = int(request.url.params.get("cursor") or "0")
+    chunk = _CHANNELS[start : start + limit]
+    following = str(start + limit) if start + limit < len(_CHANNELS) else ""
+    body = {"ok": True, "channels": chunk, "response_metadata": {"next_cursor": following}}
+    return httpx.Response(200, json=body)
+
+
+def _products(request: httpx.Request) -> httpx.Response:
+    """``GET /api/products``: ``offset`` and ``limit``, ``{"items", "total"}``."""
+    offset = int(request.url.params.get("offset", "0"))
+    limit = int(request.url.params.get("limit", "20"))
+    chunk = _PRODUCTS[offset : offset + limit]
+    return httpx.Response(200, json={"items": chunk, "total": len(_PRODUCTS)})
+
+
 def _vendor(request: httpx.Request) -> httpx.Response:
     path = request.url.path
+    host = request.url.host
+    if host == "api.github.com" and path.startswith("/repos/") and path.endswith("/issues"):
+        return _github(request)
+    if host == "api.stripe.com" and path == "/v1/charges":
+        return _stripe(request)
+    if host == "slack.com" and path == "/api/conversations.list":
+        return _slack(request)
+    if path == "/api/products":
+        return _products(request)
     if request.method == "POST" and path == "/graphql":
         return _graphql(request)
     if path == "/api/orders/":

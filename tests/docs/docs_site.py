@@ -43,6 +43,7 @@ PUBLIC_MODULES = (
     "watukuy.scheduler",
     "watukuy.validate",
     "watukuy.http",
+    "watukuy.rest",
     "watukuy.runtime.hooks",
 )
 

@@ -39,6 +39,10 @@ ENVIRONMENT = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
+    # docs/rest.md: the tokens the prelude's GitHub, Stripe and Slack look-alikes accept.
+    "GITHUB_TOKEN": "gh-token-for-the-docs",
+    "STRIPE_API_KEY": "sk_test_for_the_docs",
+    "SLACK_TOKEN": "xoxb-token-for-the-docs",
 }
 
 

@@ -17,10 +17,10 @@ and has:
 
 The vendors:
 
-* :class:`LinkVendor`, GitHub's style. ``GET /items`` answers a JSON array; ``per_page``
-  (default 30, at most 100) and ``page`` (from 1) page it, and an RFC 8288 ``Link`` header
-  gives ``rel="next"`` and ``rel="last"`` (``rel="first"`` and ``rel="prev"`` past page 1)
-  with the request's other parameters kept. ``since`` keeps the items updated at or after
+* :class:`LinkVendor`, GitHub's style. ``GET /items`` (or the ``path`` given) answers a
+  JSON array; ``per_page`` (default 30, at most 100) and ``page`` (from 1) page it, and an
+  RFC 8288 ``Link`` header gives ``rel="next"`` and ``rel="last"`` (``rel="first"`` and
+  ``rel="prev"`` past page 1) with the request's other parameters kept. ``since`` keeps the items updated at or after
   it; ``sort`` is ``id`` (default) or ``updated``, ``direction`` ``asc`` (default) or
   ``desc``. A page past the last is an empty array. Ids are integers.
 * :class:`StripeVendor`, Stripe's style. ``GET /v1/items`` answers ``{"object": "list",
@@ -239,10 +239,19 @@ class VendorServer:
 
 
 class LinkVendor(VendorServer):
-    """A GitHub-style listing at ``GET /items``, paged by ``Link`` headers."""
+    """A GitHub-style listing at ``GET /items``, paged by ``Link`` headers.
+
+    Args:
+        path: Where the listing is (``/repos/octo-org/hello-world/issues``, as GitHub has it).
+        token: When set, the API asks for ``Authorization: Bearer <token>``.
+    """
+
+    def __init__(self, *, path: str = "/items", token: str | None = None) -> None:
+        super().__init__(token=token)
+        self.path = path
 
     def _route(self, method: str, path: str, query: dict[str, str]) -> Answer:
-        if (method, path) != ("GET", "/items"):
+        if (method, path) != ("GET", self.path):
             return _json(404, {"message": "Not Found"})
         per_page = _int(query, "per_page", 30, 1, 100)
         page = _int(query, "page", 1, 1, 1_000_000)
@@ -264,7 +273,7 @@ class LinkVendor(VendorServer):
 
     def _link(self, query: dict[str, str], page: int, last: int) -> str:
         def url(number: int) -> str:
-            return f"{self.base_url}/items?{urlencode({**query, 'page': number})}"
+            return f"{self.base_url}{self.path}?{urlencode({**query, 'page': number})}"
 
         links = []
         if page < last:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from watukuy.cursor import (
     CursorConfig,
@@ -80,8 +80,16 @@ _EXPIRED: Final = 410  # an expired token, for token paginators
 class _OnePage:
     """No paginator: the endpoint answers the whole listing at once."""
 
-    kind: ClassVar[Kind] = "page"
-    ends_on_not_found: ClassVar[bool] = False
+    @property
+    def kind(self) -> Kind:
+        """``"page"``: this paginator pages by page numbers."""
+        return "page"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the listing
+        shrank (the page is gone), not that it ended."""
+        return False
 
     def apply(self, call: Call, position: Position) -> Call:
         return call

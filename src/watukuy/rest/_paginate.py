@@ -31,7 +31,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 from urllib.parse import urljoin
 
 from watukuy.cursor.config import TimestampCursor, TimestampPosition
@@ -133,9 +133,18 @@ class LinkHeader:
         rel: The relation type to follow.
     """
 
-    kind: ClassVar[Kind] = "token"
-    ends_on_not_found: ClassVar[bool] = False
     rel: str = "next"
+
+    @property
+    def kind(self) -> Kind:
+        """``"token"``: it pages by tokens the API hands out."""
+        return "token"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the page is gone (the
+        listing shrank), not that it ended."""
+        return False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rel", check_name(self.rel, "paginator.rel").lower())
@@ -162,9 +171,18 @@ class NextUrl:
             listing. A relative URL is resolved against the page's own.
     """
 
-    kind: ClassVar[Kind] = "token"
-    ends_on_not_found: ClassVar[bool] = False
     path: str = "next"
+
+    @property
+    def kind(self) -> Kind:
+        """``"token"``: it pages by tokens the API hands out."""
+        return "token"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the page is gone (the
+        listing shrank), not that it ended."""
+        return False
 
     def __post_init__(self) -> None:
         check_path_option(self.path, "paginator.path")
@@ -194,12 +212,21 @@ class CursorParam:
         location: ``"query"`` or ``"json"``.
     """
 
-    kind: ClassVar[Kind] = "token"
-    ends_on_not_found: ClassVar[bool] = False
     path: str
     param: str = "cursor"
     has_more: str | None = None
     location: Literal["query", "json"] = "query"
+
+    @property
+    def kind(self) -> Kind:
+        """``"token"``: it pages by tokens the API hands out."""
+        return "token"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the page is gone (the
+        listing shrank), not that it ended."""
+        return False
 
     def __post_init__(self) -> None:
         check_path_option(self.path, "paginator.path")
@@ -244,12 +271,21 @@ class StartingAfter:
         limit: The page size to ask for.
     """
 
-    kind: ClassVar[Kind] = "token"
-    ends_on_not_found: ClassVar[bool] = False
     param: str = "starting_after"
     has_more: str | None = "has_more"
     limit_param: str | None = "limit"
     limit: int = 100
+
+    @property
+    def kind(self) -> Kind:
+        """``"token"``: it pages by tokens the API hands out."""
+        return "token"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the page is gone (the
+        listing shrank), not that it ended."""
+        return False
 
     def __post_init__(self) -> None:
         check_name(self.param, "paginator.param")
@@ -294,12 +330,21 @@ class OffsetLimit:
             ends it too.
     """
 
-    kind: ClassVar[Kind] = "page"
-    ends_on_not_found: ClassVar[bool] = False
     offset_param: str = "offset"
     limit_param: str = "limit"
     limit: int = 100
     total: str | None = None
+
+    @property
+    def kind(self) -> Kind:
+        """``"page"``: it pages by page number (``ctx.page``)."""
+        return "page"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the page is gone (the
+        listing shrank), not that it ended."""
+        return False
 
     def __post_init__(self) -> None:
         check_name(self.offset_param, "paginator.offset_param")
@@ -349,7 +394,6 @@ class PageNumber:
         total_pages: Dotted path of the page count, for ``end="total"``.
     """
 
-    kind: ClassVar[Kind] = "page"
     param: str = "page"
     start: int = 1
     size_param: str | None = None
@@ -357,6 +401,11 @@ class PageNumber:
     end: PageEnd = "empty"
     has_more: str | None = None
     total_pages: str | None = None
+
+    @property
+    def kind(self) -> Kind:
+        """``"page"``: it pages by page number (``ctx.page``)."""
+        return "page"
 
     def __post_init__(self) -> None:
         check_name(self.param, "paginator.param")
@@ -444,8 +493,6 @@ class Keyset:
             late-commit lookback.
     """
 
-    kind: ClassVar[Kind] = "keyset"
-    ends_on_not_found: ClassVar[bool] = False
     since_param: str = "updated_since"
     after_param: str | None = "after_id"
     field: str = "updated_at"
@@ -456,6 +503,17 @@ class Keyset:
     initial: str | int | float | None = None
     lag: Duration = 0
     overlap: Duration | None = None
+
+    @property
+    def kind(self) -> Kind:
+        """``"keyset"``: it pages by a timestamp and a tie-break."""
+        return "keyset"
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page means the page is gone (the
+        listing shrank), not that it ended."""
+        return False
 
     def __post_init__(self) -> None:
         check_name(self.since_param, "paginator.since_param")
