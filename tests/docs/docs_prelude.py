@@ -415,9 +415,22 @@ def _products(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json={"items": chunk, "total": len(_PRODUCTS)})
 
 
+_EVENTS = [{"id": f"evt_{n}", "kind": "order.paid"} for n in range(1, 6)]
+
+
+def _events(request: httpx.Request) -> httpx.Response:
+    """``GET /api/events``: two a page, the next page's cursor in ``X-Next-Cursor``."""
+    start = int(request.url.params.get("cursor", "0"))
+    following = start + 2
+    headers = {"x-next-cursor": str(following)} if following < len(_EVENTS) else {}
+    return httpx.Response(200, json={"events": _EVENTS[start:following]}, headers=headers)
+
+
 def _vendor(request: httpx.Request) -> httpx.Response:
     path = request.url.path
     host = request.url.host
+    if path == "/api/events":
+        return _events(request)
     if host == "api.github.com" and path.startswith("/repos/") and path.endswith("/issues"):
         return _github(request)
     if host == "api.stripe.com" and path == "/v1/charges":

@@ -96,4 +96,7 @@ def test_the_example_prints_the_issues_and_stops_on_sigterm(
     assert TOKEN not in err + "".join(printed)
     # One cycle, three pages, each with the example's query (the Link URLs keep it).
     assert len(github.targets) == 3
-    assert all("state=all" in target and "per_page=100" in target for target in github.targets)
+    assert all(
+        "state=all" in target and "sort=created" in target and "per_page=100" in target
+        for target in github.targets
+    )

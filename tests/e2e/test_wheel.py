@@ -25,6 +25,7 @@ TARGETS = [
     "sinks",
     "aiosqlite",
     "sqlalchemy",
+    "rest",
     "all",
 ]
 

@@ -20,9 +20,10 @@ The vendors:
 * :class:`LinkVendor`, GitHub's style. ``GET /items`` (or the ``path`` given) answers a
   JSON array; ``per_page`` (default 30, at most 100) and ``page`` (from 1) page it, and an
   RFC 8288 ``Link`` header gives ``rel="next"`` and ``rel="last"`` (``rel="first"`` and
-  ``rel="prev"`` past page 1) with the request's other parameters kept. ``since`` keeps the items updated at or after
-  it; ``sort`` is ``id`` (default) or ``updated``, ``direction`` ``asc`` (default) or
-  ``desc``. A page past the last is an empty array. Ids are integers.
+  ``rel="prev"`` past page 1) with the request's other parameters kept. ``since`` keeps
+  the items updated at or after it; ``sort`` is ``id`` (default), ``created`` (the same
+  order) or ``updated``, ``direction`` ``asc`` (default) or ``desc``. A page past the last
+  is an empty array. Ids are integers.
 * :class:`StripeVendor`, Stripe's style. ``GET /v1/items`` answers ``{"object": "list",
   "url": "/v1/items", "data": [...], "has_more": bool}``; ``limit`` (default 10, 1 to 100)
   and ``starting_after`` (an id: the items after it in the list's order) page it. Lists
@@ -256,11 +257,11 @@ class LinkVendor(VendorServer):
         per_page = _int(query, "per_page", 30, 1, 100)
         page = _int(query, "page", 1, 1, 1_000_000)
         sort, direction = query.get("sort", "id"), query.get("direction", "asc")
-        if per_page is None or page is None or sort not in ("id", "updated"):
+        if per_page is None or page is None or sort not in ("id", "created", "updated"):
             return _json(422, {"message": "Validation Failed"})
         if direction not in ("asc", "desc"):
             return _json(422, {"message": "Validation Failed"})
-        field = "id" if sort == "id" else "updated_at"
+        field = "updated_at" if sort == "updated" else "id"  # ids grow as items are created
         rows = sorted(self._table.values(), key=lambda o: (o[field], o["id"]))
         if direction == "desc":
             rows.reverse()

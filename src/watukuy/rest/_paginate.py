@@ -385,12 +385,12 @@ class PageNumber:
         size_param: The query parameter of the page size (``None``: not sent).
         size: The page size (sent as ``size_param``; the ``"short"`` rule compares to it).
         end: How the last page is recognised: ``"empty"`` (the page after it is empty),
-            ``"short"`` (a page with fewer than ``size`` items), ``"has_more"`` (the value
-            at ``has_more`` is false or null), ``"total"`` (the page number reaches the count at
+            ``"short"`` (a page with fewer than ``size`` items), ``"has_more"`` (the boolean
+            at ``has_more`` is false), ``"total"`` (the page number reaches the count at
             ``total_pages``), ``"not_found"`` (a page past the end answers ``404`` or
             ``416``, as Django REST Framework does). An empty page always ends the listing.
-        has_more: Dotted path, for ``end="has_more"``, of a boolean, or of a next link that
-            is ``null`` on the last page (``"next"`` for Django REST Framework).
+        has_more: Dotted path of the boolean (or of a next link, ``null`` on the last
+            page), for ``end="has_more"``.
         total_pages: Dotted path of the page count, for ``end="total"``.
     """
 
@@ -446,8 +446,7 @@ class PageNumber:
         if self.end == "short":
             return Step(has_more=len(reply.items) >= (self.size or 0))
         if self.end == "has_more":
-            marker = read(reply.body, self.has_more or "")
-            return Step(has_more=marker if isinstance(marker, bool) else present(marker))
+            return Step(has_more=flag(reply.body, self.has_more or ""))
         if self.end == "total":
             pages = read(reply.body, self.total_pages or "")
             if isinstance(pages, bool) or not isinstance(pages, int):

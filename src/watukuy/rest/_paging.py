@@ -171,11 +171,18 @@ def read(body: Any, path: str) -> Any:
 
 
 def flag(body: Any, path: str) -> bool:
-    """A has-more flag; a non-boolean value is a malformed answer, never a guess."""
+    """A has-more marker: a boolean, or a next link whose presence means more (Django REST
+    Framework's ``next``, ``null`` on the last page). A path the body does not have, or a
+    value of another kind, is a malformed answer, never a guess: reading it as "no more"
+    would end every pass early."""
     value = read(body, path)
     if isinstance(value, bool):
         return value
-    raise InvalidPageError(f"expected true or false at {path!r} in the body, got {value!r}")
+    if value is None or isinstance(value, str):
+        return present(value)
+    raise InvalidPageError(
+        f"expected true or false (or a next link, or null) at {path!r} in the body, got {value!r}"
+    )
 
 
 def present(value: Any) -> bool:
