@@ -99,12 +99,14 @@ mutants: $(STAMP)
 	$(BIN)/python tests/guarantees/mutants.py $(if $(ONLY),--only $(ONLY))
 
 # The real-vendor tier's long run: RV_RUNS runs of RV_WRITE s of writes each; ENGINE_PYTHON
-# runs the engines with another checkout's interpreter (its .venv/bin/python).
+# runs the engines with another checkout's interpreter (its .venv/bin/python); RV_RECIPES=toml
+# runs only the pollers described in TOML (docs: only the docs' fetches).
 RV_RUNS ?= 3
 RV_WRITE ?= 120
 real-vendors: $(STAMP)
 	$(BIN)/python tests/real_vendors/run.py --runs $(RV_RUNS) --write $(RV_WRITE) \
-		$(if $(ENGINE_PYTHON),--engine-python $(ENGINE_PYTHON)) $(if $(RV_JSON),--json $(RV_JSON))
+		$(if $(ENGINE_PYTHON),--engine-python $(ENGINE_PYTHON)) $(if $(RV_JSON),--json $(RV_JSON)) \
+		$(if $(RV_RECIPES),--recipes $(RV_RECIPES))
 
 services:
 	scripts/ensure-services

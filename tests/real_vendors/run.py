@@ -1,11 +1,13 @@
 """``make real-vendors``: the long real-vendor run, printing its figures.
 
     python tests/real_vendors/run.py [--runs 3] [--write 120] [--tail 60]
-        [--vendors drf,json] [--engine-python /path/to/other/.venv/bin/python]
+        [--vendors drf,json] [--recipes docs,toml]
+        [--engine-python /path/to/other/.venv/bin/python]
 
 Each run starts the DRF vendor (gunicorn over a PostgreSQL schema of its own) and
-json-server, runs every recipe of ``real_vendor_tier.recipes`` against them in its own engine
-process (SQLite and PostgreSQL stores, SIGKILLs during the writes), then the scripted
+json-server, runs every recipe of ``real_vendor_tier.recipes`` (``--recipes docs``) and of
+``real_vendor_tier.toml_recipes`` (``--recipes toml``: pollers described only in TOML)
+against them, each in its own engine process (SQLite and PostgreSQL stores, SIGKILLs during the writes), then the scripted
 runs (a pass whose last page vanishes, a tie group larger than the page), and prints one
 table per vendor: versions visible 10 s or more, delivered and missed, wrong final
 states, phantom deletes, duplicates, delete latency, idle requests a minute and live
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -55,6 +58,23 @@ LONG_JSON = (
     EngineSpec("overlap", "postgres", kills=1),
     EngineSpec("snapshot", "sqlite", kills=2),
 )
+# The TOML twins: killed when their docs twin is (with --recipes toml alone, as many times
+# as it would be, at moments of their own).
+TOML_DRF = (
+    EngineSpec("toml-keyset", "sqlite", kills=3, kills_like="quickstart"),
+    EngineSpec("toml-overlap", "postgres", kills=2, kills_like="overlap"),
+    EngineSpec(
+        "toml-token", "postgres", kills=2, knobs={"reconcile_every": "1m"}, kills_like="token"
+    ),
+    EngineSpec("toml-snapshot", "sqlite", kills=2, kills_like="snapshot"),
+    EngineSpec("toml-not-found", "sqlite", kills=2, kills_like="snapshot"),
+)
+TOML_JSON = (
+    EngineSpec("toml-keyset", "sqlite", kills=3, kills_like="quickstart"),
+    EngineSpec("toml-overlap", "postgres", kills=1, kills_like="overlap"),
+    EngineSpec("toml-pages", "sqlite", kills=2, kills_like="snapshot"),
+    EngineSpec("toml-link", "sqlite", kills=2, kills_like="snapshot"),
+)
 COLUMNS = (
     ("recipe", "recipe"),
     ("store", "store"),
@@ -75,6 +95,22 @@ COLUMNS = (
     ("errors", "errors"),
     ("answered_304", "304s"),
 )
+
+
+def chosen(
+    docs: tuple[EngineSpec, ...], toml: tuple[EngineSpec, ...], kinds: str
+) -> tuple[EngineSpec, ...]:
+    """The specs of the kinds asked for (``docs``, ``toml``); TOML twins without their docs
+    twin draw kill moments of their own."""
+    asked = kinds.split(",")
+    if "docs" in asked:
+        return (*docs, *(toml if "toml" in asked else ()))
+    twins = {spec.recipe: spec for spec in docs}
+    alone = []
+    for spec in toml if "toml" in asked else ():
+        twin = twins.get(spec.kills_like or "")
+        alone.append(dataclasses.replace(spec, kills_like=None, kills=twin.kills if twin else 0))
+    return tuple(alone)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -101,22 +137,38 @@ async def one_run(number: int, args: argparse.Namespace, folder: Path) -> dict[s
         engine_python=args.engine_python,
     )
     jobs: dict[str, Any] = {}
+    docs = "docs" in args.recipes.split(",")
     if "drf" in args.vendors:
-        jobs["drf"] = run_drf(folder / "drf", POSTGRES_URL, LONG_DRF, plan)
-        jobs["wedge"] = run_wedge(folder / "wedge", POSTGRES_URL, engine_python=args.engine_python)
-        jobs["wedge-gone"] = run_wedge(
-            folder / "wedge-gone",
-            POSTGRES_URL,
-            recipe="wedge-gone",
-            engine_python=args.engine_python,
+        jobs["drf"] = run_drf(
+            folder / "drf", POSTGRES_URL, chosen(LONG_DRF, TOML_DRF, args.recipes), plan
         )
+        if docs:
+            jobs["wedge"] = run_wedge(
+                folder / "wedge", POSTGRES_URL, engine_python=args.engine_python
+            )
+            jobs["wedge-gone"] = run_wedge(
+                folder / "wedge-gone",
+                POSTGRES_URL,
+                recipe="wedge-gone",
+                engine_python=args.engine_python,
+            )
+        if "toml" in args.recipes.split(","):
+            jobs["toml-wedge-gone"] = run_wedge(
+                folder / "toml-wedge-gone",
+                POSTGRES_URL,
+                recipe="toml-wedge-gone",
+                engine_python=args.engine_python,
+            )
     if "json" in args.vendors:
         json_plan = RunPlan(**{**plan.__dict__, "writers": 6, "bulk_size": 60})
-        jobs["json"] = run_json(folder / "json", LONG_JSON, json_plan, dsn=POSTGRES_URL)
-        jobs["ties"] = run_ties(folder / "ties", engine_python=args.engine_python)
-        jobs["not-modified"] = run_not_modified(
-            folder / "not-modified", engine_python=args.engine_python
+        jobs["json"] = run_json(
+            folder / "json", chosen(LONG_JSON, TOML_JSON, args.recipes), json_plan, dsn=POSTGRES_URL
         )
+        if docs:
+            jobs["ties"] = run_ties(folder / "ties", engine_python=args.engine_python)
+            jobs["not-modified"] = run_not_modified(
+                folder / "not-modified", engine_python=args.engine_python
+            )
     results = dict(zip(jobs, await asyncio.gather(*jobs.values()), strict=True))
     report: dict[str, Any] = {"run": number}
     for vendor in ("drf", "json"):
@@ -138,6 +190,7 @@ async def one_run(number: int, args: argparse.Namespace, folder: Path) -> dict[s
     for name, fetch in (
         ("wedge", "raises on the 404"),
         ("wedge-gone", "the docs' Page(gone=True)"),
+        ("toml-wedge-gone", "built from drf-pages-two-per-cycle.toml"),
     ):
         if name not in results:
             continue
@@ -196,6 +249,9 @@ if __name__ == "__main__":
     parser.add_argument("--tail", type=float, default=75.0, help="idle seconds after them")
     parser.add_argument("--idle", type=float, default=60.0, help="idle seconds measured")
     parser.add_argument("--vendors", default="drf,json")
+    parser.add_argument(
+        "--recipes", default="docs,toml", help="docs: the docs' fetches; toml: TOML files"
+    )
     parser.add_argument("--engine-python", default=ENGINE_PYTHON)
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--keep", help="work in this folder and keep it (logs, journals)")

@@ -1,5 +1,6 @@
-"""The short real-vendor run: pollers written from our docs, held against the vendors'
-own history (see ``conftest.py`` for what runs, ``real_vendor_tier`` for how).
+"""The short real-vendor run: pollers written from our docs, and pollers described only in
+TOML (``real_vendor_tier/toml``), held against the vendors' own history (see
+``conftest.py`` for what runs, ``real_vendor_tier`` for how).
 """
 
 from __future__ import annotations
@@ -13,11 +14,23 @@ from real_vendor_tier.short import ShortTier
 
 pytestmark = pytest.mark.slow
 
+# The TOML recipes of the short run (make real-vendors runs every file).
+TOML = {
+    "drf": ("toml-keyset", "toml-token", "toml-snapshot"),
+    "json": ("toml-keyset", "toml-link"),
+}
 RECIPES = {
-    "drf": ("quickstart", "overlap", "token", "snapshot"),
-    "json": ("quickstart", "overlap", "snapshot"),
+    "drf": ("quickstart", "overlap", "token", "snapshot", *TOML["drf"]),
+    "json": ("quickstart", "overlap", "snapshot", *TOML["json"]),
 }
 ALL = [(vendor, recipe) for vendor, recipes in RECIPES.items() for recipe in recipes]
+ALL_TOML = [(vendor, recipe) for vendor, recipes in TOML.items() for recipe in recipes]
+FULL_LISTINGS = [
+    ("drf", "snapshot"),
+    ("json", "snapshot"),
+    ("drf", "toml-snapshot"),
+    ("json", "toml-link"),
+]
 
 
 def run_of(tier: ShortTier, vendor: str) -> RunResult:
@@ -82,6 +95,7 @@ def test_no_phantom_delete_no_unexplained_duplicate_per_key_order(
         ("drf", "token"),
         ("json", "overlap"),
         ("json", "snapshot"),
+        *ALL_TOML,
     ],
 )
 def test_recipes_end_in_the_vendors_final_state(
@@ -99,9 +113,9 @@ def test_overlap_delivers_every_version_visible_10s(
     assert got["missed"] == 0, got
 
 
-@pytest.mark.parametrize("vendor", ["drf", "json"])
-def test_snapshot_deletes_arrive(short_tier: ShortTier, vendor: str) -> None:
-    got = figures(short_tier, vendor, "snapshot")
+@pytest.mark.parametrize(("vendor", "recipe"), FULL_LISTINGS)
+def test_full_listing_deletes_arrive(short_tier: ShortTier, vendor: str, recipe: str) -> None:
+    got = figures(short_tier, vendor, recipe)
     print(got)
     assert got["deletes_seen"] > 0  # the run had deletes that stood, and they arrived
     assert got["deletes_undelivered"] == 0
@@ -186,3 +200,43 @@ def test_a_304_body_read_by_the_quickstart_fetch_is_an_unchanged_page(
     assert unchanged.answered_304 >= 2, "json-server answered no 304: the rule went untested"
     assert unchanged.tick_errors == [[]] * len(unchanged.tick_errors)
     assert unchanged.update_delivered
+
+
+# --- pollers described only in TOML ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("vendor", ["drf", "json"])
+def test_toml_keyset_delivers_every_version_visible_10s(short_tier: ShortTier, vendor: str) -> None:
+    # The quickstart's twin: a keyset over the stamp and the id, with the default lookback.
+    got = figures(short_tier, vendor, "toml-keyset")
+    print(got)
+    assert got["missed"] == 0, got
+
+
+@pytest.mark.parametrize(("vendor", "recipe"), ALL_TOML)
+def test_no_toml_poller_cycle_fails(short_tier: ShortTier, vendor: str, recipe: str) -> None:
+    got = figures(short_tier, vendor, recipe)
+    print(got)
+    assert got["errors"] == 0, run_of(short_tier, vendor).recipes[recipe].errors
+
+
+def test_toml_token_recipe_reads_one_page_per_idle_cycle(short_tier: ShortTier) -> None:
+    got = figures(short_tier, "drf", "toml-token")
+    print(got)
+    per_cycle = got["idle_live_requests_per_cycle"]
+    assert per_cycle is not None, got
+    assert per_cycle <= 1.5, got
+
+
+def test_a_toml_page_listing_abandons_a_pass_whose_last_page_vanished(
+    short_tier: ShortTier,
+) -> None:
+    # drf-pages-two-per-cycle.toml: DRF's 404 on the page after the last one read is a
+    # listing that shrank (its end is the page whose `next` is null), so the pass is
+    # abandoned at once: no cycle fails, nothing is deleted, the next pass delivers.
+    wedge = short_tier.get("toml_wedge_gone")
+    print(wedge)
+    assert wedge.tick_errors[0] == []
+    assert wedge.errors_before_update == [[], [], []]
+    assert wedge.ticks_to_deliver is not None, wedge.tick_errors
+    assert wedge.phantom_deletes == 0

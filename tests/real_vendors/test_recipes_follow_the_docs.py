@@ -6,6 +6,11 @@ and the expressions the vendor changes. Here both are parsed, the docs' function
 vendor's expressions in place of its own (syntax tree nodes, so ``100`` never matches
 ``1000``), and the two trees must be equal. Comments, docstrings and formatting are not
 compared.
+
+The pollers described in TOML (``real_vendor_tier/toml_recipes.py``) are not copies of docs
+code: they are held to a rule of their own below (their fetch is the one ``watukuy.rest``
+builds, every file of the folder is a recipe the tier runs, and the files that describe an
+endpoint docs/rest.md shows use its paginator, changed only where the vendor differs).
 """
 
 from __future__ import annotations
@@ -13,11 +18,12 @@ from __future__ import annotations
 import ast
 import difflib
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
-from real_vendor_tier import recipes
+from real_vendor_tier import recipes, toml_recipes
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES_SOURCE = Path(recipes.__file__)
@@ -216,3 +222,65 @@ def test_every_docs_fetch_that_pages_a_listing_runs_in_the_tier_or_says_why_not(
     assert paging - marked - set(NOT_IN_THE_TIER) == set()
     assert set(NOT_IN_THE_TIER) - paging == set(), "a listed fetch is gone from the docs"
     assert len(marked) >= 7
+
+
+# --- the TOML recipes: no docs copy, the fetch watukuy.rest builds ---------------------------
+
+
+def test_every_toml_file_of_the_tier_is_a_recipe() -> None:
+    files = {path.name for path in toml_recipes.FOLDER.glob("*.toml")}
+    named = {name for names in toml_recipes.TOML_RECIPES.values() for name in names.values()}
+    assert files == named
+
+
+@pytest.mark.parametrize(
+    ("vendor", "recipe"),
+    [(vendor, name) for vendor, names in toml_recipes.TOML_RECIPES.items() for name in names],
+)
+def test_every_toml_recipe_runs_the_fetch_watukuy_rest_builds(vendor: str, recipe: str) -> None:
+    # Not a docs copy, so outside the rule above: nothing of the poller is written in Python.
+    definition = toml_recipes.build(vendor, recipe, "http://vendor.invalid")
+    for fetch in _fetches(definition):
+        assert fetch.__module__.startswith("watukuy.rest."), fetch.__module__
+        factory = fetch.__qualname__.partition(".<locals>.")[0]
+        assert factory not in recipes.FROM_THE_DOCS
+        assert factory not in NOT_FROM_THE_DOCS
+
+
+# Tier files whose paginator is the one a docs/rest.md example gives (the section it is in,
+# the paginator type), with the keys the vendor changes: DRF's filter is `updated_at__gte`
+# and its limit/offset page size `limit`; json-server sends GitHub's kind of `Link` header.
+DOCS_TWINS: dict[str, tuple[str, str, dict[str, object]]] = {
+    "drf-pages.toml": ("Django REST Framework", "page_number", {}),
+    "drf-keyset.toml": (
+        "Django REST Framework",
+        "keyset",
+        {"since_param": "updated_at__gte", "limit_param": "limit"},
+    ),
+    "json-link.toml": ("GitHub issues", "link_header", {}),
+}
+
+
+def docs_paginators(section: str) -> list[dict[str, object]]:
+    """The paginator tables of the TOML blocks of docs/rest.md's ``### section...``."""
+    text = (ROOT / "docs" / "rest.md").read_text(encoding="utf-8")
+    start = text.index(f"\n### {section}")
+    end = text.find("\n### ", start + 1)
+    found = []
+    for match in re.finditer(r"^```toml\n(?P<code>.*?)^```", text[start:end], re.S | re.M):
+        for poller in tomllib.loads(match["code"]).get("pollers", {}).values():
+            paginator = poller.get("paginator")
+            found.append({"type": paginator} if isinstance(paginator, str) else paginator)
+    return found
+
+
+@pytest.mark.parametrize("file", sorted(DOCS_TWINS))
+def test_a_toml_file_uses_the_paginator_of_its_docs_example(file: str) -> None:
+    section, kind, vendor = DOCS_TWINS[file]
+    docs = [table for table in docs_paginators(section) if table["type"] == kind]
+    assert len(docs) == 1, f"docs/rest.md ### {section} has {len(docs)} {kind} paginators"
+    for key, value in vendor.items():
+        assert docs[0].get(key) != value, f"{file}: the docs already say {key} = {value!r}"
+    tier = tomllib.loads((toml_recipes.FOLDER / file).read_text(encoding="utf-8"))
+    (poller,) = tier["pollers"].values()
+    assert poller["paginator"] == {**docs[0], **vendor}

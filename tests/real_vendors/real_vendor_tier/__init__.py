@@ -8,8 +8,10 @@
 - :mod:`.oracle` reads what really happened from the vendor's own history: a commit-time
   audit table (a deferred constraint trigger) for PostgreSQL, the writers' log and the
   db file for json-server.
-- :mod:`.recipes` holds the pollers as a user writes them from the README and the docs;
-  :mod:`.engine_child` runs one of them in its own process (any checkout's interpreter).
+- :mod:`.recipes` holds the pollers as a user writes them from the README and the docs,
+  and :mod:`.toml_recipes` the same endpoints described only in TOML (``toml/*.toml``,
+  loaded with ``watukuy.rest.load_config``); :mod:`.engine_child` runs one of them in its
+  own process (any checkout's interpreter).
 - :mod:`.scenario` runs writers and engines together, with kills, and :mod:`.checks`
   holds the deliveries against the oracle and computes the figures.
 

@@ -2,8 +2,9 @@
 
 Run as a script by any interpreter that has ``watukuy`` installed (so the same scenario
 can be run against another checkout: ``--python /path/to/.venv/bin/python`` in
-:mod:`.scenario`). It imports only the public ``watukuy`` API, the standard library and
-:mod:`recipes` (from its own folder).
+:mod:`.scenario`). It imports only the public ``watukuy`` API, the standard library,
+:mod:`recipes` and :mod:`toml_recipes` (from its own folder); a recipe named ``toml-*`` is
+a poller loaded from a TOML file (``watukuy.rest.load_config``), run the same way.
 
 What it lives through goes into a journal (a SQLite file shared by every process of one
 recipe, WAL): each delivery (written by the handler before the engine acks it), each
@@ -30,6 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import recipes
+import toml_recipes
 
 import watukuy as wk
 
@@ -114,7 +116,8 @@ def _store(args: argparse.Namespace) -> Any:
 
 async def main(args: argparse.Namespace) -> None:
     knobs = json.loads(args.knobs)
-    poller = recipes.build(args.vendor, args.recipe, args.base_url, **knobs)
+    build = toml_recipes.build if toml_recipes.is_toml(args.recipe) else recipes.build
+    poller = build(args.vendor, args.recipe, args.base_url, **knobs)
     journal = Journal(args.journal, args.instance)
     store = _store(args)
     engine = wk.Engine(

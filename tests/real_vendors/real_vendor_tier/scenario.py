@@ -33,6 +33,7 @@ import httpx
 
 from .checks import Verdict, drf_key, evaluate, json_key, read_journal
 from .oracle import History, drf_history, json_history
+from .toml_recipes import FULL_LISTING as TOML_FULL_LISTING
 from .vendors import DrfVendor, JsonServer, Served
 from .writers import JsonWriters, iso_ms, json_orders, run_drf_writer, seed_drf
 
@@ -43,7 +44,12 @@ LIVE_PATHS = {
     ("drf", "snapshot"): "orders/pages/",
     # Its reconcile listing reads the same path with `?ordering=id&page=...`.
     ("drf", "page-reconcile"): "orders/pages/?page=",
+    ("drf", "toml-token"): "orders/cursor/",
+    ("drf", "toml-snapshot"): "orders/pages/",
+    ("drf", "toml-not-found"): "orders/pages/",
 }
+FULL_LISTING = frozenset({"snapshot", *TOML_FULL_LISTING})
+"""Recipes whose live lane reads the whole listing, so every delete must arrive."""
 
 
 @dataclass(frozen=True)
@@ -51,16 +57,21 @@ class EngineSpec:
     """One poller under test: a recipe, the store it keeps its state in, its kills.
 
     Attributes:
-        recipe: A name of :data:`.recipes.RECIPES` for the vendor.
+        recipe: A name of :data:`.recipes.RECIPES` or :data:`.toml_recipes.TOML_RECIPES`
+            for the vendor.
         store: ``"sqlite"`` or ``"postgres"``.
         kills: SIGKILLs during the writes (each followed by a new process at once).
         knobs: Keyword arguments of the recipe builder (its schedule, reconcile cadence).
+        kills_like: Another recipe of the run whose kill moments this one shares (its
+            ``kills`` is then ignored): a TOML twin of a docs recipe lives through the same
+            scenario, not a harsher or a milder one.
     """
 
     recipe: str
     store: str = "sqlite"
     kills: int = 0
     knobs: Mapping[str, Any] = field(default_factory=dict)
+    kills_like: str | None = None
 
 
 @dataclass(frozen=True)
@@ -303,19 +314,21 @@ async def _run_engines(
                 poller.killed.append(victim.name)
                 await launch(poller)
 
+        moments = {
+            name: sorted(
+                rng.uniform(2.0, max(3.0, plan.write_seconds - 2.0))
+                for _ in range(poller.spec.kills)
+            )
+            for name, poller in pollers.items()
+            if poller.spec.kills_like is None
+        }
+        for name, poller in pollers.items():
+            if poller.spec.kills_like is not None:
+                moments[name] = moments[poller.spec.kills_like]
         started = time.monotonic()
         killers = [
-            asyncio.create_task(
-                killer(
-                    poller,
-                    sorted(
-                        rng.uniform(2.0, max(3.0, plan.write_seconds - 2.0))
-                        for _ in range(poller.spec.kills)
-                    ),
-                    started,
-                )
-            )
-            for poller in pollers.values()
+            asyncio.create_task(killer(poller, moments[name], started))
+            for name, poller in pollers.items()
         ]
         writes = await write()
         await asyncio.gather(*killers)
@@ -352,7 +365,7 @@ def _judge(
             deliveries,
             key_of=drf_key if vendor_name == "drf" else json_key,
             end=end,
-            deletes_observable=poller.spec.recipe == "snapshot",
+            deletes_observable=poller.spec.recipe in FULL_LISTING,
             killed=poller.killed,
         )
         before, after = poller.idle
@@ -433,7 +446,11 @@ async def run_json(
         writers = JsonWriters(server.base_url, initial, plan.seed)
 
         async def write() -> dict[str, int]:
-            watched = next((spec.recipe for spec in specs if spec.recipe == "quickstart"), None)
+            # The keyset poller the late writes wait for: the docs' quickstart, or its TOML twin.
+            keysets = [
+                spec.recipe for spec in specs if spec.recipe in ("quickstart", "toml-keyset")
+            ]
+            watched = min(keysets, key=("quickstart", "toml-keyset").index, default=None)
             return await writers.run(
                 plan.write_seconds,
                 clients=plan.writers,

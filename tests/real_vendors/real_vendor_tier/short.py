@@ -1,9 +1,11 @@
 """The short run of ``make test`` (pytest only): what runs, on what, for how long.
 
-:func:`run_short_tier` runs the DRF and json-server runs, the two vanished-last-page runs
-(a fetch that raises on the ``404``, and the docs' fetch), the tie-group run and the
-``304`` run at once (about a minute of wall time, most of it the writers' and the
-idle window's), and returns a :class:`ShortTier`.
+:func:`run_short_tier` runs the DRF and json-server runs, the three vanished-last-page
+runs (a fetch that raises on the ``404``, the docs' fetch, and the same listing described
+in TOML), the tie-group run and the ``304`` run at once (about a minute of wall time, most
+of it the writers' and the idle window's), and returns a :class:`ShortTier`. The DRF and
+json-server runs poll with the docs' fetches and with pollers described only in TOML
+(:mod:`.toml_recipes`).
 """
 
 from __future__ import annotations
@@ -36,11 +38,19 @@ SHORT_DRF = (
     EngineSpec("overlap", "postgres", kills=1),
     EngineSpec("token", "sqlite", kills=1, knobs={"reconcile_every": "10s"}),
     EngineSpec("snapshot", "postgres", kills=1),
+    # Pollers described only in TOML (toml_recipes.py), each killed when its docs twin is;
+    # the other TOML files run in `make real-vendors` (a busy machine misses more versions
+    # with every engine added here, docs recipes included).
+    EngineSpec("toml-keyset", "sqlite", kills_like="quickstart"),
+    EngineSpec("toml-token", "sqlite", knobs={"reconcile_every": "10s"}, kills_like="token"),
+    EngineSpec("toml-snapshot", "postgres", kills_like="snapshot"),
 )
 SHORT_JSON = (
     EngineSpec("quickstart", "sqlite", kills=2),
     EngineSpec("overlap", "sqlite"),
     EngineSpec("snapshot", "postgres", kills=1),
+    EngineSpec("toml-keyset", "sqlite", kills_like="quickstart"),
+    EngineSpec("toml-link", "postgres", kills_like="snapshot"),
 )
 SHORT_PLAN = RunPlan(write_seconds=22, tail_seconds=20, idle_from=10, initial=300)
 SHORT_JSON_PLAN = RunPlan(
@@ -58,6 +68,7 @@ class ShortTier:
     ties: TiesResult | str
     wedge_gone: WedgeResult | str
     not_modified: NotModifiedResult | str
+    toml_wedge_gone: WedgeResult | str
 
     def get(self, name: str) -> Any:
         """The result ``name``, or skip (fail under CI) with why it could not run."""
@@ -111,5 +122,10 @@ async def run_short_tier(folder: Path, dsn: str | None) -> ShortTier:
         if node_missing is None
         else missing(node_missing)
     )
-    drf, json, wedge, ties, wedge_gone, not_modified = await asyncio.gather(*jobs)
-    return ShortTier(drf, json, wedge, ties, wedge_gone, not_modified)
+    jobs.append(
+        guarded(run_wedge(folder / "toml-wedge-gone", dsn, recipe="toml-wedge-gone"))
+        if dsn
+        else missing(no_postgres)
+    )
+    drf, json, wedge, ties, wedge_gone, not_modified, toml_wedge_gone = await asyncio.gather(*jobs)
+    return ShortTier(drf, json, wedge, ties, wedge_gone, not_modified, toml_wedge_gone)
