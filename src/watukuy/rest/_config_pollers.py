@@ -19,6 +19,7 @@ A table holds three kinds of keys:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -333,8 +334,25 @@ def _typed(
 def _paginator(source: Source, path: Path, data: Any) -> Any:
     cls, head = _typed(source, path, data, dict(PAGINATORS), "paginator")
     options = {key: value for key, value in head.data.items() if key != "type"}
+    # TOML has no null: `false` turns off an optional name (`after_param = false`: no
+    # tie-break parameter), where the Python description takes None.
+    optional = _optional_names(cls)
+    options = {
+        key: None if value is False and key in optional else value for key, value in options.items()
+    }
     keywords = as_keywords(source, path, _scalar(options), cls)
     return _construct(source, path, cls, keywords)
+
+
+def _optional_names(cls: Any) -> frozenset[str]:
+    """The fields of a built-in paginator that take a name or None (not a boolean)."""
+    if not dataclasses.is_dataclass(cls):
+        return frozenset()
+    return frozenset(
+        field.name
+        for field in dataclasses.fields(cls)
+        if isinstance(field.type, str) and "None" in field.type and "bool" not in field.type
+    )
 
 
 def _auth(source: Source, path: Path, data: Any) -> Any:

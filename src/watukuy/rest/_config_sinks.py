@@ -31,7 +31,6 @@ from watukuy.model.errors import ConfigError
 from watukuy.model.events import Event
 from watukuy.runtime.consumers import check_consumer_name
 from watukuy.runtime.context import HandlerContext
-from watukuy.sinks import webhook_sink
 
 from ._toml_tables import Path, Source, Table
 
@@ -156,6 +155,9 @@ def read_sink(source: Source, path: Path, data: Any) -> ConfigSink:
         options["timeout"] = table.duration("timeout")
     if "follow_redirects" in table:
         options["follow_redirects"] = table.boolean("follow_redirects")
+    # Imported here: a file without a webhook does not pay for the sinks package.
+    from watukuy.sinks import webhook_sink
+
     try:
         sink = webhook_sink(**options)
     except ConfigError as error:

@@ -645,3 +645,20 @@ def test_a_bad_environment_variable_name_in_an_auth_table_names_file_and_table(
     message = config_error(path).message
     assert message.startswith(f"{path}: [pollers.issues.auth] token.env: "), message
     assert "'A B'" in message
+
+
+def test_false_turns_off_an_optional_paginator_name(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        POLLER
+        + "[pollers.issues.paginator]\ntype = 'keyset'\nsince_param = 'since'\n"
+        + "tie_break = false\nafter_param = false\n"
+        + SINK,
+    )
+    (poller,) = rest.load_config(path, env={}).pollers.values()
+    assert isinstance(poller.cursor, wk.TimestampCursor)
+    assert poller.cursor.tie_break is None
+    path = write(
+        tmp_path, POLLER + "[pollers.issues.paginator]\ntype = 'keyset'\nlimit = false\n" + SINK
+    )
+    assert config_error(path).message.startswith(f"{path}: [pollers.issues.paginator] limit")
