@@ -258,14 +258,15 @@ def _row(
 ) -> ItemRow:
     if payload is None and retain_payload:
         payload = wkjson.dumps_typed(candidate.item)
+    # Positional arguments: this runs once per changed item, and keywords cost more.
     return ItemRow(
-        identity=candidate.identity,
-        version=candidate.version,
-        hash=candidate.hash,
-        schema_version=schema_version,
-        payload=payload,
-        seen_at=now,
-        revision=revision,
+        candidate.identity,
+        candidate.version,
+        candidate.hash,
+        schema_version,
+        payload,
+        now,
+        revision,
     )
 
 

@@ -417,7 +417,11 @@ class Dispatcher:
     ) -> str:
         """Deliver one row to its consumer; ``okey`` is its group (the ordering key, with
         ``@<consumer>`` on a consumer's own row): what it acks behind and what it holds."""
-        now = self._clock.now()
+        # The clock is read only for a retry's backoff and for a hook that gets the
+        # handler's duration: most deliveries need neither.
+        clock = self._clock
+        timed = self._hooks.has("on_delivered")
+        now = clock.now() if timed or row.next_attempt_at is not None else 0
         if row.next_attempt_at is not None and row.next_attempt_at > now:
             result.note_retry(row.next_attempt_at)
             return "stop-group"
@@ -456,7 +460,7 @@ class Dispatcher:
             raise
         except Exception as error:
             return await self._failed(okey, row, event, attempt, error, result)
-        duration = self._clock.now() - now
+        duration = clock.now() - now if timed else 0
         if not getattr(consumer, "pipeline_acks", False):
             # A pull consumer asks for the next event only once this one is acked.
             await self._ack(row.event_id, event, attempt, duration, result)
