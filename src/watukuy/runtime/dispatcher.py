@@ -432,13 +432,8 @@ class Dispatcher:
             await previous_ack
         attempt = row.attempts + 1
         event = self._rehydrate.event(stored, attempt)
-        ctx = HandlerContext(
-            partition=self._partition,
-            attempt=attempt,
-            logger=self._logger,
-            consumer=name,
-            _cancel=self._cancel,
-        )
+        # Positional (partition, attempt, logger, consumer, cancel): one per delivery.
+        ctx = HandlerContext(self._partition, attempt, self._logger, name, self._cancel)
         self._check_lease()  # after any wait above: never deliver on a lease that may be gone
         when = consumer_filter(consumer)
         if when is not None:
