@@ -486,6 +486,10 @@ class Dispatcher:
         event, attempt, duration, result, filtered = detail
         if filtered:
             await self._filtered(outbox_id, event, attempt, result)
+        elif event is None:
+            # No hook kept the event (see _queue_ack): only the count is left to do, and
+            # this runs once per ack, without the coroutine _delivered would cost.
+            result.delivered += 1
         else:
             await self._delivered(outbox_id, event, attempt, duration, result)
 
