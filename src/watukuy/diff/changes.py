@@ -150,9 +150,7 @@ def dedupe(pairs: Iterable[tuple[str, T]]) -> list[tuple[str, T]]:
     as it is.
     """
     given = pairs if isinstance(pairs, list) else list(pairs)
-    latest: dict[str, T] = {}
-    for identity, item in given:
-        latest[identity] = item  # a dict keeps a key where it was first inserted
+    latest: dict[str, T] = dict(given)  # a dict keeps a key where it was first inserted
     if len(latest) == len(given):
         return given  # no identity twice (the usual page): the pairs as they came
     return list(latest.items())
