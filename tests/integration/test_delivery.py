@@ -382,3 +382,21 @@ async def test_a_constant_ordering_key_acks_each_event_before_the_next(
         assert log[:5] == [("handle", (eid,)) for eid in handled]
         assert [eid for kind, ids in log if kind == "ack" for eid in ids] == handled
     assert await world.store.count_pending(PKey("orders")) == 0
+
+
+async def test_on_delivered_reports_how_long_the_handler_took(world: World) -> None:
+    seed(world, 2)
+    durations: list[int] = []
+
+    class Timings:
+        def on_delivered(self, details: Any) -> None:
+            durations.append(details.duration_ms)
+
+    engine = world.engine(orders(), hooks=[Timings()])
+
+    async def handler(event: wk.Event[Any], ctx: wk.HandlerContext) -> None:
+        await world.clock.advance_ms(250)
+
+    engine.on("orders", handler)
+    await engine.tick()
+    assert durations == [250, 250]

@@ -60,6 +60,9 @@ _Instant = int | float
 _Stamps = list[tuple[TimestampValue, _Instant] | None]
 _Kept = tuple[list[Any], _Stamps, bool]
 _Selected = tuple[Page[Any], _Instant, list[Any], _Stamps, bool]
+_Largest = tuple[
+    Page[Any], _Instant, "tuple[TimestampValue, _Instant] | None", "TieBreakValue | None"
+]
 _EXPECTED = '{"value": timestamp or null, "tie_break": text, number or null}'
 
 
@@ -108,6 +111,9 @@ class TimestampStrategy:
         # What the last select() kept and the stamps it read, until advance() takes them:
         # (page, cutoff, kept, stamps, whether an item was too fresh).
         self._selected: _Selected | None = None
+        # What the last advance() found largest in a page select() held nothing back from,
+        # until next_view() takes it: (page, cutoff, stamp, tie-break).
+        self._largest_of: _Largest | None = None
 
     # -- reading values ------------------------------------------------------------------
 
@@ -267,8 +273,12 @@ class TimestampStrategy:
         if self._override(page) is not None:
             return cursor
         cutoff = self._cutoff(now)
-        kept, stamps, _ = self._kept(page, cutoff)
-        best, best_tie = self._largest(kept, stamps, cutoff)
+        known, self._largest_of = self._largest_of, None
+        if known is not None and known[0] is page and known[1] <= cutoff:
+            best, best_tie = known[2], known[3]  # the page advance() just read whole
+        else:
+            kept, stamps, _ = self._kept(page, cutoff)
+            best, best_tie = self._largest(kept, stamps, cutoff)
         if best is None:
             return cursor
         reached = (best[1], best_tie)
@@ -337,7 +347,7 @@ class TimestampStrategy:
 
     def select(self, page: Page[Any], now: int) -> list[Any]:
         """Drop the items newer than ``now - lag``, unless the page carries a watermark."""
-        self._selected = None
+        self._selected = self._largest_of = None
         if self._override(page) is not None:
             return list(page.items)
         cutoff = self._cutoff(now)
@@ -356,6 +366,7 @@ class TimestampStrategy:
     ) -> tuple[TimestampPosition, bool]:
         """Move the keyset to the largest kept ``(field, tie_break)``; never backwards."""
         selected, self._selected = self._selected, None
+        self._largest_of = None
         done = page.has_more is not True
         override = self._override(page)
         if override is not None:
@@ -375,6 +386,10 @@ class TimestampStrategy:
             dropped = any(self._too_fresh(item, cutoff) for item in page.items)
         done = done or dropped
         best, best_tie = self._largest(kept, stamps, cutoff)
+        if selected is not None and stamps is selected[3] and not dropped:
+            # Every item of the page is in ``kept``: next_view() finds the same largest
+            # position for any later cutoff.
+            self._largest_of = (page, cutoff, best, best_tie)
         if best is None:
             self._check_fields(page, kept)
             return cursor, done

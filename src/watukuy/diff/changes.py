@@ -150,9 +150,7 @@ def dedupe(pairs: Iterable[tuple[str, T]]) -> list[tuple[str, T]]:
     as it is.
     """
     given = pairs if isinstance(pairs, list) else list(pairs)
-    latest: dict[str, T] = {}
-    for identity, item in given:
-        latest[identity] = item  # a dict keeps a key where it was first inserted
+    latest: dict[str, T] = dict(given)  # a dict keeps a key where it was first inserted
     if len(latest) == len(given):
         return given  # no identity twice (the usual page): the pairs as they came
     return list(latest.items())
@@ -258,14 +256,15 @@ def _row(
 ) -> ItemRow:
     if payload is None and retain_payload:
         payload = wkjson.dumps_typed(candidate.item)
+    # Positional arguments: this runs once per changed item, and keywords cost more.
     return ItemRow(
-        identity=candidate.identity,
-        version=candidate.version,
-        hash=candidate.hash,
-        schema_version=schema_version,
-        payload=payload,
-        seen_at=now,
-        revision=revision,
+        candidate.identity,
+        candidate.version,
+        candidate.hash,
+        schema_version,
+        payload,
+        now,
+        revision,
     )
 
 

@@ -114,7 +114,9 @@ class EventMaker:
         text, written = writer.write(eid, type_, identity, sequence, data, previous, data_text)
         if observed is not None:
             observed.append(dataclasses.replace(writer.read(written), data=data, previous=previous))
-        return written, OutboxRow(event_id=eid, sequence=sequence, event=text, created_at=now)
+        # Positional (event_id, sequence, event, attempts, next_attempt_at, last_error,
+        # created_at): this runs once per event, and keywords cost more.
+        return written, OutboxRow(eid, sequence, text, 0, None, None, now)
 
 
 class PageEvents:

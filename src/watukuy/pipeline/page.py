@@ -691,7 +691,9 @@ def plan_page(rules: PageRules, given: PageInput) -> PagePlan:
         now=now,
         revived=[
             change.identity for change in given.diffed.diff.changes if change.identity in tombstones
-        ],
+        ]
+        if tombstones
+        else [],
         links=links,
     )
     after = apply_patch(state, patch)

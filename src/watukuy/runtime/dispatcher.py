@@ -417,7 +417,11 @@ class Dispatcher:
     ) -> str:
         """Deliver one row to its consumer; ``okey`` is its group (the ordering key, with
         ``@<consumer>`` on a consumer's own row): what it acks behind and what it holds."""
-        now = self._clock.now()
+        # The clock is read only for a retry's backoff and for a hook that gets the
+        # handler's duration: most deliveries need neither.
+        clock = self._clock
+        timed = self._hooks.has("on_delivered")
+        now = clock.now() if timed or row.next_attempt_at is not None else 0
         if row.next_attempt_at is not None and row.next_attempt_at > now:
             result.note_retry(row.next_attempt_at)
             return "stop-group"
@@ -428,13 +432,8 @@ class Dispatcher:
             await previous_ack
         attempt = row.attempts + 1
         event = self._rehydrate.event(stored, attempt)
-        ctx = HandlerContext(
-            partition=self._partition,
-            attempt=attempt,
-            logger=self._logger,
-            consumer=name,
-            _cancel=self._cancel,
-        )
+        # Positional (partition, attempt, logger, consumer, cancel): one per delivery.
+        ctx = HandlerContext(self._partition, attempt, self._logger, name, self._cancel)
         self._check_lease()  # after any wait above: never deliver on a lease that may be gone
         when = consumer_filter(consumer)
         if when is not None:
@@ -456,7 +455,7 @@ class Dispatcher:
             raise
         except Exception as error:
             return await self._failed(okey, row, event, attempt, error, result)
-        duration = self._clock.now() - now
+        duration = clock.now() - now if timed else 0
         if not getattr(consumer, "pipeline_acks", False):
             # A pull consumer asks for the next event only once this one is acked.
             await self._ack(row.event_id, event, attempt, duration, result)
@@ -487,6 +486,10 @@ class Dispatcher:
         event, attempt, duration, result, filtered = detail
         if filtered:
             await self._filtered(outbox_id, event, attempt, result)
+        elif event is None:
+            # No hook kept the event (see _queue_ack): only the count is left to do, and
+            # this runs once per ack, without the coroutine _delivered would cost.
+            result.delivered += 1
         else:
             await self._delivered(outbox_id, event, attempt, duration, result)
 
