@@ -34,9 +34,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
 from watukuy.model.options import Budget
+from watukuy.model.records import dataclass
 from watukuy.model.rows import PKey
 
 __all__ = ["Admission", "Entry", "Pace", "admission_limit", "start_pace"]
