@@ -108,6 +108,8 @@ def start_pace(budget: Budget, *, costs: Iterable[float], limit: int) -> Pace:
 
 @dataclass(slots=True)
 class _Bucket:
+    """The run starts one budget has left: its pace, its tokens, when they were counted."""
+
     pace: Pace
     tokens: float
     stamp: int | None = None
