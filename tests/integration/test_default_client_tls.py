@@ -20,6 +20,7 @@ import pytest
 from support.servers import ScriptedServer, engine_http
 from watukuy.http import HttpxFactory
 from watukuy.http._tls import DeferredTLSContext
+from watukuy.http._transport import AsyncioTransport
 
 
 async def answer_ok(request: bytes, writer: asyncio.StreamWriter) -> bool:
@@ -110,6 +111,26 @@ async def test_http_never_builds_the_context_https_builds_it_once(
     assert context.context() is built[0]
     assert (len(plain.requests), len(secure.requests)) == (2, 2)
     # httpcore's ALPN choice reached the context that did the handshakes.
+    assert secure.alpn == ["http/1.1", "http/1.1"]
+
+
+async def test_the_engine_transport_builds_its_context_on_the_first_https_connection(
+    plain: ScriptedServer, secure: ScriptedServer, certificate: tuple[Path, Path]
+) -> None:
+    built: list[ssl.SSLContext] = []
+
+    def build() -> ssl.SSLContext:
+        built.append(ssl.create_default_context(cafile=certificate[0]))
+        return built[-1]
+
+    transport = AsyncioTransport(ssl_context=build, limits=httpx.Limits())
+    async with httpx.AsyncClient(transport=transport) as client:
+        assert (await client.get(f"{plain.origin}/a")).status_code == 200
+        assert built == []
+        assert (await client.get(f"{secure.origin}/b")).status_code == 200
+        assert (await client.get(f"{secure.origin}/c")).status_code == 200
+    assert len(built) == 1
+    assert (len(plain.requests), len(secure.requests)) == (1, 2)
     assert secure.alpn == ["http/1.1", "http/1.1"]
 
 

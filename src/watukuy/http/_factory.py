@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ssl
 from typing import Final
 
 import httpx
@@ -15,7 +16,7 @@ from watukuy.model.redact import Redaction
 
 from ._client import HttpClient
 from ._redact import guard_library_logs
-from ._tls import DeferredTLSContext
+from ._tls import DeferredTLSContext, httpx_default_context
 from ._transport import AsyncioTransport
 
 __all__ = ["DEFAULT_TIMEOUT", "HttpxFactory", "default_user_agent"]
@@ -130,19 +131,23 @@ class HttpxFactory:
         if self._client is None:
             # The context httpx builds for ``verify=True``, built on the first TLS
             # connection: a process polling only ``http://`` never loads the CA bundle.
-            tls = DeferredTLSContext()
-            transport = (
+            transport: AsyncioTransport | None = None
+            verify: ssl.SSLContext | bool = True
+            if _environment_proxies():
                 # A proxy from the environment goes through httpx's own transport, which
-                # speaks to proxies; any other request goes over asyncio streams.
-                None
-                if _environment_proxies()
-                else AsyncioTransport(ssl_context=tls, limits=DEFAULT_LIMITS)
-            )
+                # speaks to proxies and takes its context as an ``ssl.SSLContext``.
+                verify = DeferredTLSContext()
+            else:
+                # Any other request goes over asyncio streams, whose transport builds the
+                # context itself (httpx reads ``verify`` only for transports it makes).
+                transport = AsyncioTransport(
+                    ssl_context=httpx_default_context, limits=DEFAULT_LIMITS
+                )
             self._client = httpx.AsyncClient(
                 timeout=DEFAULT_TIMEOUT,
                 limits=DEFAULT_LIMITS,
                 follow_redirects=True,
-                verify=tls,
+                verify=verify,
                 transport=transport,
             )
         return self._client

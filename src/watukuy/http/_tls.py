@@ -3,12 +3,15 @@
 ``httpx.AsyncClient()`` builds its TLS context when it is created: it imports ``certifi``
 and loads its bundle of certificate authorities (tens of milliseconds), even when every
 request of the process goes to ``http://``, as a nothing-changed ``tick()`` against a
-service next door does. :class:`DeferredTLSContext` is what the engine's default client is
-given as ``verify=``: it builds the context httpx would have built, with
-``httpx.create_ssl_context()`` (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` honoured, certifi
-otherwise), on the first TLS handshake, and hands that handshake and every later one to
-it. Certificates are verified exactly as before: no connection is ever made with this
-object's own, empty, certificate store.
+service next door does. The engine's own transport (:mod:`watukuy.http._transport`) is handed
+:func:`httpx_default_context` itself and calls it on its first ``https`` connection: it
+builds the context httpx would have built, with ``httpx.create_ssl_context()``
+(``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` honoured, certifi otherwise). When a proxy from the
+environment sends requests through httpx's own transport, which wants an
+``ssl.SSLContext``, the client is given a :class:`DeferredTLSContext` instead: it builds
+that same context on the first TLS handshake and hands that handshake and every later one
+to it. Certificates are verified exactly as before: no connection is ever made with the
+deferred object's own, empty, certificate store.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ import ssl
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["DeferredTLSContext"]
+__all__ = ["DeferredTLSContext", "httpx_default_context"]
 
 
-def _httpx_default() -> ssl.SSLContext:
+def httpx_default_context() -> ssl.SSLContext:
+    """The context httpx builds for ``verify=True`` (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``
+    honoured, certifi otherwise), built now."""
     import httpx
 
     return httpx.create_ssl_context()
@@ -43,7 +48,9 @@ class DeferredTLSContext(ssl.SSLContext):
     _build: Callable[[], ssl.SSLContext]
     _built: ssl.SSLContext | None
 
-    def __new__(cls, build: Callable[[], ssl.SSLContext] = _httpx_default) -> DeferredTLSContext:
+    def __new__(
+        cls, build: Callable[[], ssl.SSLContext] = httpx_default_context
+    ) -> DeferredTLSContext:
         self = super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
         self._build = build
         self._built = None

@@ -36,7 +36,7 @@ import asyncio
 import collections
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 import h11
@@ -89,11 +89,19 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
     """An ``httpx`` transport for HTTP/1.1 over asyncio streams; see the module docstring.
 
     Args:
-        ssl_context: The TLS context of ``https`` connections (the client's ``verify``).
+        ssl_context: The TLS context of ``https`` connections, or a function that builds
+            it, called on the first ``https`` connection (even an empty
+            ``ssl.SSLContext`` takes OpenSSL a millisecond to make, which a process
+            polling only ``http://`` need not pay).
         limits: Connections at most, and kept alive at most, with their idle expiry.
     """
 
-    def __init__(self, *, ssl_context: ssl.SSLContext, limits: httpx.Limits) -> None:
+    def __init__(
+        self,
+        *,
+        ssl_context: ssl.SSLContext | Callable[[], ssl.SSLContext],
+        limits: httpx.Limits,
+    ) -> None:
         self._ssl = ssl_context
         self._alpn = False
         most = limits.max_connections
@@ -245,11 +253,17 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
             self._wake()
             raise
 
+    def _tls(self) -> ssl.SSLContext:
+        """The TLS context, built by the first ``https`` connection when given as a function."""
+        if not isinstance(self._ssl, ssl.SSLContext):
+            self._ssl = self._ssl()
+        return self._ssl
+
     async def _connect(self, origin: _Origin, timeouts: dict[str, float | None]) -> _Connection:
         scheme, host, port = origin
         context: ssl.SSLContext | None = None
         if scheme == "https":
-            context = self._ssl
+            context = self._tls()
             if not self._alpn:
                 context.set_alpn_protocols(["http/1.1"])
                 self._alpn = True

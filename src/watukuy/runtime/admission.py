@@ -34,9 +34,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
 from watukuy.model.options import Budget
+from watukuy.model.records import dataclass
 from watukuy.model.rows import PKey
 
 __all__ = ["Admission", "Entry", "Pace", "admission_limit", "start_pace"]
@@ -108,6 +108,8 @@ def start_pace(budget: Budget, *, costs: Iterable[float], limit: int) -> Pace:
 
 @dataclass(slots=True)
 class _Bucket:
+    """The run starts one budget has left: its pace, its tokens, when they were counted."""
+
     pace: Pace
     tokens: float
     stamp: int | None = None

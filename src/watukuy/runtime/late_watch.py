@@ -28,6 +28,7 @@ from watukuy.model.late import (
     judge_following,
     mark_returned,
 )
+from watukuy.model.records import dataclass
 from watukuy.model.rows import Lane, PollerState
 
 from .poller import PollerDefinition
@@ -132,7 +133,7 @@ def _position(strategy: TimestampStrategy, text: str | None) -> TimestampPositio
     return position
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class LatePage:
     """What one page added: the new figures to commit with it, the lateness of its late
     arrivals, and the WARNING to log once it landed."""

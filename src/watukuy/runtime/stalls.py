@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from watukuy.model.errors import StoreError
 from watukuy.model.ports import StateStore
+from watukuy.model.records import dataclass
 
 from .consumers import HandlerConsumer, Subscription
 from .dispatcher import Dispatcher

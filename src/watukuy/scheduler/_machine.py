@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Literal
 
 from watukuy.model.errors import SerializedError
 from watukuy.model.options import Circuit, Schedule
 from watukuy.model.ports import Random
+from watukuy.model.records import dataclass
 from watukuy.model.rows import CircuitState, PollSummary, RateLimitInfo, ScheduleState
 
 from ._timing import apply_jitter, backoff_delay, pacing_delay, throttle_wait
