@@ -211,6 +211,27 @@ def test_inspect_and_the_environment_name_the_file_too(sh: Shell) -> None:
     assert [(k["poller"], k["items"]) for k in again["pollers"]] == [("issues", 3)]
 
 
+def test_every_operator_command_takes_the_file_in_place_of_app(sh: Shell) -> None:
+    assert sh.run("tick", "pollers.toml").returncode == 0
+    report = json.loads(sh.run("inspect", "pollers.toml", "--json").stdout)
+    assert [(k["poller"], k["items"]) for k in report["pollers"]] == [("issues", 3)]
+    for command in (
+        ("pause", "pollers.toml", "--poller", "issues"),
+        ("resume", "pollers.toml", "--poller", "issues"),
+        ("trigger", "pollers.toml", "--poller", "issues"),
+        ("parked", "ls", "pollers.toml", "--poller", "issues"),
+        ("deletes", "show", "pollers.toml", "--poller", "issues"),
+        ("migrate", "pollers.toml"),
+    ):
+        result = sh.run(*command, "--json")
+        assert result.returncode == 0, (command, result.stdout, result.stderr)
+    line = one_mistake_line(sh.run("inspect", "pollers.toml", "--app", "other.toml"))
+    assert line == (
+        "error: inspect: got both the configuration file 'pollers.toml' and --app "
+        "'other.toml'; give one"
+    )
+
+
 def test_store_on_the_command_line_wins_over_the_file(sh: Shell) -> None:
     result = sh.run("tick", "pollers.toml", "--store", "sqlite:///other.db")
     assert result.returncode == 0, result.stderr

@@ -149,3 +149,31 @@ def test_a_mistake_under_json_is_json(tmp_path: Path, store: str) -> None:
     assert result.stderr == ""
     error = json.loads(result.stdout)["error"]
     assert (error["type"], error["field"]) == ("ConfigError", "--refresh")
+
+
+def test_serves_the_engine_of_a_pollers_file(tmp_path: Path) -> None:
+    (tmp_path / "pollers.toml").write_text(
+        '[engine]\nstore = "sqlite:///ui.db"\n\n'
+        '[pollers.issues]\nurl = "http://127.0.0.1:9/issues"\nidentity = "id"\n\n'
+        '[sinks.out]\ntype = "jsonl"\npath = "events.jsonl"\n',
+        encoding="utf-8",
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "watukuy", "ui", "pollers.toml", "--port", "0", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+    )
+    assert process.stdout is not None
+    try:
+        line = process.stdout.readline()
+        serving = json.loads(line)
+        assert serving["mode"] == "engine", line
+        page = httpx.get(serving["url"], timeout=10)
+        assert page.status_code == 200
+        assert "issues" in page.text
+    finally:
+        _stop(process)
+    assert process.returncode == 0

@@ -2,7 +2,7 @@
 
 Commands (``watukuy COMMAND --help`` for every option)::
 
-    watukuy inspect        [--json]
+    watukuy inspect        [FILE.toml] [--json]
     watukuy tick           [FILE.toml] [--max-duration 50s] [--only NAME]...
     watukuy run            [FILE.toml] [--refresh 1s] [--stop-timeout 30s]
     watukuy trigger        --poller NAME [--partition KEY]
@@ -23,8 +23,9 @@ Where the engine comes from: ``--app package.module:attribute`` (or ``WATUKUY_AP
 uvicorn/celery convention; the attribute is an ``Engine`` or a zero-argument function
 (sync or async) returning one, and the current directory is importable. A path ending in
 ``.toml`` names a configuration file instead (:func:`watukuy.rest.load_config`), whose
-pollers, budgets and sinks make the engine; ``run`` and ``tick`` also take it as their
-argument (``watukuy run pollers.toml``), and ``--store`` overrides its ``[engine] store``.
+pollers, budgets and sinks make the engine; every command also takes it as its argument
+(``watukuy run pollers.toml``, ``watukuy inspect pollers.toml``), and ``--store``
+overrides its ``[engine] store``.
 The store-only
 commands (``inspect``, ``trigger``, ``pause``, ``resume``, ``parked``, ``migrate``,
 ``reset-cursor``) also work with just ``--store URL`` (or ``WATUKUY_STORE``, any URL

@@ -140,7 +140,28 @@ def cli(ctx: click.Context, app: str | None, store_url: str | None) -> None:
 # --- shared options and plumbing -----------------------------------------------------------
 
 
+# Set on the context by the optional FILE argument every command takes: a configuration
+# file (pollers.toml) in place of --app.
+_FILE = "watukuy.file"
+
+
+def _remember_file(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.meta[_FILE] = value
+
+
 def _target_options(fn: F) -> F:
+    params = getattr(fn, "__click_params__", [])
+    if not any(param.name == "file" for param in params):
+        # `watukuy inspect pollers.toml`, `watukuy trigger pollers.toml --poller x`: the
+        # file in place of --app (run and tick declare FILE themselves, with their help).
+        fn = click.argument(
+            "file",
+            required=False,
+            metavar="[FILE.toml]",
+            expose_value=False,
+            callback=_remember_file,
+        )(fn)
     fn = click.option(
         "--json", "as_json", is_flag=True, help="Print one line of JSON instead of tables."
     )(fn)
@@ -272,6 +293,9 @@ async def _on_target(
     from ._target import open_target
 
     app, store_url = _chosen_target(app, store_url)
+    if file is None:
+        ctx = click.get_current_context(silent=True)
+        file = None if ctx is None else ctx.meta.get(_FILE)
     if file is not None:
         # The positional file wins over WATUKUY_APP; next to a different --app it is a
         # mistake, not a choice to make silently.

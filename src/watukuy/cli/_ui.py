@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import os
 import signal
 import socket
 from collections.abc import Iterator, Sequence
@@ -111,8 +112,9 @@ def _listen(host: str, port: int) -> socket.socket:
     "-A",
     "app",
     envvar="WATUKUY_APP",
-    metavar="MODULE:ATTR",
-    help="The application's engine (cursors described, backfill offered); env WATUKUY_APP.",
+    metavar="MODULE:ATTR|FILE.toml",
+    help="The application's engine (cursors described, backfill offered), or a pollers.toml "
+    "file; env WATUKUY_APP.",
 )
 @click.option(
     "--store",
@@ -154,7 +156,9 @@ def _listen(host: str, port: int) -> socket.socket:
     help='Print one line of JSON once serving ({"url", "mode", "store", "auth"}) and '
     '{"stopped": true} when stopped.',
 )
+@click.argument("file", required=False, metavar="[FILE.toml]")
 def ui(
+    file: str | None,
     app: str | None,
     store_url: str | None,
     host: str,
@@ -164,8 +168,19 @@ def ui(
     refresh: str,
     as_json: bool,
 ) -> None:
-    """Serve the admin page (keys, circuits, parked events, actions) on 127.0.0.1."""
+    """Serve the admin page (keys, circuits, parked events, actions) on 127.0.0.1.
+
+    FILE is a configuration file describing the pollers (pollers.toml), the same as
+    --app FILE.
+    """
     from watukuy.model.durations import parse_duration
+
+    if file is not None:
+        if app is not None and app != file and app != os.environ.get("WATUKUY_APP"):
+            raise CliError(
+                f"ui: got both the configuration file {file!r} and --app {app!r}; give one"
+            )
+        app = file
 
     parse_duration(refresh, "--refresh")
     if not _is_loopback(host) and not token:
