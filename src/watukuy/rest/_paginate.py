@@ -121,8 +121,21 @@ def _set_dotted(body: Any, path: str, value: Any) -> dict[str, Any]:
 # --- token paginators ----------------------------------------------------------------------
 
 
+class _EndsOnItsOwnSign:
+    """A paginator whose listing ends by a sign of its own (no next link, ``has_more``
+    false, a short page), so that a ``404`` / ``416`` past the first page means the page is
+    gone: the listing shrank while it was read."""
+
+    __slots__ = ()
+
+    @property
+    def ends_on_not_found(self) -> bool:
+        """False: a ``404`` / ``416`` past the first page is a gone page, not the end."""
+        return False
+
+
 @dataclass(frozen=True, slots=True)
-class LinkHeader:
+class LinkHeader(_EndsOnItsOwnSign):
     """Follow the ``Link`` response header (RFC 8288), as GitHub pages.
 
     Each answer's ``rel="next"`` link is the URL of the next page (it carries its own
@@ -139,12 +152,6 @@ class LinkHeader:
     def kind(self) -> Kind:
         """``"token"``: it pages by tokens the API hands out."""
         return "token"
-
-    @property
-    def ends_on_not_found(self) -> bool:
-        """False: a ``404`` / ``416`` past the first page means the page is gone (the
-        listing shrank), not that it ended."""
-        return False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rel", check_name(self.rel, "paginator.rel").lower())
@@ -163,7 +170,7 @@ class LinkHeader:
 
 
 @dataclass(frozen=True, slots=True)
-class NextUrl:
+class NextUrl(_EndsOnItsOwnSign):
     """Follow a next-page URL in the body, as Django REST Framework's ``next``.
 
     Args:
@@ -177,12 +184,6 @@ class NextUrl:
     def kind(self) -> Kind:
         """``"token"``: it pages by tokens the API hands out."""
         return "token"
-
-    @property
-    def ends_on_not_found(self) -> bool:
-        """False: a ``404`` / ``416`` past the first page means the page is gone (the
-        listing shrank), not that it ended."""
-        return False
 
     def __post_init__(self) -> None:
         check_path_option(self.path, "paginator.path")
@@ -198,7 +199,7 @@ class NextUrl:
 
 
 @dataclass(frozen=True, slots=True)
-class CursorParam:
+class CursorParam(_EndsOnItsOwnSign):
     """Send back a token the body hands out: Slack's ``response_metadata.next_cursor``, a
     GraphQL connection's ``pageInfo.endCursor``.
 
@@ -221,12 +222,6 @@ class CursorParam:
     def kind(self) -> Kind:
         """``"token"``: it pages by tokens the API hands out."""
         return "token"
-
-    @property
-    def ends_on_not_found(self) -> bool:
-        """False: a ``404`` / ``416`` past the first page means the page is gone (the
-        listing shrank), not that it ended."""
-        return False
 
     def __post_init__(self) -> None:
         check_path_option(self.path, "paginator.path")
@@ -257,7 +252,7 @@ class CursorParam:
 
 
 @dataclass(frozen=True, slots=True)
-class StartingAfter:
+class StartingAfter(_EndsOnItsOwnSign):
     """Page after the last item's identity, as Stripe lists (``starting_after``).
 
     The identity is read with the description's ``identity`` from the item as the API sent
@@ -280,12 +275,6 @@ class StartingAfter:
     def kind(self) -> Kind:
         """``"token"``: it pages by tokens the API hands out."""
         return "token"
-
-    @property
-    def ends_on_not_found(self) -> bool:
-        """False: a ``404`` / ``416`` past the first page means the page is gone (the
-        listing shrank), not that it ended."""
-        return False
 
     def __post_init__(self) -> None:
         check_name(self.param, "paginator.param")
@@ -318,7 +307,7 @@ class StartingAfter:
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetLimit:
+class OffsetLimit(_EndsOnItsOwnSign):
     """Page by ``offset`` and ``limit``: page N starts at ``(N - 1) * limit``.
 
     Args:
@@ -339,12 +328,6 @@ class OffsetLimit:
     def kind(self) -> Kind:
         """``"page"``: it pages by page number (``ctx.page``)."""
         return "page"
-
-    @property
-    def ends_on_not_found(self) -> bool:
-        """False: a ``404`` / ``416`` past the first page means the page is gone (the
-        listing shrank), not that it ended."""
-        return False
 
     def __post_init__(self) -> None:
         check_name(self.offset_param, "paginator.offset_param")
@@ -461,7 +444,7 @@ class PageNumber:
 
 
 @dataclass(frozen=True, slots=True)
-class Keyset:
+class Keyset(_EndsOnItsOwnSign):
     """Ask for what changed since a timestamp, after a tie-break (``(updated_since,
     after_id)``): the incremental listing watukuy follows best.
 
@@ -507,12 +490,6 @@ class Keyset:
     def kind(self) -> Kind:
         """``"keyset"``: it pages by a timestamp and a tie-break."""
         return "keyset"
-
-    @property
-    def ends_on_not_found(self) -> bool:
-        """False: a ``404`` / ``416`` past the first page means the page is gone (the
-        listing shrank), not that it ended."""
-        return False
 
     def __post_init__(self) -> None:
         check_name(self.since_param, "paginator.since_param")
