@@ -10,13 +10,16 @@ How it keeps the contract:
 - **Fencing.** Every write that takes a lease runs in one transaction whose first statement
   locks the key's ``pollers`` row (``SELECT ... FOR UPDATE``) and compares the stored owner
   and epoch with the lease; on a mismatch it raises ``LeaseLostError`` and rolls back.
+  The writes that do not patch the state lock and compare in the function
+  ``<prefix>fence`` (migration ``0009``), which fails the transaction on a lost lease, so
+  nothing waits for the lock's answer and the transaction is one round trip.
 - **Constant round trips.** ``commit_poll`` writes a page with one statement per table
   however many rows it has: rows travel as one array per column, are expanded server side
   with ``unnest`` and upserted with ``ON CONFLICT``, except a page's new events and its
   snapshot rows at revision 0, which are inserted (the page is written again with the
   upsert in the rare commit that names an event id still pending or a row already
   stored). Fenced writes run in pipeline mode, so ``BEGIN`` travels with the lock and the
-  writes with ``COMMIT``: two round trips.
+  writes with ``COMMIT``: two round trips for a commit, one for an ack.
 - **Exact JSON.** Documents (state, events, payloads, errors) are ``json`` columns, not
   ``jsonb``: ``jsonb`` rejects the escape ``\\u0000`` anywhere in a document ("unsupported
   Unicode escape sequence"), and any of these documents may carry one (an item field, a
@@ -107,7 +110,7 @@ _MIGRATION_FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 _SQL_DIR = resources.files("watukuy.stores").joinpath("sql", "postgres")
 # The newest version in sql/postgres (a test keeps the two equal): a schema already at it
 # costs a start two round trips, and no migration file is read.
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 _TABLES = (
     "pollers",
     "items",
@@ -144,6 +147,8 @@ _PLAIN_TABLE: Final = {
 # Store options a URL DSN may carry next to the timeouts; libpq would refuse them.
 _URL_OPTIONS = ("schema", "table_prefix")
 _MIN_BIGINT, _MAX_BIGINT = -(2**63), 2**63 - 1
+# The SQLSTATE the fence raises on a lost lease (see 0009_fence_function.sql).
+_LEASE_LOST: Final = "WK001"
 # load_marks: identities per statement (the statements of one call share a connection).
 _MARKS_CHUNK: Final = 1000
 # The store's own pool: a key that runs holds at most a commit (or an ack) and a renewal at
@@ -185,7 +190,7 @@ def _split_options(dsn: str) -> tuple[str, dict[str, str]]:
 
 def _load_queries(schema: str, prefix: str) -> dict[str, str]:
     """The named statements of ``queries.sql`` with this store's table names filled in."""
-    tables = {name: f'"{schema}"."{prefix}{name}"' for name in _TABLES}
+    tables = {name: f'"{schema}"."{prefix}{name}"' for name in (*_TABLES, "fence")}
     text = _SQL_DIR.joinpath("queries.sql").read_text("utf-8")
     queries: dict[str, str] = {}
     for block in text.split("-- name: ")[1:]:
@@ -496,11 +501,31 @@ class PostgresStore:
     @asynccontextmanager
     async def _fenced(
         self, what: str, key: PKey, lease: Lease
-    ) -> AsyncIterator[tuple[psycopg.AsyncConnection[Any], dict[str, Any]]]:
-        """A transaction holding the key's row lock, entered only while ``lease`` is current.
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A transaction that starts with the fence: it takes the key's row lock while
+        ``lease`` is current and fails before any write otherwise (``LeaseLostError``).
 
-        Yields the connection and the key's state fields, for patching.
+        Nothing in it waits for an answer, so in pipeline mode ``BEGIN``, the fence, the
+        statements of the block and ``COMMIT`` travel together: one round trip, and the
+        row lock is held only while the server runs them.
         """
+        async with self._connection(what) as conn:
+            try:
+                async with _pipeline(conn), conn.transaction():
+                    await conn.execute(self._q["fence"], (*_k(key), lease.owner, lease.epoch))
+                    yield conn
+            except psycopg.Error as error:
+                if error.sqlstate == _LEASE_LOST:
+                    raise LeaseLostError(key.poller, key.partition, lease.epoch) from None
+                raise
+
+    @asynccontextmanager
+    async def _fenced_state(
+        self, what: str, key: PKey, lease: Lease
+    ) -> AsyncIterator[tuple[psycopg.AsyncConnection[Any], dict[str, Any]]]:
+        """A transaction holding the key's row lock, entered only while ``lease`` is current,
+        for a write that patches the state: yields the connection and the key's state
+        fields. The lock's answer is read before the block runs: two round trips."""
         async with self._connection(what) as conn, _pipeline(conn), conn.transaction():
             cur = await conn.execute(self._q["lock"], _k(key))
             row = await cur.fetchone()
@@ -582,7 +607,7 @@ class PostgresStore:
     async def save_state(self, key: PKey, lease: Lease, patch: StatePatch) -> None:
         """Fenced partial update of the key's state."""
         fields = self._encoded_patch(patch)
-        async with self._fenced("save_state", key, lease) as (conn, stored):
+        async with self._fenced_state("save_state", key, lease) as (conn, stored):
             await self._write_state(conn, key, stored, fields)
 
     async def save_state_unfenced(self, key: PKey, patch: StatePatch, now: int) -> None:
@@ -811,7 +836,7 @@ class PostgresStore:
         fields: dict[str, Any],
     ) -> None:
         """One fenced transaction: the page's statements, then the state patch."""
-        async with self._fenced("commit_poll", key, lease) as (conn, stored):
+        async with self._fenced_state("commit_poll", key, lease) as (conn, stored):
             for name, params in statements:
                 await conn.execute(self._q[name], (*_k(key), *params))
             await self._write_state(conn, key, stored, fields)
@@ -858,7 +883,7 @@ class PostgresStore:
 
     async def ack_events(self, key: PKey, lease: Lease, event_ids: Sequence[str]) -> None:
         """Delete delivered rows (fenced); unknown ids are ignored."""
-        async with self._fenced("ack_events", key, lease) as (conn, _):
+        async with self._fenced("ack_events", key, lease) as conn:
             if event_ids:
                 await conn.execute(self._q["ack"], (*_k(key), list(event_ids)))
 
@@ -872,13 +897,13 @@ class PostgresStore:
     ) -> None:
         """Count a failed delivery of ``event_id`` (fenced)."""
         params = (json.dumps(error), next_attempt_at, *_k(key), event_id)
-        async with self._fenced("record_attempt", key, lease) as (conn, _):
+        async with self._fenced("record_attempt", key, lease) as conn:
             await conn.execute(self._q["record_attempt"], params)
 
     async def park_event(self, key: PKey, lease: Lease, row: ParkedRow) -> None:
         """Insert the parked row and delete the outbox row of the same id, atomically."""
         columns = _parked_columns([row])
-        async with self._fenced("park_event", key, lease) as (conn, _):
+        async with self._fenced("park_event", key, lease) as conn:
             await conn.execute(self._q["upsert_parked"], (*_k(key), *columns))
             await conn.execute(self._q["ack"], (*_k(key), [row.id]))
 
@@ -949,7 +974,7 @@ class PostgresStore:
         """Store validators of a URL hash (fenced)."""
         v = validator
         params = (*_k(key), url_hash, v.etag, v.last_modified, v.stored_at)
-        async with self._fenced("set_validator", key, lease) as (conn, _):
+        async with self._fenced("set_validator", key, lease) as conn:
             await conn.execute(self._q["set_validator"], params)
 
     # --- log ----------------------------------------------------------------------------

@@ -43,6 +43,11 @@ SELECT lease_owner, lease_epoch, state::text FROM {pollers}
 WHERE poller = %s AND "partition" = %s
 FOR UPDATE
 
+-- name: fence
+-- The fence of a write that does not read the state: the key's row lock when the lease is
+-- still (owner, epoch), else SQLSTATE WK001 (see version 9).
+SELECT {fence}(%s, %s, %s, %s)
+
 -- name: create
 INSERT INTO {pollers} (poller, "partition", state, wake_at) VALUES (%s, %s, %s::json, %s)
 ON CONFLICT DO NOTHING
