@@ -706,6 +706,42 @@ async def test_new_snapshot_rows_are_inserted_and_a_stored_one_turns_the_key_to_
     ]
 
 
+async def test_a_commit_that_knows_the_state_is_one_round_trip_and_sees_an_operator(
+    postgres_url: str, pg_schema: str
+) -> None:
+    """After its first commit the store sends a commit whole (the fence compares the stored
+    state with the one it wrote); a state an operator changed meanwhile is read again
+    under the lock, and the operator's pause holds."""
+    async with AsyncConnectionPool(
+        postgres_url, min_size=1, connection_class=_CountingConnection, kwargs={"autocommit": True}
+    ) as pool:
+        store = PostgresStore(pool, schema=pg_schema)
+        await store.migrate()
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        sent: list[list[str]] = []
+        for n in range(2):
+            _CountingConnection.queries.clear()
+            await store.commit_poll(KEY, lease, batch(state_patch={"sequence": n + 1}))
+            sent.append([q.split("(", 1)[0].split()[-1] for q in _CountingConnection.queries])
+        operator = PostgresStore(postgres_url, schema=pg_schema)
+        try:
+            await operator.save_state_unfenced(KEY, {"paused": True}, T0 + 1)
+        finally:
+            await operator.close()
+        _CountingConnection.queries.clear()
+        await store.commit_poll(KEY, lease, batch(state_patch={"sequence": 3, "wake_at": T0 + 99}))
+        sent.append([q.split("(", 1)[0].split()[-1] for q in _CountingConnection.queries])
+        state = await store.load_state(KEY)
+    assert state is not None
+    assert (state.paused, state.sequence, state.wake_at) == (True, 3, None)
+    lock = store._q["lock"].split("(", 1)[0].split()[-1]
+    fence = f'"{pg_schema}"."watukuy_fence_state"'
+    assert [q[0] for q in sent] == [lock, fence, fence]
+    # The third commit met the operator's write and read the state again.
+    assert sent[2][-2] == lock
+
+
 async def test_a_connection_killed_mid_commit_writes_nothing(
     postgres_url: str, pg_schema: str
 ) -> None:
@@ -828,7 +864,8 @@ async def test_a_call_cancelled_half_way_never_leaves_a_transaction_behind(
 
 
 class _HeldStore(PostgresStore):
-    """Holds the first fenced write between its row lock and its write until ``go`` is set."""
+    """Holds the first fenced write between its row lock and its write until ``go`` is set
+    (a store that never wrote the key's state reads it under the lock first)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -836,18 +873,17 @@ class _HeldStore(PostgresStore):
         self.go = asyncio.Event()
         self._held = False
 
-    async def _write_state(
+    async def _run(
         self,
         conn: psycopg.AsyncConnection[Any],
         key: PKey,
-        fields: dict[str, Any],
-        patch: dict[str, Any],
+        statements: Any,
     ) -> None:
         if not self._held:
             self._held = True
             self.inside.set()
             await self.go.wait()
-        await super()._write_state(conn, key, fields, patch)
+        await super()._run(conn, key, statements)
 
 
 async def _waits_for_a_row_lock(postgres_url: str, schema: str) -> bool:

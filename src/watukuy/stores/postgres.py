@@ -18,8 +18,10 @@ How it keeps the contract:
   with ``unnest`` and upserted with ``ON CONFLICT``, except a page's new events and its
   snapshot rows at revision 0, which are inserted (the page is written again with the
   upsert in the rare commit that names an event id still pending or a row already
-  stored). Fenced writes run in pipeline mode, so ``BEGIN`` travels with the lock and the
-  writes with ``COMMIT``: two round trips for a commit, one for an ack.
+  stored). Fenced writes run in pipeline mode, and a commit sends the state document it
+  makes from the one it last wrote (``<prefix>fence_state``, migration ``0010``, fails the
+  transaction when the stored one differs, and the commit then reads it under the lock):
+  ``BEGIN``, the fence, the writes and ``COMMIT`` travel together, one round trip.
 - **Exact JSON.** Documents (state, events, payloads, errors) are ``json`` columns, not
   ``jsonb``: ``jsonb`` rejects the escape ``\\u0000`` anywhere in a document ("unsupported
   Unicode escape sequence"), and any of these documents may carry one (an item field, a
@@ -50,7 +52,7 @@ import re
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from importlib import resources
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from watukuy.model import json
@@ -110,7 +112,7 @@ _MIGRATION_FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 _SQL_DIR = resources.files("watukuy.stores").joinpath("sql", "postgres")
 # The newest version in sql/postgres (a test keeps the two equal): a schema already at it
 # costs a start two round trips, and no migration file is read.
-SCHEMA_VERSION: Final = 9
+SCHEMA_VERSION: Final = 10
 _TABLES = (
     "pollers",
     "items",
@@ -147,8 +149,13 @@ _PLAIN_TABLE: Final = {
 # Store options a URL DSN may carry next to the timeouts; libpq would refuse them.
 _URL_OPTIONS = ("schema", "table_prefix")
 _MIN_BIGINT, _MAX_BIGINT = -(2**63), 2**63 - 1
-# The SQLSTATE the fence raises on a lost lease (see 0009_fence_function.sql).
+# The SQLSTATEs the fence raises on a lost lease (see 0009_fence_function.sql) and on a
+# state that is not the one its writer knew (0010_fence_state_function.sql).
 _LEASE_LOST: Final = "WK001"
+_STATE_MOVED: Final = "WK002"
+# The state documents the store remembers having written (see PostgresStore._patch): one
+# per key it commits for, at most this many keys.
+_KNOWN_STATES: Final = 1024
 # load_marks: identities per statement (the statements of one call share a connection).
 _MARKS_CHUNK: Final = 1000
 # The store's own pool: a key that runs holds at most a commit (or an ack) and a renewal at
@@ -190,7 +197,7 @@ def _split_options(dsn: str) -> tuple[str, dict[str, str]]:
 
 def _load_queries(schema: str, prefix: str) -> dict[str, str]:
     """The named statements of ``queries.sql`` with this store's table names filled in."""
-    tables = {name: f'"{schema}"."{prefix}{name}"' for name in (*_TABLES, "fence")}
+    tables = {name: f'"{schema}"."{prefix}{name}"' for name in (*_TABLES, "fence", "fence_state")}
     text = _SQL_DIR.joinpath("queries.sql").read_text("utf-8")
     queries: dict[str, str] = {}
     for block in text.split("-- name: ")[1:]:
@@ -353,6 +360,9 @@ class PostgresStore:
         # Keys whose snapshot rows met a stored row in a plain insert: their pages are
         # upserted from then on (see commit_poll).
         self._upserted_keys: set[PKey] = set()
+        # The state document this store last wrote or read under a lease, by key: a commit
+        # sends it to the fence instead of reading it (see _patch).
+        self._states: dict[PKey, _KnownState] = {}
 
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self._schema!r}, table_prefix={self._prefix!r})"
@@ -498,9 +508,64 @@ class PostgresStore:
             row = await cur.fetchone()
             return int(row[0]) if row is not None else 0
 
+    async def _patch(
+        self,
+        what: str,
+        key: PKey,
+        lease: Lease,
+        statements: Sequence[tuple[str, tuple[Any, ...]]],
+        patch: dict[str, Any],
+    ) -> None:
+        """One fenced transaction: ``statements``, then ``patch`` over the key's state.
+
+        When the store knows the stored state (it wrote or read it last, under this lease),
+        the new document is made here and the fence compares the stored one with the known
+        one (``fence_state``): the whole transaction is one round trip. Otherwise, or when
+        the stored state moved (an administrative write), the state is read under the row
+        lock first: two round trips.
+        """
+        known = self._states.pop(key, None)
+        if known is not None and (known.lease.owner, known.lease.epoch) == (
+            lease.owner,
+            lease.epoch,
+        ):
+            fields = _patched(known.fields, patch)
+            written = json.dumps(fields) if patch else None
+            try:
+                async with self._fenced(what, key, lease, known.text) as conn:
+                    await self._run(conn, key, statements)
+                    await self._write_state(conn, key, written, fields.get("wake_at"))
+            except StoreError as error:
+                cause = error.__cause__
+                if not (isinstance(cause, psycopg.Error) and cause.sqlstate == _STATE_MOVED):
+                    raise
+            else:
+                self._know(key, _KnownState(lease, written or known.text, fields))
+                return
+        async with self._fenced_state(what, key, lease) as (conn, stored, text):
+            await self._run(conn, key, statements)
+            fields = _patched(stored, patch)
+            written = json.dumps(fields) if patch else None
+            await self._write_state(conn, key, written, fields.get("wake_at"))
+        self._know(key, _KnownState(lease, written or text, fields))
+
+    async def _run(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        key: PKey,
+        statements: Sequence[tuple[str, tuple[Any, ...]]],
+    ) -> None:
+        for name, params in statements:
+            await conn.execute(self._q[name], (*_k(key), *params))
+
+    def _know(self, key: PKey, known: _KnownState) -> None:
+        self._states[key] = known
+        if len(self._states) > _KNOWN_STATES:
+            del self._states[next(iter(self._states))]
+
     @asynccontextmanager
     async def _fenced(
-        self, what: str, key: PKey, lease: Lease
+        self, what: str, key: PKey, lease: Lease, state: str | None = None
     ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A transaction that starts with the fence: it takes the key's row lock while
         ``lease`` is current and fails before any write otherwise (``LeaseLostError``).
@@ -512,7 +577,12 @@ class PostgresStore:
         async with self._connection(what) as conn:
             try:
                 async with _pipeline(conn), conn.transaction():
-                    await conn.execute(self._q["fence"], (*_k(key), lease.owner, lease.epoch))
+                    if state is None:
+                        params: tuple[Any, ...] = (*_k(key), lease.owner, lease.epoch)
+                        await conn.execute(self._q["fence"], params)
+                    else:
+                        params = (*_k(key), lease.owner, lease.epoch, state)
+                        await conn.execute(self._q["fence_state"], params)
                     yield conn
             except psycopg.Error as error:
                 if error.sqlstate == _LEASE_LOST:
@@ -522,32 +592,29 @@ class PostgresStore:
     @asynccontextmanager
     async def _fenced_state(
         self, what: str, key: PKey, lease: Lease
-    ) -> AsyncIterator[tuple[psycopg.AsyncConnection[Any], dict[str, Any]]]:
+    ) -> AsyncIterator[tuple[psycopg.AsyncConnection[Any], dict[str, Any], str]]:
         """A transaction holding the key's row lock, entered only while ``lease`` is current,
-        for a write that patches the state: yields the connection and the key's state
-        fields. The lock's answer is read before the block runs: two round trips."""
+        for a write that patches the state: yields the connection, the key's state fields
+        and the stored document. The lock's answer is read before the block runs: two round
+        trips."""
         async with self._connection(what) as conn, _pipeline(conn), conn.transaction():
             cur = await conn.execute(self._q["lock"], _k(key))
             row = await cur.fetchone()
             if row is None or row[0] != lease.owner or row[1] != lease.epoch:
                 raise LeaseLostError(key.poller, key.partition, lease.epoch)
-            yield conn, json.loads(row[2])
+            yield conn, json.loads(row[2]), row[2]
 
     async def _write_state(
         self,
         conn: psycopg.AsyncConnection[Any],
         key: PKey,
-        fields: dict[str, Any],
-        patch: dict[str, Any],
-        *,
-        admin: bool = False,
+        text: str | None,
+        wake_at: int | None,
     ) -> None:
-        if patch:
-            if not admin and "wake_at" in patch and "paused" not in patch and fields.get("paused"):
-                patch = {**patch, "wake_at": None}  # a run that began before the pause
-            fields.update(patch)
-            params = (json.dumps(fields), fields.get("wake_at"), *_k(key))
-            await conn.execute(self._q["write_state"], params)
+        """Write the key's state document (nothing for ``None``: no patch) and its
+        ``wake_at`` copy, inside the caller's transaction."""
+        if text is not None:
+            await conn.execute(self._q["write_state"], (text, wake_at, *_k(key)))
 
     @staticmethod
     def _encoded_patch(patch: StatePatch) -> dict[str, Any]:
@@ -607,12 +674,12 @@ class PostgresStore:
     async def save_state(self, key: PKey, lease: Lease, patch: StatePatch) -> None:
         """Fenced partial update of the key's state."""
         fields = self._encoded_patch(patch)
-        async with self._fenced_state("save_state", key, lease) as (conn, stored):
-            await self._write_state(conn, key, stored, fields)
+        await self._patch("save_state", key, lease, (), fields)
 
     async def save_state_unfenced(self, key: PKey, patch: StatePatch, now: int) -> None:
         """Administrative partial update; creates the key first when needed."""
         fields = self._encoded_patch(patch)
+        self._states.pop(key, None)  # the commit after it reads the state again
         initial = _initial_state(now)
         k = _k(key)
         async with self._connection("save_state_unfenced") as conn, conn.transaction():
@@ -620,7 +687,9 @@ class PostgresStore:
             cur = await conn.execute(self._q["lock"], k)
             row = await cur.fetchone()
             stored = json.loads(row[2]) if row is not None else {}
-            await self._write_state(conn, key, stored, fields, admin=True)
+            stored.update(fields)
+            text = json.dumps(stored) if fields else None
+            await self._write_state(conn, key, text, stored.get("wake_at"))
 
     async def list_keys(self, poller: str | None = None) -> list[PKey]:
         """Every key, optionally of one poller, sorted by (poller, partition)."""
@@ -836,10 +905,7 @@ class PostgresStore:
         fields: dict[str, Any],
     ) -> None:
         """One fenced transaction: the page's statements, then the state patch."""
-        async with self._fenced_state("commit_poll", key, lease) as (conn, stored):
-            for name, params in statements:
-                await conn.execute(self._q[name], (*_k(key), *params))
-            await self._write_state(conn, key, stored, fields)
+        await self._patch("commit_poll", key, lease, statements, fields)
 
     def _row_taken(
         self, error: StoreError, statements: Sequence[tuple[str, tuple[Any, ...]]]
@@ -1003,6 +1069,22 @@ class PostgresStore:
     async def prune_log(self, key: PKey, older_than: int) -> int:
         """Delete log entries created before ``older_than``; returns the count."""
         return await self._count("prune_log", "prune_log", (*_k(key), older_than))
+
+
+class _KnownState(NamedTuple):
+    """A state document as this store last wrote or read it, and the lease it did so under."""
+
+    lease: Lease
+    text: str
+    fields: dict[str, Any]
+
+
+def _patched(stored: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """``patch`` over a copy of ``stored``; a patch that sets ``wake_at`` but not ``paused``
+    (a run that began before a pause) leaves a paused key asleep."""
+    if "wake_at" in patch and "paused" not in patch and stored.get("paused"):
+        patch = {**patch, "wake_at": None}
+    return {**stored, **patch}
 
 
 def _k(key: PKey) -> tuple[str, str]:

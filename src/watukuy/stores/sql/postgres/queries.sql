@@ -48,6 +48,11 @@ FOR UPDATE
 -- still (owner, epoch), else SQLSTATE WK001 (see version 9).
 SELECT {fence}(%s, %s, %s, %s)
 
+-- name: fence_state
+-- The fence of a state patch whose writer knows the stored state: fence, plus SQLSTATE
+-- WK002 when the stored document is not the one given (see version 10).
+SELECT {fence_state}(%s, %s, %s, %s, %s)
+
 -- name: create
 INSERT INTO {pollers} (poller, "partition", state, wake_at) VALUES (%s, %s, %s::json, %s)
 ON CONFLICT DO NOTHING
