@@ -37,12 +37,6 @@ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint
 SELECT lease_owner, lease_epoch, lease_expires_at FROM {pollers}
 WHERE poller = %s AND "partition" = %s
 
--- name: lock
--- The fence: every leased write starts with this row lock and compares owner and epoch.
-SELECT lease_owner, lease_epoch, state::text FROM {pollers}
-WHERE poller = %s AND "partition" = %s
-FOR UPDATE
-
 -- name: fence
 -- The fence of a write that does not read the state: the key's row lock when the lease is
 -- still (owner, epoch), else SQLSTATE WK001 (see version 9).
@@ -52,6 +46,12 @@ SELECT {fence}(%s, %s, %s, %s)
 -- The fence of a state patch whose writer knows the stored state: fence, plus SQLSTATE
 -- WK002 when the stored document is not the one given (see version 10).
 SELECT {fence_state}(%s, %s, %s, %s, %s)
+
+-- name: lock
+-- The fence: every leased write starts with this row lock and compares owner and epoch.
+SELECT lease_owner, lease_epoch, state::text FROM {pollers}
+WHERE poller = %s AND "partition" = %s
+FOR UPDATE
 
 -- name: create
 INSERT INTO {pollers} (poller, "partition", state, wake_at) VALUES (%s, %s, %s::json, %s)
