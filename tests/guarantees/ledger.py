@@ -353,6 +353,15 @@ MUTANTS: tuple[Mutant, ...] = (
         bug="the fence reads the key's row without locking it",
     ),
     _m(
+        "postgres-fence-state-trusts-the-known-state",
+        "G5",
+        "src/watukuy/stores/sql/postgres/0010_fence_state_function.sql",
+        [("IF stored IS DISTINCT FROM known_state THEN", "IF false THEN")],
+        "tests/stores/test_postgres.py::"
+        "test_a_commit_that_knows_the_state_is_one_round_trip_and_sees_an_operator",
+        bug="a commit writes over a state an operator changed since the store last wrote it",
+    ),
+    _m(
         "sqlite-commit-outside-a-transaction",
         "G4",
         SQLITE,

@@ -580,9 +580,11 @@ class _CountingConnection(psycopg.AsyncConnection[Any]):
     """Counts the statements the store sends (injected through the pool)."""
 
     statements: list[str] = []  # noqa: RUF012 - shared on purpose: the pool makes instances
+    queries: list[str] = []  # noqa: RUF012 - the same, whole
 
     async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
         type(self).statements.append(str(query).split(None, 1)[0])
+        type(self).queries.append(str(query))
         return await super().execute(query, params, **kwargs)
 
 
@@ -661,6 +663,83 @@ async def test_a_page_naming_a_pending_event_id_is_written_again_with_upserts(
         state = await store.load_state(KEY)
         assert state is not None
         assert state.sequence == 4
+
+
+async def test_new_snapshot_rows_are_inserted_and_a_stored_one_turns_the_key_to_upserts(
+    postgres_url: str, pg_schema: str
+) -> None:
+    """Rows at revision 0 go in with a plain insert; one that is stored already makes that
+    transaction fail on the primary key, the page is written once more with the upsert, and
+    so are the key's pages after it."""
+    async with AsyncConnectionPool(
+        postgres_url, min_size=1, connection_class=_CountingConnection, kwargs={"autocommit": True}
+    ) as pool:
+        store = PostgresStore(pool, schema=pg_schema)
+        await store.migrate()
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        writes: list[list[str]] = []
+        upserted: list[bool] = []
+        pages = [
+            [item_row("i1"), item_row("i2")],
+            [item_row("i3"), item_row("i1", hash="h-moved", seen_at=T0 + 5)],
+            [item_row("i4")],
+        ]
+        for n, rows in enumerate(pages):
+            _CountingConnection.statements.clear()
+            _CountingConnection.queries.clear()
+            await store.commit_poll(KEY, lease, batch(state_patch={"sequence": n}, upserts=rows))
+            writes.append(list(_CountingConnection.statements))
+            upserted.append("ON CONFLICT" in _CountingConnection.queries[-2])
+        sql = await _query(
+            postgres_url,
+            f'SELECT identity, hash, seen_at FROM "{pg_schema}".watukuy_items ORDER BY identity',
+        )
+    one = ["SELECT", "INSERT", "UPDATE"]
+    assert writes == [one, one * 2, one]
+    assert upserted == [False, True, True]
+    assert sql == [
+        ("i1", "h-moved", T0 + 5),
+        ("i2", "hash-i2", T0),
+        ("i3", "hash-i3", T0),
+        ("i4", "hash-i4", T0),
+    ]
+
+
+async def test_a_commit_that_knows_the_state_is_one_round_trip_and_sees_an_operator(
+    postgres_url: str, pg_schema: str
+) -> None:
+    """After its first commit the store sends a commit whole (the fence compares the stored
+    state with the one it wrote); a state an operator changed meanwhile is read again
+    under the lock, and the operator's pause holds."""
+    async with AsyncConnectionPool(
+        postgres_url, min_size=1, connection_class=_CountingConnection, kwargs={"autocommit": True}
+    ) as pool:
+        store = PostgresStore(pool, schema=pg_schema)
+        await store.migrate()
+        lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+        assert lease is not None
+        sent: list[list[str]] = []
+        for n in range(2):
+            _CountingConnection.queries.clear()
+            await store.commit_poll(KEY, lease, batch(state_patch={"sequence": n + 1}))
+            sent.append([q.split("(", 1)[0].split()[-1] for q in _CountingConnection.queries])
+        operator = PostgresStore(postgres_url, schema=pg_schema)
+        try:
+            await operator.save_state_unfenced(KEY, {"paused": True}, T0 + 1)
+        finally:
+            await operator.close()
+        _CountingConnection.queries.clear()
+        await store.commit_poll(KEY, lease, batch(state_patch={"sequence": 3, "wake_at": T0 + 99}))
+        sent.append([q.split("(", 1)[0].split()[-1] for q in _CountingConnection.queries])
+        state = await store.load_state(KEY)
+    assert state is not None
+    assert (state.paused, state.sequence, state.wake_at) == (True, 3, None)
+    lock = store._q["lock"].split("(", 1)[0].split()[-1]
+    fence = f'"{pg_schema}"."watukuy_fence_state"'
+    assert [q[0] for q in sent] == [lock, fence, fence]
+    # The third commit met the operator's write and read the state again.
+    assert sent[2][-2] == lock
 
 
 async def test_a_connection_killed_mid_commit_writes_nothing(
@@ -785,7 +864,8 @@ async def test_a_call_cancelled_half_way_never_leaves_a_transaction_behind(
 
 
 class _HeldStore(PostgresStore):
-    """Holds the first fenced write between its row lock and its write until ``go`` is set."""
+    """Holds the first fenced write between its row lock and its write until ``go`` is set
+    (a store that never wrote the key's state reads it under the lock first)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -793,18 +873,17 @@ class _HeldStore(PostgresStore):
         self.go = asyncio.Event()
         self._held = False
 
-    async def _write_state(
+    async def _run(
         self,
         conn: psycopg.AsyncConnection[Any],
         key: PKey,
-        fields: dict[str, Any],
-        patch: dict[str, Any],
+        statements: Any,
     ) -> None:
         if not self._held:
             self._held = True
             self.inside.set()
             await self.go.wait()
-        await super()._write_state(conn, key, fields, patch)
+        await super()._run(conn, key, statements)
 
 
 async def _waits_for_a_row_lock(postgres_url: str, schema: str) -> bool:
@@ -899,6 +978,38 @@ async def test_lookups_by_a_list_of_keys_probe_the_index_without_table_statistic
     plan = row[0][0]["Plan"]
     # Each listed row once (by its probe) and, for a write, once more by its ctid.
     assert _scanned(plan, table) <= 2 * len(wanted), json.dumps(plan, indent=1)
+
+
+async def test_an_ack_probes_the_primary_key_without_table_statistics(
+    postgres_url: str, pg_schema: str
+) -> None:
+    # "event_id = ANY(list)" on a table never analysed read every index entry of the key
+    # (the pending index's, or the primary key's on its two leading columns) and filtered:
+    # with the rows of earlier acks still in the index, each ack of a sync cost more than
+    # the one before it. The ack reads only the rows it deletes.
+    store = PostgresStore(postgres_url, schema=pg_schema)
+    await store.migrate()
+    await store.close()
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+        outbox = f'"{pg_schema}".watukuy_outbox'
+        await conn.execute(f"ALTER TABLE {outbox} SET (autovacuum_enabled = false)")
+        poller, part = _k_of()
+        await conn.execute(
+            f'INSERT INTO {outbox} (poller, "partition", event_id, seq, event, created_at)'
+            " SELECT %s, %s, 'e' || n, n, '{}', 0 FROM generate_series(1, 20000) AS n",
+            (poller, part),
+        )
+        # Delivered and acked already: dead rows, still in every index.
+        await conn.execute(f"DELETE FROM {outbox} WHERE seq <= 15000")
+        wanted = [f"e{n}" for n in range(18_000, 18_200)]
+        async with conn.transaction(force_rollback=True):
+            cur = await conn.execute(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {store._q['ack']}", (poller, part, wanted)
+            )
+            row = await cur.fetchone()
+    assert row is not None
+    plan = row[0][0]["Plan"]
+    assert _scanned(plan, "watukuy_outbox") <= 2 * len(wanted), json.dumps(plan, indent=1)
 
 
 def _k_of() -> tuple[str, str]:

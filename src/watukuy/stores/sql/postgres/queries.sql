@@ -37,6 +37,16 @@ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint
 SELECT lease_owner, lease_epoch, lease_expires_at FROM {pollers}
 WHERE poller = %s AND "partition" = %s
 
+-- name: fence
+-- The fence of a write that does not read the state: the key's row lock when the lease is
+-- still (owner, epoch), else SQLSTATE WK001 (see version 9).
+SELECT {fence}(%s, %s, %s, %s)
+
+-- name: fence_state
+-- The fence of a state patch whose writer knows the stored state: fence, plus SQLSTATE
+-- WK002 when the stored document is not the one given (see version 10).
+SELECT {fence_state}(%s, %s, %s, %s, %s)
+
 -- name: lock
 -- The fence: every leased write starts with this row lock and compares owner and epoch.
 SELECT lease_owner, lease_epoch, state::text FROM {pollers}
@@ -261,6 +271,29 @@ ON CONFLICT (poller, "partition", identity) DO UPDATE SET
     seen_at = EXCLUDED.seen_at,
     revision = EXCLUDED.revision
 
+-- name: insert_items
+-- A page's snapshot rows as a plain insert, when they are all new as far as the page can
+-- tell (see PostgresStore.commit_poll): ON CONFLICT costs the server a probe of the
+-- primary key and a confirmation record per row even when no row conflicts (about 40% of
+-- the statement). When one does, the insert fails on the primary key, the commit rolls
+-- back, and PostgresStore writes the page again with upsert_items.
+INSERT INTO {items}
+    (poller, "partition", identity, version, hash, schema_version, payload, seen_at, revision)
+SELECT %s, %s, u.identity, u.version, u.hash, u.schema_version, u.payload::json, u.seen_at,
+    u.revision
+FROM unnest(%b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[], %b::bigint[],
+    %b::bigint[])
+    AS u(identity, version, hash, schema_version, payload, seen_at, revision)
+
+-- name: insert_items_shared
+-- insert_items for rows that share their schema version and seen_at (see
+-- upsert_items_shared).
+INSERT INTO {items}
+    (poller, "partition", identity, version, hash, schema_version, payload, seen_at, revision)
+SELECT %s, %s, u.identity, u.version, u.hash, %s, u.payload::json, %s, u.revision
+FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[])
+    AS u(identity, version, hash, payload, revision)
+
 -- name: delete_items
 -- Each deleted row leaves a 'deleted' tombstone stamped with the commit time.
 WITH gone AS (
@@ -373,7 +406,23 @@ ORDER BY seq, event_id LIMIT %s
 SELECT count(*) FROM {outbox} WHERE poller = %s AND "partition" = %s AND status = 'pending'
 
 -- name: ack
-DELETE FROM {outbox} WHERE poller = %s AND "partition" = %s AND event_id = ANY(%b::text[])
+-- One primary-key probe per event id, as in load_versions: with "event_id = ANY(list)" the
+-- planner, left to estimates on a table without statistics, reads every index entry of
+-- the key, those of rows already deleted included (a bitmap scan never marks them dead),
+-- and filters, so each ack of a sync cost more than the one before it. (The pending index
+-- cannot serve the probe: it is partial, see version 8.) The rows are deleted by ctid;
+-- every writer of a key's outbox rows holds the key's row lock, so no row moves between
+-- the probe and the delete.
+DELETE FROM {outbox} AS o USING (
+    SELECT f.row_id FROM (SELECT %s::text AS poller, %s::text AS part) AS k
+    CROSS JOIN unnest(%b::text[]) AS w(event_id)
+    CROSS JOIN LATERAL (
+        SELECT x.ctid AS row_id FROM {outbox} AS x
+        WHERE x.poller = k.poller AND x."partition" = k.part AND x.event_id = w.event_id
+        OFFSET 0
+    ) AS f
+) AS hit
+WHERE o.ctid = hit.row_id
 
 -- name: record_attempt
 UPDATE {outbox}
