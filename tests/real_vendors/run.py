@@ -74,6 +74,7 @@ TOML_JSON = (
     EngineSpec("toml-overlap", "postgres", kills=1, kills_like="overlap"),
     EngineSpec("toml-pages", "sqlite", kills=2, kills_like="snapshot"),
     EngineSpec("toml-link", "sqlite", kills=2, kills_like="snapshot"),
+    EngineSpec("toml-offset", "postgres", kills=2, kills_like="snapshot"),
 )
 COLUMNS = (
     ("recipe", "recipe"),

@@ -20,6 +20,7 @@ runs like any other recipe (same store, journal, kills and restarts).
 | ``toml-overlap`` (json) | ``json-keyset-overlap.toml`` | the same with ``overlap = "2m"`` | json-server 0.17 |
 | ``toml-pages`` (json) | ``json-pages.toml`` | full listing (``_page`` + ``_limit``, short page ends) | json-server 0.17 |
 | ``toml-link`` (json) | ``json-link.toml`` | full listing following the ``Link`` header | json-server 0.17 |
+| ``toml-offset`` (json) | ``json-offset.toml`` | full listing by offset (``_start`` + ``_limit``, short page ends) | json-server 0.17 |
 
 These recipes are not copies of docs code, so ``test_recipes_follow_the_docs.py`` holds
 them to a rule of their own: their fetch is the one ``watukuy.rest`` builds.
@@ -52,9 +53,12 @@ TOML_RECIPES: dict[str, dict[str, str]] = {
         "toml-overlap": "json-keyset-overlap.toml",
         "toml-pages": "json-pages.toml",
         "toml-link": "json-link.toml",
+        "toml-offset": "json-offset.toml",
     },
 }
-FULL_LISTING = frozenset({"toml-snapshot", "toml-not-found", "toml-pages", "toml-link"})
+FULL_LISTING = frozenset(
+    {"toml-snapshot", "toml-not-found", "toml-pages", "toml-link", "toml-offset"}
+)
 """TOML recipes whose live lane reads the whole listing every cycle (deletes observable)."""
 POLLER = "orders"
 
