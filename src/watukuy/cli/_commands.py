@@ -151,17 +151,15 @@ def _remember_file(ctx: click.Context, _param: click.Parameter, value: str | Non
 
 
 def _target_options(fn: F) -> F:
-    params = getattr(fn, "__click_params__", [])
-    if not any(param.name == "file" for param in params):
-        # `watukuy inspect pollers.toml`, `watukuy trigger pollers.toml --poller x`: the
-        # file in place of --app (run and tick declare FILE themselves, with their help).
-        fn = click.argument(
-            "file",
-            required=False,
-            metavar="[FILE.toml]",
-            expose_value=False,
-            callback=_remember_file,
-        )(fn)
+    # `watukuy run pollers.toml`, `watukuy trigger pollers.toml --poller x`: the file in
+    # place of --app, for every command.
+    fn = click.argument(
+        "file",
+        required=False,
+        metavar="[FILE.toml]",
+        expose_value=False,
+        callback=_remember_file,
+    )(fn)
     fn = click.option(
         "--json", "as_json", is_flag=True, help="Print one line of JSON instead of tables."
     )(fn)
@@ -184,10 +182,6 @@ def _target_options(fn: F) -> F:
         "pollers.toml; env WATUKUY_APP.",
     )(fn)
     return fn
-
-
-def _file_argument(fn: F) -> F:
-    return click.argument("file", required=False, metavar="[FILE.toml]")(fn)
 
 
 def _key_options(fn: F) -> F:
@@ -288,14 +282,12 @@ async def _on_target(
     *,
     need_engine: bool = False,
     create: bool = False,
-    file: str | None = None,
 ) -> T:
     from ._target import open_target
 
     app, store_url = _chosen_target(app, store_url)
-    if file is None:
-        ctx = click.get_current_context(silent=True)
-        file = None if ctx is None else ctx.meta.get(_FILE)
+    ctx = click.get_current_context(silent=True)
+    file = None if ctx is None else ctx.meta.get(_FILE)
     if file is not None:
         # The positional file wins over WATUKUY_APP; next to a different --app it is a
         # mistake, not a choice to make silently.
@@ -379,14 +371,12 @@ def version(as_json: bool) -> None:
     help="Deadline for the pass, e.g. 50s or 50 (seconds); keys still behind then are pending.",
 )
 @click.option("--only", multiple=True, metavar="NAME", help="Tick only this poller (repeatable).")
-@_file_argument
 def tick(
     app: str | None,
     store_url: str | None,
     as_json: bool,
     max_duration: str | None,
     only: Sequence[str],
-    file: str | None,
 ) -> None:
     """One pass over every due key, then exit (for cron and serverless).
 
@@ -410,7 +400,7 @@ def tick(
             engine, names, max_duration, console=console, show=not as_json and console.is_terminal
         )
 
-    result = _run(_on_target("tick", app, store_url, work, need_engine=True, file=file))
+    result = _run(_on_target("tick", app, store_url, work, need_engine=True))
     from ._render import tick_view
 
     _emit(as_json, result, tick_view(result))
@@ -431,14 +421,12 @@ def tick(
     metavar="DURATION",
     help="How long to drain in-flight work on SIGINT/SIGTERM.",
 )
-@_file_argument
 def run(
     app: str | None,
     store_url: str | None,
     as_json: bool,
     refresh: str,
     stop_timeout: str,
-    file: str | None,
 ) -> None:
     """Run the daemon until SIGINT/SIGTERM, with a live status view.
 
@@ -465,7 +453,7 @@ def run(
             emit_json=emit if as_json else None,
         )
 
-    report = _run(_on_target("run", app, store_url, work, need_engine=True, file=file))
+    report = _run(_on_target("run", app, store_url, work, need_engine=True))
     if as_json:
         emit(report)  # the final state, after the drain
     else:
