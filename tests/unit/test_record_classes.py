@@ -450,3 +450,75 @@ def test_order_needs_eq_as_with_dataclass() -> None:
                 """Wrong."""
 
                 a: int
+
+
+def test_fields_are_read_as_dataclass_reads_them() -> None:
+    # The package's records take the path that reads the fields without @dataclass.
+    assert records._FAST_FIELDS
+
+    def made(make: Decorator) -> type:
+        @make(frozen=True, slots=True)
+        class Marked:
+            """A KW_ONLY marker, a class variable given by field() and a real annotation."""
+
+            a: int
+            _: dataclasses.KW_ONLY
+            b: int = 2
+            shared: ClassVar[int] = FIELD(default=5)
+
+        return Marked
+
+    def real(make: Decorator) -> type:
+        # Annotations as objects, not strings: dataclasses' own reading decides each one.
+        namespace = {
+            "__doc__": "Real.",
+            "__annotations__": {"k": ClassVar[int], "a": int, "_": dataclasses.KW_ONLY, "b": int},
+            "k": 1,
+            "b": 2,
+        }
+        made_class: type = make(frozen=True, slots=True)(type("Real", (), namespace))
+        return made_class
+
+    for shape in (made, real):
+        ours, theirs = shape(record), shape(dataclasses.dataclass)
+        assert isinstance(ours.__dict__["__init__"], records._Lazy)
+        assert str(inspect.signature(ours)) == str(inspect.signature(theirs))
+        assert ours.__match_args__ == theirs.__match_args__ == ("a",)  # type: ignore[attr-defined]
+        assert ours.__slots__ == theirs.__slots__ == ("a", "b")  # type: ignore[attr-defined]
+        assert [(f.name, f.kw_only) for f in dataclasses.fields(ours)] == [
+            (f.name, f.kw_only) for f in dataclasses.fields(theirs)
+        ]
+        assert ours(1, b=3) == ours(1, b=3) != ours(1)
+    ours, theirs = made(record), made(dataclasses.dataclass)
+    assert str(inspect.signature(ours)) == str(inspect.signature(theirs))
+    assert ours.shared == theirs.shared == 5  # type: ignore[attr-defined]
+
+
+def test_field_mistakes_fail_as_with_dataclass() -> None:
+    for make in (record, dataclasses.dataclass):
+        with pytest.raises(ValueError, match="mutable default <class 'list'> for field a"):
+
+            @make(frozen=True, slots=True)
+            class Mutable:
+                """Mutable."""
+
+                a: list[int] = []  # noqa: RUF012
+
+        with pytest.raises(TypeError, match="'b' is a field but has no type annotation"):
+
+            @make(frozen=True, slots=True)
+            class Unannotated:
+                """Unannotated."""
+
+                a: int
+                b = FIELD(default=1)
+
+        with pytest.raises(TypeError, match="KW_ONLY has already been specified"):
+
+            @make(frozen=True, slots=True)
+            class Twice:
+                """Twice."""
+
+                _: dataclasses.KW_ONLY
+                a: int
+                __: dataclasses.KW_ONLY
