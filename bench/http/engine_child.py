@@ -34,8 +34,11 @@ from ._workload import PAGE_SIZE, SHAPES, Shape
 POLLER = "orders"
 
 
-def poller(url: str, shape: Shape, *, prefetch: bool = True) -> wk.PollerDefinition[Any]:
-    """The poller every run uses, over the listing of ``shape``."""
+def poller(
+    url: str, shape: Shape, *, prefetch: bool = True, overlap: str | None = None
+) -> wk.PollerDefinition[Any]:
+    """The poller every run uses, over the listing of ``shape`` (``overlap``: the cursor's,
+    ``None`` for the default late-commit lookback)."""
 
     async def fetch(ctx: wk.FetchContext[wk.TimestampPosition]) -> wk.Page[Any]:
         params: dict[str, Any] = {"limit": PAGE_SIZE}
@@ -49,7 +52,7 @@ def poller(url: str, shape: Shape, *, prefetch: bool = True) -> wk.PollerDefinit
     return wk.define_poller(
         name=POLLER,
         identity=lambda order: order["id"],
-        cursor=wk.TimestampCursor(field="updated_at", tie_break="id"),
+        cursor=wk.TimestampCursor(field="updated_at", tie_break="id", overlap=overlap),
         fetch=fetch,
         # Never due on its own: ``sync`` triggers it, ``dispatch`` leaves it alone.
         schedule=wk.Schedule(min="1h", max="2h"),
@@ -65,7 +68,9 @@ def store(args: Any) -> Any:
 
 
 async def run(args: Any) -> dict[str, Any]:
-    definition = poller(args.url, SHAPES[args.shape], prefetch=not args.no_prefetch)
+    definition = poller(
+        args.url, SHAPES[args.shape], prefetch=not args.no_prefetch, overlap=args.overlap
+    )
     the_store = store(args)
     engine = wk.Engine(
         store=the_store,
@@ -121,6 +126,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-handler", action="store_true")
     parser.add_argument("--no-prefetch", action="store_true", help="poll with prefetch=False")
     parser.add_argument("--dispatch-batch", type=int)
+    parser.add_argument(
+        "--overlap",
+        help="the cursor's overlap, e.g. 0 for no lookback (default: the late-commit lookback)",
+    )
     parser.add_argument("--shape", choices=sorted(SHAPES), default="asyncio")
     args = parser.parse_args(argv)
     # Without a handler the engine warns once; the table does not need it.
