@@ -522,3 +522,30 @@ def test_field_mistakes_fail_as_with_dataclass() -> None:
                 _: dataclasses.KW_ONLY
                 a: int
                 __: dataclasses.KW_ONLY
+
+
+CV = ClassVar
+KO = dataclasses.KW_ONLY
+
+
+def test_pseudo_fields_under_other_names_are_read_as_dataclass_reads_them() -> None:
+    def made(make: Decorator) -> type:
+        @make(frozen=True, slots=True)
+        class Aliased:
+            """ClassVar and KW_ONLY imported under other names."""
+
+            a: int
+            shared: CV[int] = 3
+            _: KO
+            b: int = 2
+
+        return Aliased
+
+    ours, theirs = made(record), made(dataclasses.dataclass)
+    assert (
+        str(inspect.signature(ours))
+        == str(inspect.signature(theirs))
+        == "(a: 'int', *, b: 'int' = 2) -> None"
+    )
+    assert ours.__slots__ == theirs.__slots__ == ("a", "b")  # type: ignore[attr-defined]
+    assert ours.shared == theirs.shared == 3  # type: ignore[attr-defined]

@@ -33,7 +33,9 @@ import copy
 import dataclasses
 import inspect
 import reprlib
+import sys
 import types
+import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -168,8 +170,8 @@ def _slotted(cls: type, *, kw_only: bool, match_args: bool) -> type:
     for a class with no dataclass among its bases (:func:`_is_plain_record`). What makes
     it cheaper is the reading of string annotations: ``@dataclass`` matches each one
     against regular expressions three times (``KW_ONLY``, ``ClassVar``, ``InitVar``), and
-    here only an annotation that names one of them is read, by dataclasses' own code
-    (about 35 against 57 microseconds a class). A Python whose :mod:`dataclasses` lacks
+    here only an annotation that may name one of them (:func:`_may_be_pseudo_field`) is
+    read, by dataclasses' own code (about 35 against 57 microseconds a class). A Python whose :mod:`dataclasses` lacks
     the names this relies on, or gives them another meaning, gets
     :func:`dataclasses.dataclass` itself.
     """
@@ -201,7 +203,7 @@ def _fields_and_slots(cls: type, *, kw_only: bool, match_args: bool) -> type:
                 raise TypeError(f"{name!r} is KW_ONLY, but KW_ONLY has already been specified")
             kw_only_seen = kw_only = True
             continue
-        if not isinstance(kind, str) or "ClassVar" in kind or "InitVar" in kind:
+        if not isinstance(kind, str) or _may_be_pseudo_field(cls, kind):
             # What only dataclasses' own reading can tell: a real type or a pseudo-field.
             made[name] = _dc._get_field(cls, name, kind, kw_only)
             continue
@@ -265,9 +267,32 @@ def _is_kw_only_marker(cls: type, kind: object) -> bool:
     """Whether an annotation is ``dataclasses.KW_ONLY``, read as ``@dataclass`` reads it."""
     if not isinstance(kind, str):
         return bool(_dc._is_kw_only(kind, dataclasses))
-    return "KW_ONLY" in kind and bool(
+    return _may_be_pseudo_field(cls, kind) and bool(
         _dc._is_type(kind, cls, dataclasses, dataclasses.KW_ONLY, _dc._is_kw_only)
     )
+
+
+_PSEUDO: tuple[object, ...] = (
+    typing.ClassVar,
+    dataclasses.InitVar,
+    dataclasses.KW_ONLY,
+    typing,
+    dataclasses,
+)
+
+
+def _may_be_pseudo_field(cls: type, kind: str) -> bool:
+    """Whether a string annotation may name ``ClassVar``, ``InitVar`` or ``KW_ONLY``: it
+    spells one of them, or its first name is one of them (or their module) in the class's
+    module, under whatever name it was imported. Only those are read by ``@dataclass``'s
+    regular expressions."""
+    if "ClassVar" in kind or "InitVar" in kind or "KW_ONLY" in kind:
+        return True
+    module = sys.modules.get(cls.__module__)
+    if module is None:
+        return False
+    head = module.__dict__.get(kind.split("[", 1)[0].split(".", 1)[0].strip())
+    return any(head is pseudo for pseudo in _PSEUDO)
 
 
 @dataclasses.dataclass(init=False, repr=False, eq=False, slots=True)
