@@ -303,3 +303,69 @@ async def test_the_stores_own_pool_sets_a_lock_timeout_by_default(
     async with postgres_store.pool.connection() as conn:
         cur = await conn.execute("SHOW lock_timeout")
         assert await cur.fetchone() == ("5s",)
+
+
+@pytest.mark.parametrize("write", ["commit, state known", "commit, state read", "ack"])
+@pytest.mark.parametrize("taker", ["commits", "rolls back"])
+async def test_a_fenced_write_waiting_on_a_takeover_follows_its_outcome(
+    postgres_store: PostgresStore, postgres_url: str, pg_schema: str, write: str, taker: str
+) -> None:
+    # Another node takes the lease over in a transaction of its own while this node's write
+    # arrives: the write's fence waits on the key's row lock, then reads the row the takeover
+    # left. A committed takeover fails the write before it writes anything; one rolled back
+    # leaves the lease as it was, and the write goes through.
+    store = postgres_store
+    lease = await store.acquire_lease(KEY, "node-a", TTL, T0)
+    assert lease is not None
+    await store.commit_poll(
+        KEY,
+        lease,
+        batch(
+            upserts=[item_row("kept")],
+            events=[outbox_row("e1", 1)],
+            state_patch={"sequence": 1},
+        ),
+    )
+    if write == "commit, state read":
+        store._states.clear()  # the store has to read the state under the row lock
+    before = await _rows(postgres_url, pg_schema, KEY)
+    pollers = f'"{pg_schema}"."watukuy_pollers"'
+    async with await psycopg.AsyncConnection.connect(postgres_url) as other:
+        await other.execute(
+            f"UPDATE {pollers} SET lease_owner = 'node-b', lease_epoch = lease_epoch + 1 "
+            "WHERE poller = %s",
+            (KEY.poller,),
+        )
+        if write == "ack":
+            pending = asyncio.create_task(store.ack_events(KEY, lease, ["e1"]))
+        else:
+            page = batch(
+                upserts=[item_row("new")],
+                events=[outbox_row("e2", 2)],
+                state_patch={"sequence": 2},
+            )
+            pending = asyncio.create_task(store.commit_poll(KEY, lease, page))
+        await _until_waiting_on_a_lock(postgres_url, pg_schema)
+        assert not pending.done()
+        if taker == "commits":
+            await other.commit()
+        else:
+            await other.rollback()
+    if taker == "commits":
+        with pytest.raises(LeaseLostError):
+            await pending
+        assert await _rows(postgres_url, pg_schema, KEY) == before
+        stored = await store.get_lease(KEY)
+        assert stored is not None
+        assert (stored.owner, stored.epoch) == ("node-b", lease.epoch + 1)
+        return
+    await pending
+    after = await _rows(postgres_url, pg_schema, KEY)
+    if write == "ack":
+        assert after == {**before, "outbox": before["outbox"] - 1}
+    else:
+        assert after["items"] == before["items"] + 1
+        assert after["outbox"] == before["outbox"] + 1
+        state = await store.load_state(KEY)
+        assert state is not None
+        assert state.sequence == 2
