@@ -36,6 +36,10 @@ _RESERVED: Final = frozenset({"grant_type", "client_id", "client_secret", "scope
 # A token is renewed this long before it expires (a tenth of its lifetime when shorter),
 # so a request never leaves with a token that expires on its way.
 _MARGIN_S: Final = 30.0
+# Slots of partitions whose token went stale (a tenant removed, or idle past its token's
+# life) are dropped once the slots outnumber twice what the last sweep left, and never
+# fewer than this: the memory held stays proportional to the partitions in use.
+_SWEEP_FROM: Final = 256
 
 
 def _require_authlib() -> None:
@@ -69,7 +73,8 @@ class OAuth2ClientCredentials:
     The token is asked for on first use, kept per partition until shortly before its
     ``expires_in`` (without one, until a ``401``), and asked for again once when the API
     answers ``401``. Concurrent requests of a partition share one token request. The
-    token request goes through ``ctx.http`` without charging the poller's budget.
+    token request goes through ``ctx.http`` without charging the poller's budget. The
+    token of a partition no longer polled is let go once it has expired.
 
     Example::
 
@@ -105,6 +110,7 @@ class OAuth2ClientCredentials:
     client_auth: Literal["basic", "body"] = "basic"
     extra: Mapping[str, str] | None = None
     _slots: dict[str, _Slot] = field(default_factory=dict, init=False)
+    _sweep_at: list[int] = field(default_factory=lambda: [_SWEEP_FROM], init=False)
 
     def __post_init__(self) -> None:
         url = self.token_url
@@ -160,7 +166,21 @@ class OAuth2ClientCredentials:
         # second asyncio.run, a test) starts over with a slot of its own.
         if slot is None or slot.loop is not loop:
             slot = self._slots[partition] = _Slot(loop)
+            if len(self._slots) > self._sweep_at[0]:
+                self._sweep(loop, keep=partition)
         return slot
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop, *, keep: str) -> None:
+        """Drop the slots no request needs (``keep``'s excepted, just made for a request):
+        no fresh token and no request renewing it, or made under another event loop. A
+        request holding a slot that is dropped goes on with it; the next request of that
+        partition asks for a token again."""
+        for partition, slot in list(self._slots.items()):
+            if partition == keep:
+                continue
+            if slot.loop is not loop or not (slot.fresh() or slot.lock.locked()):
+                del self._slots[partition]
+        self._sweep_at[0] = max(_SWEEP_FROM, 2 * len(self._slots))
 
     async def _renew(self, slot: _Slot, ctx: FetchContext[Any]) -> None:
         from authlib.oauth2.auth import ClientAuth

@@ -286,6 +286,24 @@ async def test_each_partition_gets_its_own_token_with_its_own_credentials(
     assert sorted(vendor.api_clients) == ["client-a"] * 5 + ["client-b"] * 5
 
 
+async def test_tokens_of_partitions_no_longer_polled_are_let_go_once_expired() -> None:
+    from authlib.oauth2.rfc6749 import OAuth2Token
+
+    auth = rest.OAuth2ClientCredentials(
+        token_url="https://auth.example.com/oauth/token", client_id="c", client_secret="s"
+    )
+    live = {f"live-{n}" for n in range(100)}
+    for n in range(2_000):
+        name = f"live-{n}" if n < 100 else f"gone-{n}"
+        slot = auth._slot(name)
+        expires_at = 4_000_000_000 if name in live else 1  # 2096, or long past
+        slot.token = OAuth2Token({"access_token": name, "expires_at": expires_at})
+    slots = auth._slots
+    assert live <= set(slots)  # every fresh token is kept
+    # The stale ones do not pile up: at most those made since the last sweep remain.
+    assert len(slots) <= 256 + 1
+
+
 async def test_a_refused_client_raises_an_http_error_that_says_what_came_back(
     http: Any, vendor: OAuthVendor
 ) -> None:
