@@ -353,6 +353,36 @@ MUTANTS: tuple[Mutant, ...] = (
         bug="the fence reads the key's row without locking it",
     ),
     _m(
+        "postgres-fence-function-without-for-update",
+        "G5",
+        "src/watukuy/stores/sql/postgres/0009_fence_function.sql",
+        [
+            (
+                "        AND lease_owner = lease_owner_of AND lease_epoch = lease_epoch_of\n    FOR UPDATE;",
+                "        AND lease_owner = lease_owner_of AND lease_epoch = lease_epoch_of;",
+            )
+        ],
+        "tests/stores/test_postgres_races.py::"
+        "test_a_fenced_write_waiting_on_a_takeover_follows_its_outcome[commits-ack]",
+        bug="an ack's fence reads the key's row without locking it, and acks under a lease "
+        "another node is taking over",
+    ),
+    _m(
+        "postgres-fence-state-function-without-for-update",
+        "G5",
+        "src/watukuy/stores/sql/postgres/0010_fence_state_function.sql",
+        [
+            (
+                "        AND lease_owner = lease_owner_of AND lease_epoch = lease_epoch_of\n    FOR UPDATE;",
+                "        AND lease_owner = lease_owner_of AND lease_epoch = lease_epoch_of;",
+            )
+        ],
+        "tests/stores/test_postgres_races.py::"
+        "test_a_fenced_write_waiting_on_a_takeover_follows_its_outcome[commits-commit_state_known]",
+        bug="a one-round-trip commit's fence reads the key's row without locking it, and "
+        "commits under a lease another node is taking over",
+    ),
+    _m(
         "postgres-fence-state-trusts-the-known-state",
         "G5",
         "src/watukuy/stores/sql/postgres/0010_fence_state_function.sql",

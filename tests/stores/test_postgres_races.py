@@ -305,8 +305,8 @@ async def test_the_stores_own_pool_sets_a_lock_timeout_by_default(
         assert await cur.fetchone() == ("5s",)
 
 
-@pytest.mark.parametrize("write", ["commit, state known", "commit, state read", "ack"])
-@pytest.mark.parametrize("taker", ["commits", "rolls back"])
+@pytest.mark.parametrize("write", ["commit_state_known", "commit_state_read", "ack"])
+@pytest.mark.parametrize("taker", ["commits", "rolls_back"])
 async def test_a_fenced_write_waiting_on_a_takeover_follows_its_outcome(
     postgres_store: PostgresStore, postgres_url: str, pg_schema: str, write: str, taker: str
 ) -> None:
@@ -326,7 +326,7 @@ async def test_a_fenced_write_waiting_on_a_takeover_follows_its_outcome(
             state_patch={"sequence": 1},
         ),
     )
-    if write == "commit, state read":
+    if write == "commit_state_read":
         store._states.clear()  # the store has to read the state under the row lock
     before = await _rows(postgres_url, pg_schema, KEY)
     pollers = f'"{pg_schema}"."watukuy_pollers"'
