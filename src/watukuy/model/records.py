@@ -338,13 +338,8 @@ def _fast_fields() -> bool:
 def _params_writable() -> bool:
     """Whether ``__dataclass_params__`` takes the flags this module records there (it does
     on every Python this package supports; a future one may freeze it)."""
-
-    @dataclasses.dataclass(init=False, repr=False, eq=False)
-    class Probe:
-        """Probe."""
-
     try:
-        Probe.__dataclass_params__.frozen = True  # type: ignore[attr-defined]
+        copy.copy(_PROBE_PARAMS).frozen = True
     except AttributeError:
         return False
     return True
