@@ -49,6 +49,7 @@ from watukuy.model.http_api import FetchResponse
 from watukuy.model.json import dumps, loads
 from watukuy.model.options import Reconcile
 from watukuy.model.page import InvalidPageError, Page
+from watukuy.model.redact import DEFAULT_REDACTION
 from watukuy.runtime.context import FetchContext
 from watukuy.runtime.poller import PollerDefinition, define_poller
 
@@ -171,8 +172,16 @@ class _Fetcher:
         # A full listing paged by tokens: each page's token is ``ctx.page_token``.
         self.chained = strategy == "full" and self.kind != "page"
         auth = description.auth
-        # Query parameters that carry a credential: kept out of every stored token.
-        self.secret_params: frozenset[str] = (
+        # Parameters of the request template whose names say they carry a credential (an
+        # access token passed in the query, perhaps read from the environment): APIs echo
+        # them into their next links like an API key. They are kept out of the stored links
+        # too, and sent again with every page that follows one (see with_secrets).
+        self.template_secrets: frozenset[str] = frozenset(
+            name for name in description.request.params if DEFAULT_REDACTION.is_sensitive(name)
+        )
+        # Query parameters that carry a credential: kept out of every stored token. (The
+        # auth adds its own key again to every request.)
+        self.secret_params: frozenset[str] = self.template_secrets | (
             frozenset({auth.name})
             if isinstance(auth, ApiKey) and auth.location == "query"
             else frozenset()
@@ -196,6 +205,23 @@ class _Fetcher:
             return None, False  # a pass stored before its tokens were kept with it
         token = None if text is None else _token_of(self.kind, text)
         return Position(page=ctx.page, token=token, cursor=cursor), ctx.page == 1
+
+    def with_secrets(self, template: Call, call: Call) -> Call:
+        """``call`` (``template`` as the paginator applied it) with the template's
+        credential parameters put back where it follows a link that lacks them: they were
+        kept out of the link when it was stored (:func:`_without_credentials`)."""
+        if not self.template_secrets or call is template:
+            return call
+        present = set(call.params)
+        if "?" in call.url:
+            query = urlsplit(call.url).query
+            present.update(name for name, _ in parse_qsl(query, keep_blank_values=True))
+        missing = {
+            name: template.params[name]
+            for name in sorted(self.template_secrets)
+            if name in template.params and name not in present
+        }
+        return call.with_params(**missing) if missing else call
 
     def unchanged(self) -> Page[Any]:
         """The page for a ``304``, or for the end of a listing that ends on a ``404``."""
@@ -281,9 +307,8 @@ def _build_fetch(description: _Description, strategy: _Strategy) -> Callable[...
         if position is None:
             return Page(gone=True)  # a pass stored without the token of this page
         template = description.request.render(ctx.partition)
-        call, response = await _send(
-            description.paginator.apply(template, position), description.auth, ctx
-        )
+        applied = fetcher.with_secrets(template, description.paginator.apply(template, position))
+        call, response = await _send(applied, description.auth, ctx)
         if response.not_modified:
             return fetcher.unchanged()
         missing = fetcher.missing(response.status, first)

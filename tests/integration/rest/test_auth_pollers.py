@@ -216,3 +216,47 @@ async def test_an_api_key_in_the_query_is_kept_out_of_the_stored_next_links(
     later = [target for target in api.targets if "&page=" in target]
     assert later
     assert all(target.count(f"api_key={key}") == 1 for target in later), later
+
+
+async def test_a_credential_in_the_request_params_is_kept_out_of_the_stored_next_links(
+    client: httpx.AsyncClient, tmp_path: Any
+) -> None:
+    token = "t-s3cr3t-in-the-params-Q7"
+    with LinkVendor() as api:  # its next links repeat every query parameter, the token too
+        for n in range(5):
+            api.add(title=f"issue {n}")
+        issues = rest.define_rest_poller(
+            name="issues",
+            # A token passed as a plain parameter (in TOML, perhaps "${API_TOKEN}"): its
+            # name says it is a credential.
+            request=rest.Request(
+                url=f"{api.base_url}/items", params={"per_page": 2, "access_token": token}
+            ),
+            identity="id",
+            version="updated_at",
+            paginator=rest.LinkHeader(),
+            max_pages_per_cycle=1,
+        )
+        database = tmp_path / "state.db"
+        engine = wk.Engine(
+            store=wk.SqliteStore(str(database)), pollers=[issues], http_client=client
+        )
+        events = recorder(engine, "issues")
+        await engine.tick(catch_up=False)  # page 1 of 3: the pass stops with a next link
+        await engine.stop()
+        stored = b"".join(path.read_bytes() for path in tmp_path.glob("state.db*"))
+        assert b"page=2" in stored  # the next link is stored (the WAL included) ...
+        assert token.encode() not in stored  # ... without the token
+        # A new engine resumes the pass at page 2 and sends the token again, once.
+        engine = wk.Engine(
+            store=wk.SqliteStore(str(database)), pollers=[issues], http_client=client
+        )
+        events = recorder(engine, "issues")
+        (result,) = (await engine.tick()).polled
+        assert result.error is None
+        await engine.stop()
+    assert [subject for _, _, subject in events] == ["3", "4", "5"]
+    later = [target for target in api.targets if "&page=" in target]
+    assert len(later) == 2, api.targets
+    assert all(target.count(f"access_token={token}") == 1 for target in later), later
+    assert all(f"access_token={token}" in target for target in api.targets), api.targets
