@@ -40,6 +40,10 @@ _MARGIN_S: Final = 30.0
 # life) are dropped once the slots outnumber twice what the last sweep left, and never
 # fewer than this: the memory held stays proportional to the partitions in use.
 _SWEEP_FROM: Final = 256
+# A token issued without ``expires_in`` never goes stale on its own: a sweep drops its slot
+# once no request used it for this long (the partition's next request asks for a token
+# again), so a removed tenant's token of that kind does not stay in memory for good.
+_IDLE_S: Final = 3600.0
 
 
 def _require_authlib() -> None:
@@ -56,6 +60,7 @@ class _Slot:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     token: Any = None  # an authlib OAuth2Token
     margin: float = 0.0
+    used: float = 0.0  # the loop's time of the last request that asked for the slot
 
     @property
     def access(self) -> str | None:
@@ -63,6 +68,15 @@ class _Slot:
 
     def fresh(self) -> bool:
         return self.token is not None and not self.token.is_expired(leeway=self.margin)
+
+    def needed(self, now: float) -> bool:
+        """A request is renewing the token, or the token is fresh (one that never expires
+        only while requests used it within the last ``_IDLE_S`` seconds)."""
+        if self.lock.locked():
+            return True
+        if not self.fresh():
+            return False
+        return self.token.get("expires_at") is not None or now - self.used < _IDLE_S
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False, eq=False)
@@ -168,17 +182,20 @@ class OAuth2ClientCredentials:
             slot = self._slots[partition] = _Slot(loop)
             if len(self._slots) > self._sweep_at[0]:
                 self._sweep(loop, keep=partition)
+        slot.used = loop.time()
         return slot
 
     def _sweep(self, loop: asyncio.AbstractEventLoop, *, keep: str) -> None:
         """Drop the slots no request needs (``keep``'s excepted, just made for a request):
-        no fresh token and no request renewing it, or made under another event loop. A
-        request holding a slot that is dropped goes on with it; the next request of that
-        partition asks for a token again."""
+        no fresh token (or one that never expires, unused for ``_IDLE_S``) and no request
+        renewing it, or made under another event loop. A request holding a slot that is
+        dropped goes on with it; the next request of that partition asks for a token
+        again."""
+        now = loop.time()
         for partition, slot in list(self._slots.items()):
             if partition == keep:
                 continue
-            if slot.loop is not loop or not (slot.fresh() or slot.lock.locked()):
+            if slot.loop is not loop or not slot.needed(now):
                 del self._slots[partition]
         self._sweep_at[0] = max(_SWEEP_FROM, 2 * len(self._slots))
 

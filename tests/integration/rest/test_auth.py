@@ -304,6 +304,27 @@ async def test_tokens_of_partitions_no_longer_polled_are_let_go_once_expired() -
     assert len(slots) <= 256 + 1
 
 
+async def test_tokens_that_never_expire_are_let_go_once_unused_for_an_hour() -> None:
+    from authlib.oauth2.rfc6749 import OAuth2Token
+
+    auth = rest.OAuth2ClientCredentials(
+        token_url="https://auth.example.com/oauth/token", client_id="c", client_secret="s"
+    )
+    live = {f"live-{n}" for n in range(100)}
+    for n in range(2_000):
+        name = f"live-{n}" if n < 100 else f"gone-{n}"
+        slot = auth._slot(name)
+        # Issued without expires_in: only how recently it was used tells them apart.
+        slot.token = OAuth2Token.from_dict({"access_token": name, "expires_in": None})
+        if name not in live:
+            slot.used -= 3601  # its partition's last request, over an hour ago
+    slots = auth._slots
+    assert live <= set(slots)  # every token in use is kept
+    assert len(slots) <= 256 + 1
+    # A token that never expires is reused while its partition asks for it.
+    assert auth._slot("live-0").fresh()
+
+
 async def test_a_refused_client_raises_an_http_error_that_says_what_came_back(
     http: Any, vendor: OAuthVendor
 ) -> None:
