@@ -286,7 +286,10 @@ async def test_each_partition_gets_its_own_token_with_its_own_credentials(
     assert sorted(vendor.api_clients) == ["client-a"] * 5 + ["client-b"] * 5
 
 
-async def test_tokens_of_partitions_no_longer_polled_are_let_go_once_expired() -> None:
+@pytest.mark.parametrize("expiring", [True, False])
+async def test_tokens_of_partitions_no_longer_polled_are_let_go(expiring: bool) -> None:
+    """Once expired; or, for a token issued without ``expires_in``, once no request of its
+    partition used it for an hour."""
     from authlib.oauth2.rfc6749 import OAuth2Token
 
     auth = rest.OAuth2ClientCredentials(
@@ -296,32 +299,17 @@ async def test_tokens_of_partitions_no_longer_polled_are_let_go_once_expired() -
     for n in range(2_000):
         name = f"live-{n}" if n < 100 else f"gone-{n}"
         slot = auth._slot(name)
-        expires_at = 4_000_000_000 if name in live else 1  # 2096, or long past
-        slot.token = OAuth2Token({"access_token": name, "expires_at": expires_at})
-    slots = auth._slots
-    assert live <= set(slots)  # every fresh token is kept
-    # The stale ones do not pile up: at most those made since the last sweep remain.
-    assert len(slots) <= 256 + 1
-
-
-async def test_tokens_that_never_expire_are_let_go_once_unused_for_an_hour() -> None:
-    from authlib.oauth2.rfc6749 import OAuth2Token
-
-    auth = rest.OAuth2ClientCredentials(
-        token_url="https://auth.example.com/oauth/token", client_id="c", client_secret="s"
-    )
-    live = {f"live-{n}" for n in range(100)}
-    for n in range(2_000):
-        name = f"live-{n}" if n < 100 else f"gone-{n}"
-        slot = auth._slot(name)
-        # Issued without expires_in: only how recently it was used tells them apart.
-        slot.token = OAuth2Token.from_dict({"access_token": name, "expires_in": None})
-        if name not in live:
-            slot.used -= 3601  # its partition's last request, over an hour ago
+        if expiring:
+            expires_at = 4_000_000_000 if name in live else 1  # 2096, or long past
+            slot.token = OAuth2Token({"access_token": name, "expires_at": expires_at})
+        else:
+            slot.token = OAuth2Token.from_dict({"access_token": name, "expires_in": None})
+            if name not in live:
+                slot.used -= 3601  # its partition's last request, over an hour ago
     slots = auth._slots
     assert live <= set(slots)  # every token in use is kept
+    # The stale ones do not pile up: at most those made since the last sweep remain.
     assert len(slots) <= 256 + 1
-    # A token that never expires is reused while its partition asks for it.
     assert auth._slot("live-0").fresh()
 
 
