@@ -91,7 +91,10 @@ async def run(vendor: Vendor) -> AsyncIterator[Run]:
 ALL = [f"i{n:02d}" for n in range(1, 8)]
 
 
-def full_listing(vendor: Vendor, route: str, paginator: Any, **options: Any) -> Any:
+def listing(vendor: Vendor, route: str, paginator: Any = None, **options: Any) -> Any:
+    """The poller of the vendor's listing at ``route``: ``define_rest_poller`` with what
+    the route needs (its request and items), the ids and versions of the vendor's items,
+    and every other option as given (``options`` may replace any of those)."""
     requests: dict[str, rest.Request] = {
         "graphql": rest.Request(
             url=f"{vendor.url}/graphql",
@@ -108,16 +111,15 @@ def full_listing(vendor: Vendor, route: str, paginator: Any, **options: Any) -> 
         "offset": "results",
         "pages": "items",
     }
+    options.setdefault("name", f"list-{route}")
+    options.setdefault("request", requests.get(route, rest.Request(url=f"{vendor.url}/{route}")))
+    options.setdefault("items", items[route])
+    options.setdefault("identity", "id")
+    options.setdefault("version", "version")
     options.setdefault("schedule", SCHEDULE)
-    return rest.define_rest_poller(
-        name=f"list-{route}",
-        request=requests.get(route, rest.Request(url=f"{vendor.url}/{route}")),
-        items=items[route],
-        identity="id",
-        version="version",
-        paginator=paginator,
-        **options,
-    )
+    if paginator is not None:
+        options["paginator"] = paginator
+    return rest.define_rest_poller(**options)
 
 
 FULL_LISTINGS = [
@@ -151,7 +153,7 @@ async def test_a_full_listing_gives_created_updated_deleted(
 ) -> None:
     if route == "pages" and paginator.end == "empty":
         vendor.past_end = "empty"
-    engine = run.engine(full_listing(vendor, route, paginator))
+    engine = run.engine(listing(vendor, route, paginator))
 
     await run.tick(engine)
     assert run.recorder.take() == {"created": ALL}
@@ -175,7 +177,7 @@ async def test_a_full_listing_gives_created_updated_deleted(
 
 
 async def test_a_page_number_listing_ends_at_its_404(run: Run, vendor: Vendor) -> None:
-    engine = run.engine(full_listing(vendor, "pages", rest.PageNumber(end="not_found")))
+    engine = run.engine(listing(vendor, "pages", rest.PageNumber(end="not_found")))
     await run.tick(engine)
     assert vendor.requests("/pages") == [
         "/pages?page=1",
@@ -191,7 +193,7 @@ async def test_a_404_past_the_end_of_a_shrunk_listing_abandons_the_pass(
     run: Run, vendor: Vendor
 ) -> None:
     paginator = rest.PageNumber(end="total", total_pages="total_pages")
-    engine = run.engine(full_listing(vendor, "pages", paginator, max_pages_per_cycle=2))
+    engine = run.engine(listing(vendor, "pages", paginator, max_pages_per_cycle=2))
     await run.tick(engine, catch_up=False)  # pages 1 and 2 of 3
     assert run.recorder.take() == {"created": ALL[:6]}
     for identity in ("i01", "i02", "i03"):
@@ -227,7 +229,7 @@ async def test_each_page_hands_the_next_one_its_token(vendor: Vendor) -> None:
     # Page N returns the token of page N+1 as its cursor (the engine stores it with the
     # pass), and page N+1 is asked for with it as ctx.page_token. A page past the first
     # without a token (a pass stored before tokens were kept) is gone, without a request.
-    poller = full_listing(vendor, "stripe", rest.StartingAfter(limit=3))
+    poller = listing(vendor, "stripe", rest.StartingAfter(limit=3))
     factory = HttpxFactory()
     try:
         pages = [
@@ -255,7 +257,7 @@ async def test_each_page_hands_the_next_one_its_token(vendor: Vendor) -> None:
 
 
 async def test_a_whole_pass_of_tokens_in_one_tick(run: Run, vendor: Vendor) -> None:
-    engine = run.engine(full_listing(vendor, "link", rest.LinkHeader()))
+    engine = run.engine(listing(vendor, "link", rest.LinkHeader()))
     await run.tick(engine)
     assert [line.split("page=")[-1] for line in vendor.requests("/link")] == ["/link", "2", "3"]
     report = (await engine.inspect())["pollers"][0]["listing"]["live"]
@@ -265,7 +267,7 @@ async def test_a_whole_pass_of_tokens_in_one_tick(run: Run, vendor: Vendor) -> N
 
 async def test_a_restart_mid_pass_resumes_it_with_its_token(run: Run, vendor: Vendor) -> None:
     def poller() -> Any:  # a restarted process builds its definitions again
-        return full_listing(vendor, "stripe", rest.StartingAfter(limit=3), max_pages_per_cycle=2)
+        return listing(vendor, "stripe", rest.StartingAfter(limit=3), max_pages_per_cycle=2)
 
     first = run.engine(poller())
     await run.tick(first, catch_up=False)  # pages 1 and 2 of 3
@@ -292,7 +294,7 @@ async def test_a_link_header_listing_ticked_by_a_new_engine_each_time(
 ) -> None:
     # A serverless deployment: every tick() runs in a process of its own, one page each.
     def tick_once() -> Any:
-        engine = run.engine(full_listing(vendor, "link", rest.LinkHeader(), max_pages_per_cycle=1))
+        engine = run.engine(listing(vendor, "link", rest.LinkHeader(), max_pages_per_cycle=1))
         return run.tick(engine, catch_up=False)
 
     for _ in range(3):
@@ -383,16 +385,7 @@ async def test_keyset_with_a_reconcile_listing_finds_deletes(run: Run, vendor: V
 
 
 async def test_token_mode_keeps_its_place_after_the_last_page(run: Run, vendor: Vendor) -> None:
-    poller = rest.define_rest_poller(
-        name="drf",
-        request=f"{vendor.url}/next",
-        items="results",
-        identity="id",
-        version="version",
-        paginator=rest.NextUrl(),
-        mode="token",
-        schedule=SCHEDULE,
-    )
+    poller = listing(vendor, "next", rest.NextUrl(), mode="token")
     engine = run.engine(poller)
     await run.tick(engine)
     assert run.recorder.take() == {"created": ALL}
@@ -407,15 +400,7 @@ async def test_token_mode_keeps_its_place_after_the_last_page(run: Run, vendor: 
 async def test_token_mode_with_starting_after_continues_after_the_last_id(
     run: Run, vendor: Vendor
 ) -> None:
-    poller = rest.define_rest_poller(
-        name="stripe",
-        request=f"{vendor.url}/stripe",
-        items="data",
-        identity="id",
-        paginator=rest.StartingAfter(limit=3),
-        mode="token",
-        schedule=SCHEDULE,
-    )
+    poller = listing(vendor, "stripe", rest.StartingAfter(limit=3), mode="token", version=None)
     engine = run.engine(poller)
     await run.tick(engine)
     vendor.put("i09", second=50)
@@ -448,7 +433,7 @@ class Renewing:
 async def test_a_401_refreshes_the_credentials_once(run: Run, vendor: Vendor) -> None:
     vendor.token = "fresh"
     auth = Renewing()
-    engine = run.engine(full_listing(vendor, "link", rest.LinkHeader(), auth=auth))
+    engine = run.engine(listing(vendor, "link", rest.LinkHeader(), auth=auth))
     await run.tick(engine)
     assert auth.refreshes == 1
     assert len(vendor.requests("/link")) == 4  # page 1 twice, then pages 2 and 3
@@ -458,7 +443,7 @@ async def test_a_401_refreshes_the_credentials_once(run: Run, vendor: Vendor) ->
 async def test_a_second_401_fails_the_fetch(run: Run, vendor: Vendor) -> None:
     vendor.token = "other"
     auth = Renewing()
-    engine = run.engine(full_listing(vendor, "link", rest.LinkHeader(), auth=auth))
+    engine = run.engine(listing(vendor, "link", rest.LinkHeader(), auth=auth))
     await run.clock.advance("10m")
     result = await engine.tick()
     [polled] = result.polled
@@ -475,12 +460,8 @@ async def test_a_one_page_listing_answered_304_is_the_same_listing(
     run: Run, vendor: Vendor
 ) -> None:
     vendor.etags = True
-    poller = rest.define_rest_poller(
-        name="all",
-        request=rest.Request(url=f"{vendor.url}/link", params={"per_page": 50}),
-        identity="id",
-        version="version",
-        schedule=SCHEDULE,
+    poller = listing(
+        vendor, "link", request=rest.Request(url=f"{vendor.url}/link", params={"per_page": 50})
     )
     engine = run.engine(poller)
     await run.tick(engine)
@@ -497,16 +478,7 @@ async def test_a_one_page_listing_answered_304_is_the_same_listing(
 
 async def test_token_mode_keeps_its_token_on_a_304(run: Run, vendor: Vendor) -> None:
     vendor.etags = True
-    poller = rest.define_rest_poller(
-        name="drf",
-        request=f"{vendor.url}/next",
-        items="results",
-        identity="id",
-        version="version",
-        paginator=rest.NextUrl(),
-        mode="token",
-        schedule=SCHEDULE,
-    )
+    poller = listing(vendor, "next", rest.NextUrl(), mode="token")
     engine = run.engine(poller)
     await run.tick(engine)
     await run.tick(engine)  # the last page again: unchanged, its validator is kept
@@ -520,16 +492,7 @@ async def test_token_mode_keeps_its_token_on_a_304(run: Run, vendor: Vendor) -> 
 
 
 async def test_an_expired_token_starts_over(run: Run, vendor: Vendor) -> None:
-    poller = rest.define_rest_poller(
-        name="slack",
-        request=f"{vendor.url}/cursor",
-        items="items",
-        identity="id",
-        version="version",
-        paginator=rest.CursorParam(path="meta.next_cursor"),
-        mode="token",
-        schedule=SCHEDULE,
-    )
+    poller = listing(vendor, "cursor", rest.CursorParam(path="meta.next_cursor"), mode="token")
     engine = run.engine(poller)
     await run.tick(engine)
     assert vendor.requests("/cursor")[-1] == "/cursor?cursor=i06"
@@ -547,16 +510,12 @@ async def test_an_expired_token_starts_over(run: Run, vendor: Vendor) -> None:
 
 
 async def test_page_numbers_under_token_mode_with_a_reconcile(run: Run, vendor: Vendor) -> None:
-    poller = rest.define_rest_poller(
-        name="pages",
-        request=f"{vendor.url}/pages",
-        items="items",
-        identity="id",
-        version="version",
-        paginator=rest.PageNumber(end="not_found"),
+    poller = listing(
+        vendor,
+        "pages",
+        rest.PageNumber(end="not_found"),
         mode="token",
         reconcile=rest.Listing(every="1h"),
-        schedule=SCHEDULE,
     )
     engine = run.engine(poller)
     await run.tick(engine)
@@ -629,16 +588,8 @@ class AfterLastId:
         return rest.Step(has_more=full, token=reply.items[-1]["id"] if full else None)
 
 
-async def test_a_paginator_of_ones_own_pages_a_full_listing(run: Run, vendor: Vendor) -> None:
-    poller = rest.define_rest_poller(
-        name="own",
-        request=f"{vendor.url}/cursor",
-        items="items",
-        identity="id",
-        version="version",
-        paginator=AfterLastId(),
-        schedule=SCHEDULE,
-    )
+async def test_a_paginator_of_ones_own_pages_a_listing(run: Run, vendor: Vendor) -> None:
+    poller = listing(vendor, "cursor", AfterLastId())
     engine = run.engine(poller)
     await run.tick(engine)
     vendor.delete("i01")
@@ -671,7 +622,7 @@ async def test_churn_never_deletes_a_live_item(
     next_id = 8
 
     def poller() -> Any:
-        return full_listing(vendor, route, paginator, max_pages_per_cycle=2)
+        return listing(vendor, route, paginator, max_pages_per_cycle=2)
 
     engine = run.engine(poller())
     for step in range(24):
@@ -716,14 +667,7 @@ class Tokenless:
 
 
 async def test_more_pages_without_a_token_fail_the_fetch(run: Run, vendor: Vendor) -> None:
-    poller = rest.define_rest_poller(
-        name="tokenless",
-        request=f"{vendor.url}/cursor",
-        items="items",
-        identity="id",
-        paginator=Tokenless(),
-        schedule=SCHEDULE,
-    )
+    poller = listing(vendor, "cursor", Tokenless(), version=None)
     engine = run.engine(poller)
     await run.clock.advance("10m")
     [polled] = (await engine.tick()).polled
@@ -747,14 +691,7 @@ class Repeating:
 
 
 async def test_a_page_that_hands_out_its_own_token_again_fails(run: Run, vendor: Vendor) -> None:
-    poller = rest.define_rest_poller(
-        name="repeating",
-        request=f"{vendor.url}/cursor",
-        items="items",
-        identity="id",
-        paginator=Repeating(),
-        schedule=SCHEDULE,
-    )
+    poller = listing(vendor, "cursor", Repeating(), version=None)
     engine = run.engine(poller)
     for _ in range(2):  # twice at the same page abandons the pass
         await run.clock.advance("10m")
