@@ -397,6 +397,23 @@ async def test_token_mode_keeps_its_place_after_the_last_page(run: Run, vendor: 
     assert run.recorder.take() == {"created": ["i08"]}
 
 
+async def test_a_credential_parameter_goes_with_the_pages_a_link_asks_for(
+    run: Run, vendor: Vendor
+) -> None:
+    # The vendor's next links carry only the page number: the template's credential goes
+    # back on each of them (its other parameters do not: a next link is the whole query).
+    request = rest.Request(url=f"{vendor.url}/next", params={"access_token": "t0k", "x": "1"})
+    poller = listing(vendor, "next", rest.NextUrl(), mode="token", request=request)
+    engine = run.engine(poller)
+    await run.tick(engine)
+    assert run.recorder.take() == {"created": ALL}
+    assert vendor.requests("/next") == [
+        "/next?access_token=t0k&x=1",
+        "/next?page=2&access_token=t0k",
+        "/next?page=3&access_token=t0k",
+    ]
+
+
 async def test_token_mode_with_starting_after_continues_after_the_last_id(
     run: Run, vendor: Vendor
 ) -> None:
