@@ -171,9 +171,9 @@ def _slotted(cls: type, *, kw_only: bool, match_args: bool) -> type:
     it cheaper is the reading of string annotations: ``@dataclass`` matches each one
     against regular expressions three times (``KW_ONLY``, ``ClassVar``, ``InitVar``), and
     here only an annotation that may name one of them (:func:`_may_be_pseudo_field`) is
-    read, by dataclasses' own code (about 35 against 57 microseconds a class). A Python whose :mod:`dataclasses` lacks
-    the names this relies on, or gives them another meaning, gets
-    :func:`dataclasses.dataclass` itself.
+    read, by dataclasses' own code (about 35 against 57 microseconds a class). A Python
+    whose :mod:`dataclasses` lacks the names this relies on, or gives them another
+    meaning, gets :func:`dataclasses.dataclass` itself.
     """
     if not _FAST_FIELDS:
         return dataclasses.dataclass(
@@ -198,13 +198,14 @@ def _fields_and_slots(cls: type, *, kw_only: bool, match_args: bool) -> type:
     made: dict[str, dataclasses.Field[Any]] = {}
     kw_only_seen = False
     for name, kind in own.items():
-        if _is_kw_only_marker(cls, kind):
-            if kw_only_seen:
-                raise TypeError(f"{name!r} is KW_ONLY, but KW_ONLY has already been specified")
-            kw_only_seen = kw_only = True
-            continue
+        # What only dataclasses' own reading can tell: a real type, or a string that may
+        # name a pseudo-field.
         if not isinstance(kind, str) or _may_be_pseudo_field(cls, kind):
-            # What only dataclasses' own reading can tell: a real type or a pseudo-field.
+            if _is_kw_only_marker(cls, kind):
+                if kw_only_seen:
+                    raise TypeError(f"{name!r} is KW_ONLY, but KW_ONLY has already been specified")
+                kw_only_seen = kw_only = True
+                continue
             made[name] = _dc._get_field(cls, name, kind, kw_only)
             continue
         default = cls.__dict__.get(name, dataclasses.MISSING)
@@ -264,12 +265,11 @@ def _fields_and_slots(cls: type, *, kw_only: bool, match_args: bool) -> type:
 
 
 def _is_kw_only_marker(cls: type, kind: object) -> bool:
-    """Whether an annotation is ``dataclasses.KW_ONLY``, read as ``@dataclass`` reads it."""
+    """Whether an annotation is ``dataclasses.KW_ONLY``, read as ``@dataclass`` reads it
+    (a string annotation only when :func:`_may_be_pseudo_field` says it may be one)."""
     if not isinstance(kind, str):
         return bool(_dc._is_kw_only(kind, dataclasses))
-    return _may_be_pseudo_field(cls, kind) and bool(
-        _dc._is_type(kind, cls, dataclasses, dataclasses.KW_ONLY, _dc._is_kw_only)
-    )
+    return bool(_dc._is_type(kind, cls, dataclasses, dataclasses.KW_ONLY, _dc._is_kw_only))
 
 
 _PSEUDO: tuple[object, ...] = (
